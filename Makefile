@@ -1,0 +1,37 @@
+# Garante — set-up, demo, tests and benchmarks. Everything installs into .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DEMO_ENV := DATABASE_URL=sqlite:///db.sqlite3 CELERY_TASK_ALWAYS_EAGER=1 \
+	EMAIL_BACKEND=django.core.mail.backends.console.EmailBackend GARANTE_SMS_BACKEND=console \
+	DJANGO_DEBUG=1
+
+.PHONY: install demo test lint format bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(DEMO_ENV) $(BIN)/python manage.py migrate --no-input
+	$(DEMO_ENV) $(BIN)/python manage.py seed_sandbox
+	$(DEMO_ENV) $(BIN)/python manage.py runserver 127.0.0.1:8000
+
+test: install
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) db.sqlite3 .pytest_cache .ruff_cache

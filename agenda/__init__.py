@@ -1,0 +1,1 @@
+"""Agenda: services, professionals, schedules, availability and appointments."""

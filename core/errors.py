@@ -1,0 +1,101 @@
+"""The six canonical error types: one exception class each, raised by services, shaped once.
+
+`user_message` is for the end customer, in the company's language; it never carries internal
+ids or traces. `code` is a stable machine code clients can branch on. Extras (`state`,
+`candidates`, `retry_after_seconds`, ...) travel with the error to the wire.
+"""
+
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+
+
+class ErrorType(StrEnum):
+    VALIDATION = "VALIDATION"
+    NOT_FOUND = "NOT_FOUND"
+    PERMISSION = "PERMISSION"
+    AMBIGUOUS = "AMBIGUOUS"
+    CONFLICT = "CONFLICT"
+    SYSTEM = "SYSTEM"
+
+
+HTTP_STATUS = {
+    ErrorType.VALIDATION: 422,
+    ErrorType.NOT_FOUND: 404,
+    ErrorType.PERMISSION: 403,
+    ErrorType.AMBIGUOUS: 409,
+    ErrorType.CONFLICT: 409,
+    ErrorType.SYSTEM: 503,
+}
+
+
+class GaranteError(Exception):
+    """A business error with a canonical type. Subclass per type; raise with a message."""
+
+    error_type: ClassVar[ErrorType]
+    default_message: ClassVar[str | Promise]
+    default_code: ClassVar[str]
+
+    def __init__(
+        self,
+        user_message: str | Promise | None = None,
+        *,
+        code: str | None = None,
+        http_status: int | None = None,
+        **extras: Any,
+    ) -> None:
+        self.user_message = user_message if user_message is not None else self.default_message
+        self.code = code or self.default_code
+        self.http_status = http_status or HTTP_STATUS[self.error_type]
+        self.extras = extras
+        super().__init__(str(self.user_message))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The wire body: error_type, user_message (translated now), code, then the extras."""
+        body: dict[str, Any] = {
+            "error_type": self.error_type.value,
+            "user_message": str(self.user_message),
+            "code": self.code,
+        }
+        body.update({k: v for k, v in self.extras.items() if v is not None})
+        return body
+
+
+class ValidationFailed(GaranteError):
+    error_type = ErrorType.VALIDATION
+    default_message = _("Los datos enviados no son válidos.")
+    default_code = "invalid"
+
+
+class NotFound(GaranteError):
+    error_type = ErrorType.NOT_FOUND
+    default_message = _("No encontré lo que busca.")
+    default_code = "not_found"
+
+
+class PermissionRefused(GaranteError):
+    error_type = ErrorType.PERMISSION
+    default_message = _("No puedo hacer eso para la persona que me habla.")
+    default_code = "permission_denied"
+
+
+class Ambiguous(GaranteError):
+    error_type = ErrorType.AMBIGUOUS
+    default_message = _("Hay varias opciones que coinciden. ¿A cuál se refiere?")
+    default_code = "ambiguous"
+
+
+class Conflict(GaranteError):
+    error_type = ErrorType.CONFLICT
+    default_message = _("Esa operación ya se pidió con otros datos.")
+    default_code = "conflict"
+
+
+class SystemUnavailable(GaranteError):
+    error_type = ErrorType.SYSTEM
+    default_message = _(
+        "Nuestro sistema no está disponible en este momento. Por favor, inténtelo más tarde."
+    )
+    default_code = "unavailable"

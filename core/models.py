@@ -1,0 +1,190 @@
+"""Tenancy and the people Garante serves: companies, their staff, contacts and gateway tokens."""
+
+import hashlib
+import secrets
+import zoneinfo
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+
+def validate_timezone(value: str) -> None:
+    if value not in zoneinfo.available_timezones():
+        raise ValidationError(_("Unknown time zone: %(tz)s"), params={"tz": value})
+
+
+class Company(models.Model):
+    """The tenant. Every other record belongs to exactly one company."""
+
+    class Environment(models.TextChoices):
+        PRODUCTION = "production", _("Production")
+        SANDBOX = "sandbox", _("Sandbox")
+
+    name = models.CharField(_("name"), max_length=200)
+    slug = models.SlugField(_("slug"), unique=True)
+    timezone = models.CharField(
+        _("time zone"), max_length=64, default="Europe/Madrid", validators=[validate_timezone]
+    )
+    language = models.CharField(
+        _("language"), max_length=8, choices=settings.LANGUAGES, default="es"
+    )
+    currency = models.CharField(_("currency"), max_length=3, default="EUR")
+    country = models.CharField(
+        _("country"), max_length=2, default="ES", help_text=_("ISO 3166-1 alpha-2")
+    )
+    environment = models.CharField(
+        _("environment"), max_length=16, choices=Environment.choices, default=Environment.PRODUCTION
+    )
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("company")
+        verbose_name_plural = _("companies")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def tz(self) -> zoneinfo.ZoneInfo:
+        return zoneinfo.ZoneInfo(self.timezone)
+
+    @property
+    def is_sandbox(self) -> bool:
+        return self.environment == self.Environment.SANDBOX
+
+
+class StaffMembership(models.Model):
+    """A staff user's role in one company; the admin shows them only their companies."""
+
+    class Role(models.TextChoices):
+        AGENT = "agent", _("Agent")
+        SUPERVISOR = "supervisor", _("Supervisor")
+        ADMIN = "admin", _("Administrator")
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(_("role"), max_length=16, choices=Role.choices, default=Role.AGENT)
+
+    class Meta:
+        verbose_name = _("staff membership")
+        verbose_name_plural = _("staff memberships")
+        constraints = [
+            models.UniqueConstraint(fields=["user", "company"], name="unique_membership"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.company} ({self.role})"
+
+
+class Contact(models.Model):
+    """A customer of a company. Identifiers are stored normalised (see core.normalize)."""
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="contacts")
+    first_name = models.CharField(_("first name"), max_length=100)
+    last_name = models.CharField(_("last name"), max_length=150, blank=True)
+    document_number = models.CharField(_("document number"), max_length=32, blank=True)
+    phone = models.CharField(_("phone (E.164)"), max_length=20, blank=True)
+    email = models.EmailField(_("email"), blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("contact")
+        verbose_name_plural = _("contacts")
+        ordering = ["first_name", "last_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["company", "document_number"],
+                condition=~Q(document_number=""),
+                name="unique_contact_document",
+            ),
+            models.UniqueConstraint(
+                fields=["company", "phone"], condition=~Q(phone=""), name="unique_contact_phone"
+            ),
+            models.UniqueConstraint(
+                fields=["company", "email"], condition=~Q(email=""), name="unique_contact_email"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.first_name} {self.last_name}".strip()
+
+
+class GatewayCredential(models.Model):
+    """A bearer token the agent platform's Gateway uses for one company.
+
+    The token is shown once at creation; only its SHA-256 is stored (tokens are 256-bit random,
+    so a fast hash is enough and lets the lookup be an index probe).
+    """
+
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="gateway_credentials"
+    )
+    name = models.CharField(_("name"), max_length=100)
+    token_prefix = models.CharField(_("token prefix"), max_length=12, editable=False)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
+
+    TOKEN_PREFIX = "gt_"
+
+    class Meta:
+        verbose_name = _("gateway credential")
+        verbose_name_plural = _("gateway credentials")
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.token_prefix}…)"
+
+    @staticmethod
+    def hash_token(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    @classmethod
+    def new_token(cls) -> str:
+        return cls.TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Conversation(models.Model):
+    """One conversation of the agent platform (com.asixto/conversationId), per company.
+
+    It remembers whom the customer identified as, and until when a step-up verification holds.
+    """
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="conversations")
+    external_id = models.CharField(_("conversation id"), max_length=255)
+    contact = models.ForeignKey(
+        Contact,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="conversations",
+        verbose_name=_("identified contact"),
+    )
+    identified_via = models.CharField(_("identified via"), max_length=16, blank=True)
+    identified_at = models.DateTimeField(_("identified at"), null=True, blank=True)
+    verified_until = models.DateTimeField(_("verified until"), null=True, blank=True)
+    created_at = models.DateTimeField(_("started"), auto_now_add=True)
+    last_seen_at = models.DateTimeField(_("last seen"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
+        ordering = ["-last_seen_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["company", "external_id"], name="unique_conversation_per_company"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id

@@ -1,0 +1,13 @@
+"""URL routes: the admin, the MCP endpoint and the REST API."""
+
+from django.contrib import admin
+from django.urls import path
+
+from tooling.api import api
+from tooling.mcp import mcp_endpoint
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("mcp", mcp_endpoint, name="mcp"),
+    path("api/", api.urls),
+]

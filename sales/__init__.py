@@ -1,0 +1,1 @@
+"""Sales: catalog, price lists, stock, quotes and opportunities."""

@@ -1,0 +1,1 @@
+"""Sales models (catalog, price lists, quotes, opportunities) live here."""

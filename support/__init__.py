@@ -1,0 +1,1 @@
+"""Support: cases and their comments."""

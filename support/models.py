@@ -1,0 +1,1 @@
+"""Support models (cases and comments) live here."""

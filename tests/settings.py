@@ -1,0 +1,29 @@
+"""Test settings: PostgreSQL when it is reachable (always on CI), SQLite otherwise.
+
+Tests that need PostgreSQL or Redis are marked and skipped, with the reason, when absent.
+"""
+
+import os
+import socket
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test"
+if "DATABASE_URL" not in os.environ and _reachable("127.0.0.1", 5432):
+    os.environ["DATABASE_URL"] = POSTGRES_URL
+os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+
+from core.settings import *  # noqa: E402, F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+CELERY_TASK_ALWAYS_EAGER = True
+REDIS_AVAILABLE = _reachable("127.0.0.1", 6379)
+LOGGING["root"]["level"] = "WARNING"  # noqa: F405

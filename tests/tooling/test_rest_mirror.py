@@ -1,0 +1,85 @@
+"""The REST mirror of the tools, over real HTTP against a live server."""
+
+import pytest
+
+from agenda.models import Service
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_lists_the_companys_services(tool_client, company, other_company):
+    Service.objects.create(company=company, name="Corte", duration_minutes=30)
+    Service.objects.create(company=other_company, name="Radiografía", duration_minutes=20)
+
+    response = tool_client.call("list_services")
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "items": [{"name": "Corte", "description": "", "duration_minutes": 30}],
+        "count": 1,
+        "has_more": False,
+    }
+
+
+def test_an_empty_catalogue_is_a_success_with_an_empty_list(tool_client):
+    response = tool_client.call("list_services")
+
+    assert response.status_code == 200
+    assert response.json()["items"] == []
+
+
+def test_it_says_when_more_services_exist_than_the_limit(tool_client, company):
+    for n in range(3):
+        Service.objects.create(company=company, name=f"S{n}")
+
+    body = tool_client.call("list_services", {"limit": 2}).json()
+
+    assert [s["name"] for s in body["items"]] == ["S0", "S1"]
+    assert body["has_more"] is True
+
+
+def test_it_rejects_a_missing_or_wrong_token_with_401(live_server):
+    import httpx
+
+    response = httpx.post(f"{live_server.url}/api/tools/list_services", json={})
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+    response = httpx.post(
+        f"{live_server.url}/api/tools/list_services",
+        json={},
+        headers={"Authorization": "Bearer gt_not-a-token", "X-Conversation-Id": "c"},
+    )
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"limit": "many"}, "limit"), ({"limit": 0}, "limit"), ({"unknown": 1}, "unknown")],
+)
+def test_it_answers_bad_arguments_with_a_typed_validation_error(tool_client, body, field):
+    response = tool_client.call("list_services", body)
+
+    assert response.status_code == 422
+    payload = response.json()
+    assert payload["error_type"] == "VALIDATION"
+    assert payload["code"] == "invalid_arguments"
+    assert any(field in e["field"] for e in payload["errors"])
+
+
+def test_it_answers_malformed_json_with_a_validation_error(tool_client):
+    response = tool_client.http.post(
+        "/api/tools/list_services",
+        content=b"{not json",
+        headers={"X-Conversation-Id": "c", "Content-Type": "application/json"},
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error_type"] == "VALIDATION"
+
+
+def test_the_tools_are_in_the_openapi_document(live_server):
+    import httpx
+
+    document = httpx.get(f"{live_server.url}/api/openapi.json").json()
+
+    assert "/api/tools/list_services" in document["paths"]

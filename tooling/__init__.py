@@ -1,0 +1,1 @@
+"""The Gateway-facing tool API: registry, MCP transport, REST mirror, idempotency, output cap."""

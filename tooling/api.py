@@ -1,0 +1,156 @@
+"""The REST mirror of every tool (POST /api/tools/<name>), served by django-ninja with OpenAPI.
+
+Same registry, same execution path and idempotency engine as MCP; the Gateway's `_meta` keys
+become the `Idempotency-Key` and `X-Conversation-Id` headers (seed 2 rules for the key).
+"""
+
+import json
+import logging
+from typing import Any
+
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext_lazy as _
+from ninja import Header, NinjaAPI
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.security import HttpBearer
+
+from core.errors import GaranteError, PermissionRefused, SystemUnavailable, ValidationFailed
+from core.selectors import gateway_company_authenticate
+from tooling.context import CallMeta
+from tooling.execution import InvalidArguments, Outcome, call_tool, error_outcome
+from tooling.idempotency import check_http_key
+from tooling.output import dumps
+from tooling.registry import Tool, registry
+
+logger = logging.getLogger("garante.tools")
+
+
+class GatewayBearer(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        company = gateway_company_authenticate(token)
+        request.company = company  # type: ignore[attr-defined]
+        return company
+
+
+api = NinjaAPI(
+    title="Garante tool API",
+    version="1.0",
+    description="Every Gateway tool as a plain HTTP endpoint, with Idempotency-Key semantics.",
+    urls_namespace="api",
+)
+
+
+def json_response(
+    body: dict[str, Any], status: int, headers: dict[str, str] | None = None
+) -> HttpResponse:
+    response = HttpResponse(dumps(body), status=status, content_type="application/json")
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def outcome_response(outcome: Outcome) -> HttpResponse:
+    headers = {}
+    if outcome.replayed:
+        headers["X-Idempotency-Replayed"] = "true"
+    if "retry_after_seconds" in outcome.body:
+        headers["Retry-After"] = str(outcome.body["retry_after_seconds"])
+    return json_response(outcome.body, outcome.status, headers)
+
+
+def error_response(error: GaranteError) -> HttpResponse:
+    return outcome_response(error_outcome(error))
+
+
+@api.exception_handler(AuthenticationError)
+def on_unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
+    error = PermissionRefused(
+        _("Credenciales no válidas."), code="unauthenticated", http_status=401
+    )
+    return json_response(error.as_dict(), 401, {"WWW-Authenticate": "Bearer"})
+
+
+@api.exception_handler(NinjaValidationError)
+def on_invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    errors = [
+        {"field": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")}
+        for e in exc.errors
+    ][:10]
+    return error_response(
+        ValidationFailed(
+            _("Los argumentos de la herramienta no son válidos."),
+            code="invalid_arguments",
+            errors=errors,
+        )
+    )
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    # ninja raises HttpError(400) when the body is not JSON; other statuses pass through typed.
+    message = (
+        _("El cuerpo de la petición no es JSON válido.")
+        if exc.status_code == 400
+        else _("La petición no es válida.")
+    )
+    code = "malformed_json" if exc.status_code == 400 else "bad_request"
+    return error_response(ValidationFailed(message, code=code, http_status=exc.status_code))
+
+
+@api.exception_handler(DatabaseError)
+def on_database_down(request: HttpRequest, exc: Exception) -> HttpResponse:
+    logger.exception("database failure outside a tool call")
+    return error_response(SystemUnavailable(code="database_unavailable"))
+
+
+@api.get("/ping", tags=["health"], summary="Liveness probe (no database)")
+def ping(request: HttpRequest) -> dict[str, bool]:
+    return {"ok": True}
+
+
+def _tool_endpoint(tool: Tool):
+    Input = tool.input
+
+    def endpoint(
+        request: HttpRequest,
+        payload: Input,  # type: ignore[valid-type]
+        conversation_id: str = Header(..., alias="X-Conversation-Id"),
+        idempotency_key: str | None = Header(None, alias="Idempotency-Key"),
+    ) -> HttpResponse:
+        if tool.write:
+            try:
+                check_http_key(idempotency_key)
+            except GaranteError as error:
+                return error_response(error)
+        try:
+            arguments = json.loads(request.body or b"{}")
+        except ValueError:
+            arguments = payload.model_dump(exclude_unset=True)
+        meta = CallMeta(conversation_id=conversation_id, idempotency_key=idempotency_key)
+        try:
+            outcome = call_tool(
+                tool, company=request.auth, arguments=arguments, meta=meta, surface="rest"
+            )
+        except InvalidArguments as exc:
+            return error_response(exc.as_error())
+        return outcome_response(outcome)
+
+    endpoint.__name__ = f"tool_{tool.name.replace('.', '_').replace('-', '_')}"
+    return endpoint
+
+
+def mount_tools() -> None:
+    for tool in registry.all():
+        api.post(
+            f"/tools/{tool.name}",
+            auth=GatewayBearer(),
+            tags=["tools"],
+            summary=tool.title,
+            description=tool.description,
+            operation_id=f"tool_{tool.name}",
+        )(_tool_endpoint(tool))
+
+
+mount_tools()

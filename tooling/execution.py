@@ -1,0 +1,146 @@
+"""The single path every tool call takes, whatever the surface (MCP or REST).
+
+validate arguments -> (writes) idempotency engine -> handler -> output cap -> error mapping.
+"""
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+from django.db import DatabaseError, connection
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
+
+from core.errors import GaranteError, SystemUnavailable, ValidationFailed
+from core.models import Company
+from tooling.context import CallMeta, ToolContext
+from tooling.faults import injected_fault
+from tooling.idempotency import check_gateway_key, idempotent_execute
+from tooling.output import cap_output
+from tooling.registry import Tool
+
+logger = logging.getLogger("garante.tools")
+
+
+class InvalidArguments(Exception):
+    """The arguments do not match the tool's input schema (MCP -32602, REST 422)."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        self.errors = errors
+        super().__init__("invalid tool arguments")
+
+    def as_error(self) -> ValidationFailed:
+        return ValidationFailed(
+            _("Los argumentos de la herramienta no son válidos."),
+            code="invalid_arguments",
+            errors=self.errors,
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    body: dict[str, Any]
+    is_error: bool
+    status: int
+    replayed: bool = False
+    error_type: str | None = None
+
+
+def parse_arguments(tool: Tool, arguments: Any) -> Any:
+    if arguments is None:
+        arguments = {}
+    try:
+        return tool.input.model_validate(arguments)
+    except pydantic.ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in err["loc"]) or "(arguments)", "problem": err["msg"]}
+            for err in exc.errors(include_url=False, include_context=False, include_input=False)
+        ]
+        raise InvalidArguments(errors[:10]) from None
+
+
+def call_tool(
+    tool: Tool, *, company: Company, arguments: Any, meta: CallMeta, surface: str
+) -> Outcome:
+    """Execute one tool call and return its shaped outcome. Raises only InvalidArguments."""
+    params = parse_arguments(tool, arguments)
+    started = time.monotonic()
+    with translation.override(company.language):
+        outcome = _run(
+            tool,
+            company=company,
+            arguments=arguments or {},
+            params=params,
+            meta=meta,
+            surface=surface,
+        )
+    logger.info(
+        "tool=%s company=%s outcome=%s replayed=%s ms=%.1f",
+        tool.name,
+        company.pk,
+        outcome.error_type or "ok",
+        outcome.replayed,
+        (time.monotonic() - started) * 1000,
+    )
+    return outcome
+
+
+def _run(
+    tool: Tool,
+    *,
+    company: Company,
+    arguments: dict[str, Any],
+    params: Any,
+    meta: CallMeta,
+    surface: str,
+) -> Outcome:
+    ctx = ToolContext(company=company, meta=meta, surface=surface)
+    try:
+        if not meta.conversation_id or not isinstance(meta.conversation_id, str):
+            raise ValidationFailed(
+                _("Falta el identificador de la conversación."), code="missing_conversation_id"
+            )
+        with injected_fault(company, meta.fault):
+            if not tool.write:
+                return Outcome(
+                    body=cap_output(tool.handler(ctx, params)), is_error=False, status=200
+                )
+            key = check_gateway_key(meta.idempotency_key)
+
+            def effect() -> tuple[dict[str, Any], int]:
+                return cap_output(tool.handler(ctx, params)), 200
+
+            result = idempotent_execute(
+                company=company, key=key, operation=tool.name, request=arguments, effect=effect
+            )
+            return Outcome(
+                body=result.body, is_error=False, status=result.status, replayed=result.replayed
+            )
+    except GaranteError as error:
+        return error_outcome(error)
+    except DatabaseError:
+        logger.exception("database failure in tool %s", tool.name)
+        _discard_broken_connection()
+        return error_outcome(SystemUnavailable(code="database_unavailable"))
+    except Exception:
+        logger.exception("unexpected failure in tool %s", tool.name)
+        return error_outcome(SystemUnavailable())
+
+
+def error_outcome(error: GaranteError) -> Outcome:
+    return Outcome(
+        body=cap_output(error.as_dict()),
+        is_error=True,
+        status=error.http_status,
+        error_type=error.error_type.value,
+    )
+
+
+def _discard_broken_connection() -> None:
+    """After a database failure, make the next request reconnect instead of reusing a dead link."""
+    if not connection.in_atomic_block:
+        with contextlib.suppress(DatabaseError):
+            connection.close_if_unusable_or_obsolete()

@@ -1,0 +1,54 @@
+"""Sandbox-only fault injection, so certification can provoke "dependency down" for real.
+
+`_meta["com.garante/fault"] = "database"` points this call's database connection at a port
+where nothing listens: the driver itself fails to connect, and the call takes the same SYSTEM
+path a real outage would. Production companies never honour it.
+"""
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connection
+from django.utils.translation import gettext_lazy as _
+
+from core.errors import ValidationFailed
+from core.models import Company
+
+logger = logging.getLogger("garante.tools")
+
+SUPPORTED_FAULTS = ("database",)
+
+
+@contextmanager
+def injected_fault(company: Company, fault: str | None) -> Iterator[None]:
+    if fault is None:
+        yield
+        return
+    if not company.is_sandbox:
+        logger.warning("fault injection %r ignored for production company %s", fault, company.pk)
+        yield
+        return
+    if fault not in SUPPORTED_FAULTS:
+        raise ValidationFailed(_("Ese fallo simulado no existe."), code="unknown_fault")
+    if connection.in_atomic_block:
+        # A connection inside a transaction cannot be swapped; fail every statement instead.
+        def refuse(execute, sql, params, many, context):
+            raise connection.Database.OperationalError("simulated database outage")
+
+        with connection.execute_wrapper(refuse):
+            yield
+        return
+    original = connection.settings_dict
+    connection.close()
+    unreachable = dict(original)
+    if connection.vendor == "sqlite":
+        unreachable["NAME"] = "/nonexistent/garante/outage.sqlite3"
+    else:
+        unreachable["HOST"], unreachable["PORT"] = "127.0.0.1", "9"
+    connection.settings_dict = unreachable
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict = original

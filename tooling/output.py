@@ -1,0 +1,55 @@
+"""The one output cap: every tool result, error included, fits in 3,000 characters of JSON."""
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+
+def dumps(payload: Any) -> str:
+    """The JSON text of a payload, as it goes on the wire (compact, UTF-8 kept)."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def page(rows: Iterable[Any], limit: int) -> tuple[list[Any], bool]:
+    """The first `limit` rows and whether more exist. Pass a queryset sliced to limit + 1."""
+    items = list(rows)
+    return items[:limit], len(items) > limit
+
+
+def listing(items: Sequence[dict[str, Any]], *, has_more: bool, **extra: Any) -> dict[str, Any]:
+    """The shape every list tool answers with."""
+    return {"items": list(items), "count": len(items), "has_more": has_more, **extra}
+
+
+def cap_output(payload: dict[str, Any]) -> dict[str, Any]:
+    """Shrink a result to the character cap.
+
+    A listing loses items from its tail and says more exist; anything else that is still too
+    large is replaced by a short result saying so (never cut mid-JSON).
+    """
+    limit = settings.GARANTE_OUTPUT_MAX_CHARS
+    if len(dumps(payload)) <= limit:
+        return payload
+    items = payload.get("items")
+    if isinstance(items, list):
+        shrunk = dict(payload, items=list(items), has_more=True, truncated=True)
+        while shrunk["items"] and len(dumps(shrunk)) > limit:
+            shrunk["items"].pop()
+            shrunk["count"] = len(shrunk["items"])
+        if len(dumps(shrunk)) <= limit:
+            return shrunk
+    if "error_type" in payload:
+        return {
+            "error_type": payload["error_type"],
+            "user_message": str(payload.get("user_message", ""))[:500],
+            "code": payload.get("code", ""),
+        }
+    return {
+        "truncated": True,
+        "message": _(
+            "La respuesta era demasiado larga. Pida menos elementos o sea más específico."
+        ),
+    }
