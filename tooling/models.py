@@ -18,7 +18,9 @@ class IdempotencyRecord(models.Model):
     key = models.CharField(_("key"), max_length=255)
     operation = models.CharField(_("operation"), max_length=200)
     fingerprint = models.CharField(_("fingerprint"), max_length=64)
-    response = models.JSONField(_("response"), null=True, blank=True)
+    # The exact JSON text of the answer, not a JSONField: PostgreSQL's jsonb reorders keys, and
+    # a replay must be the same text as the original (seed 2: "mismo estado, mismo texto").
+    response = models.TextField(_("response"), null=True, blank=True)
     status_code = models.PositiveSmallIntegerField(_("status code"), default=200)
     created_at = models.DateTimeField(_("created"))
     replay_until = models.DateTimeField(_("replayable until"))
