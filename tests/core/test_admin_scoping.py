@@ -1,0 +1,69 @@
+"""The admin shows each staff user only their companies' data."""
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from core.models import GatewayCredential, StaffMembership
+from core.services import contact_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(company):
+    user = User.objects.create_user("maria", password="pw-maria-123", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="core"))
+    StaffMembership.objects.create(user=user, company=company, role="admin")
+    return user
+
+
+def test_staff_see_only_their_companys_contacts(client, staff, company, other_company):
+    contact_create(company=company, first_name="Ana")
+    contact_create(company=other_company, first_name="Zoe")
+    client.force_login(staff)
+
+    page = client.get("/admin/core/contact/").content.decode()
+
+    assert "Ana" in page
+    assert "Zoe" not in page
+
+
+def test_staff_cannot_open_another_companys_contact(client, staff, other_company):
+    foreign = contact_create(company=other_company, first_name="Zoe")
+    client.force_login(staff)
+
+    response = client.get(f"/admin/core/contact/{foreign.pk}/change/")
+
+    assert response.status_code == 302  # the admin redirects: "does not exist"
+
+
+def test_staff_only_see_their_companies_in_the_company_list(client, staff, company, other_company):
+    client.force_login(staff)
+
+    page = client.get("/admin/core/company/").content.decode()
+
+    assert company.name in page
+    assert other_company.name not in page
+
+
+def test_creating_a_credential_in_the_admin_shows_the_token_once(client, staff, company):
+    client.force_login(staff)
+
+    response = client.post(
+        "/admin/core/gatewaycredential/add/",
+        {"company": company.pk, "name": "whatsapp"},
+        follow=True,
+    )
+
+    credential = GatewayCredential.objects.get(name="whatsapp")
+    shown = [str(m) for m in response.context["messages"]]
+    assert any(credential.token_prefix in m for m in shown)
+    assert all(credential.token_hash not in m for m in shown)
+
+
+def test_staff_cannot_create_a_credential_for_another_company(client, staff, other_company):
+    client.force_login(staff)
+
+    client.post("/admin/core/gatewaycredential/add/", {"company": other_company.pk, "name": "evil"})
+
+    assert not GatewayCredential.objects.filter(name="evil").exists()
