@@ -1,0 +1,97 @@
+"""Reads of the support app: cases, their public comments, who to tell, what is due to close."""
+
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.db.models import Exists, OuterRef, QuerySet
+from django.utils.translation import gettext_lazy as _
+
+from core.errors import NotFound
+from core.models import Company, Contact
+from core.references import normalize_reference
+from support.models import Case, CaseComment, SupportSettings
+
+
+def case_list(
+    *, company: Company, contact: Contact | None = None, state: str | None = None
+) -> QuerySet[Case]:
+    """The company's cases, newest first; optionally one contact's and in one state."""
+    cases = Case.objects.filter(company=company).select_related("contact", "assignee")
+    if contact is not None:
+        cases = cases.filter(contact=contact)
+    if state:
+        cases = cases.filter(state=state)
+    return cases.order_by("-created_at", "-pk")
+
+
+def case_get(*, company: Company, reference: str) -> Case:
+    """The company's case with this exact public reference, or NotFound."""
+    case = (
+        Case.objects.select_related("contact", "assignee", "related_case")
+        .filter(company=company, reference=normalize_reference(reference))
+        .first()
+    )
+    if case is None:
+        raise NotFound(_("No encontré ese caso."), code="case_not_found")
+    return case
+
+
+def case_public_comments(*, case: Case, limit: int) -> tuple[list[CaseComment], bool]:
+    """The latest `limit` comments the customer may read, oldest first, and whether more exist."""
+    latest = list(
+        case.comments.filter(public=True)
+        .select_related("author_user", "author_contact")
+        .order_by("-created_at", "-pk")[: limit + 1]
+    )
+    return list(reversed(latest[:limit])), len(latest) > limit
+
+
+def case_staff_recipients(*, case: Case) -> list[str]:
+    """Who hears about the case: its assignee if it has one with an email, else all its staff."""
+    assignee = case.assignee
+    if assignee is not None and assignee.is_active and assignee.email:
+        return [assignee.email]
+    emails = (
+        get_user_model()
+        .objects.filter(memberships__company_id=case.company_id, is_active=True)
+        .exclude(email="")
+        .values_list("email", flat=True)
+        .distinct()
+    )
+    return sorted(emails)
+
+
+def support_auto_close_days(*, company_id: int) -> int:
+    """The company's auto-close period, or the default when it never set one."""
+    days = (
+        SupportSettings.objects.filter(company_id=company_id)
+        .values_list("auto_close_after_days", flat=True)
+        .first()
+    )
+    return days if days is not None else SupportSettings.DEFAULT_AUTO_CLOSE_DAYS
+
+
+def case_unanswered_since_resolved(cases: QuerySet[Case]) -> QuerySet[Case]:
+    """Narrow to cases the customer has not written on since they were resolved."""
+    answered = CaseComment.objects.filter(
+        case=OuterRef("pk"), author_contact__isnull=False, created_at__gt=OuterRef("resolved_at")
+    )
+    return cases.exclude(Exists(answered))
+
+
+def case_ids_due_for_auto_close(*, now: datetime) -> list[int]:
+    """Resolved cases whose customer stayed silent for their company's auto-close period."""
+    due: list[int] = []
+    company_ids = (
+        Case.objects.filter(state=Case.State.RESOLVED)
+        .order_by()
+        .values_list("company_id", flat=True)
+        .distinct()
+    )
+    for company_id in company_ids:
+        cutoff = now - timedelta(days=support_auto_close_days(company_id=company_id))
+        resolved = Case.objects.filter(
+            company_id=company_id, state=Case.State.RESOLVED, resolved_at__lte=cutoff
+        )
+        due.extend(case_unanswered_since_resolved(resolved).values_list("pk", flat=True))
+    return due

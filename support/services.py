@@ -1,0 +1,364 @@
+"""Writes of the support app: opening cases, moving them through their states, comments.
+
+Every state change locks the case row first (`select_for_update`) and re-reads it, so a rule is
+checked against the state that is true now, not the one a caller saw earlier.
+"""
+
+import logging
+from datetime import datetime, timedelta
+from functools import partial
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.mail import EmailMessage
+from django.db import IntegrityError, transaction
+from django.template.loader import render_to_string
+from django.utils import timezone, translation
+from django.utils.translation import gettext_lazy as _
+from django_fsm import can_proceed
+
+from core.errors import PermissionRefused, ValidationFailed
+from core.models import Company, Contact, Conversation, StaffMembership
+from core.references import new_reference
+from support.models import Case, CaseComment, SupportSettings
+from support.selectors import (
+    case_staff_recipients,
+    case_unanswered_since_resolved,
+    support_auto_close_days,
+)
+
+logger = logging.getLogger("garante.support")
+
+_REFERENCE_ATTEMPTS = 5
+
+
+@transaction.atomic
+def support_settings_get(*, company: Company) -> SupportSettings:
+    """The company's support settings, created with the defaults the first time."""
+    support_settings, _created = SupportSettings.objects.get_or_create(company=company)
+    return support_settings
+
+
+@transaction.atomic
+def case_open(
+    *,
+    company: Company,
+    contact: Contact,
+    subject: str,
+    description: str,
+    channel: str = Case.Channel.AGENT,
+    priority: str = Case.Priority.NORMAL,
+    related_case: Case | None = None,
+    conversation: Conversation | None = None,
+    assignee: AbstractBaseUser | None = None,
+) -> Case:
+    """Open a case for a contact; staff hear about it by email once it is committed.
+
+    `related_case` is an earlier case of the same contact (typically a closed one the customer
+    still has trouble with: closed cases are never reopened).
+    """
+    subject, description = subject.strip(), description.strip()
+    if not subject:
+        raise ValidationFailed(
+            _("Indique en pocas palabras de qué trata el caso."), code="subject_required"
+        )
+    if not description:
+        raise ValidationFailed(
+            _("Describa el problema para poder abrir el caso."), code="description_required"
+        )
+    _check_lengths(subject=subject, description=description)
+    if contact.company_id != company.pk:
+        raise PermissionRefused(code="contact_of_another_company")
+    if related_case is not None and (
+        related_case.company_id != company.pk or related_case.contact_id != contact.pk
+    ):
+        raise _not_owner_error()
+    if assignee is not None:
+        _check_staff_of(company=company, user=assignee)
+    case = _case_create_with_fresh_reference(
+        company=company,
+        contact=contact,
+        subject=subject,
+        description=description,
+        channel=channel,
+        priority=priority,
+        related_case=related_case,
+        conversation=conversation,
+        assignee=assignee,
+    )
+    _notify_staff_on_commit(case_id=case.pk)
+    return case
+
+
+@transaction.atomic
+def case_update(
+    *,
+    case: Case,
+    priority: str,
+    assignee: AbstractBaseUser | None,
+    internal_notes: str,
+    subject: str | None = None,
+) -> Case:
+    """Staff triage: priority, assignee, internal notes (and a clearer subject)."""
+    case = _lock(case)
+    if assignee is not None:
+        _check_staff_of(company=case.company, user=assignee)
+    if priority not in Case.Priority.values:
+        raise ValidationFailed(code="invalid_priority")
+    case.priority = priority
+    case.assignee = assignee
+    case.internal_notes = internal_notes
+    if subject is not None and subject.strip():
+        case.subject = subject.strip()[:200]
+    case.save(update_fields=["priority", "assignee", "internal_notes", "subject", "updated_at"])
+    return case
+
+
+@transaction.atomic
+def case_comment_add(
+    *,
+    case: Case,
+    body: str,
+    author_contact: Contact | None = None,
+    author_user: AbstractBaseUser | None = None,
+    public: bool = True,
+) -> CaseComment:
+    """Add a comment from the customer or from staff.
+
+    A closed case takes no comments. A customer's comment is always public, moves a case that
+    was waiting on them back to in progress, and is emailed to staff after commit.
+    """
+    if (author_contact is None) == (author_user is None):
+        raise ValueError("a comment has exactly one author: a contact or a staff user")
+    body = body.strip()
+    if not body:
+        raise ValidationFailed(_("El comentario está vacío."), code="comment_empty")
+    if len(body) > 4000:
+        raise ValidationFailed(
+            _("El comentario es demasiado largo (máximo 4000 caracteres)."), code="comment_too_long"
+        )
+    case = _lock(case)
+    if author_contact is not None and author_contact.pk != case.contact_id:
+        raise _not_owner_error()
+    if case.state == Case.State.CLOSED:
+        raise _closed_error(case)
+    if author_contact is not None and case.state == Case.State.WAITING_CUSTOMER:
+        case.resume(description="customer answered")
+        case.save(update_fields=["state", "updated_at"])
+    comment = CaseComment.objects.create(
+        case=case,
+        author_contact=author_contact,
+        author_user=author_user,
+        body=body,
+        public=True if author_contact is not None else public,
+    )
+    if author_contact is not None:
+        _notify_staff_on_commit(case_id=case.pk, comment_id=comment.pk)
+    return comment
+
+
+# Staff transitions (admin buttons). `by` is the staff user, recorded in the history.
+
+
+@transaction.atomic
+def case_start(*, case: Case, by: AbstractBaseUser | None = None) -> Case:
+    return _transition(case, "start", by=by)
+
+
+@transaction.atomic
+def case_wait_for_customer(*, case: Case, by: AbstractBaseUser | None = None) -> Case:
+    return _transition(case, "wait_for_customer", by=by)
+
+
+@transaction.atomic
+def case_resume(*, case: Case, by: AbstractBaseUser | None = None) -> Case:
+    return _transition(case, "resume", by=by)
+
+
+@transaction.atomic
+def case_resolve(*, case: Case, by: AbstractBaseUser | None = None) -> Case:
+    return _transition(case, "resolve", by=by)
+
+
+@transaction.atomic
+def case_close(
+    *, case: Case, by: AbstractBaseUser | None = None, contact: Contact | None = None
+) -> Case:
+    """resolved -> closed: the customer (`contact`) confirmed the fix, or staff close it."""
+    description = "customer confirmed the fix" if contact is not None else None
+    return _transition(case, "close", by=by, contact=contact, description=description)
+
+
+@transaction.atomic
+def case_reopen(
+    *,
+    case: Case,
+    by: AbstractBaseUser | None = None,
+    contact: Contact | None = None,
+    message: str = "",
+) -> Case:
+    """resolved -> in_progress: it is not fixed. The customer's explanation becomes a comment."""
+    description = "customer: not fixed" if contact is not None else None
+    case = _transition(case, "reopen", by=by, contact=contact, description=description)
+    if contact is not None and message.strip():
+        case_comment_add(case=case, body=message, author_contact=contact)
+    return case
+
+
+@transaction.atomic
+def case_close_if_unanswered(*, case_id: int, now: datetime | None = None) -> bool:
+    """Close a resolved case whose customer stayed silent past the company's period.
+
+    Re-checked under the row lock: the customer may have answered since the sweep listed it.
+    """
+    now = now or timezone.now()
+    case = Case.objects.select_for_update().filter(pk=case_id).first()
+    if case is None or case.state != Case.State.RESOLVED or case.resolved_at is None:
+        return False
+    cutoff = now - timedelta(days=support_auto_close_days(company_id=case.company_id))
+    if case.resolved_at > cutoff:
+        return False
+    if not case_unanswered_since_resolved(Case.objects.filter(pk=case.pk)).exists():
+        return False
+    case.close(description="closed automatically: no answer from the customer")
+    case.closed_at = now
+    case.save(update_fields=["state", "closed_at", "updated_at"])
+    return True
+
+
+def case_staff_notify(*, case_id: int, comment_id: int | None = None) -> int:
+    """Email staff about a new case, or about a customer's comment; returns messages sent.
+
+    Called by the Celery task after commit. Internal and staff comments are never mailed.
+    """
+    case = (
+        Case.objects.select_related("company", "contact", "assignee", "related_case")
+        .filter(pk=case_id)
+        .first()
+    )
+    if case is None:
+        return 0
+    comment = None
+    if comment_id is not None:
+        comment = CaseComment.objects.filter(pk=comment_id, case=case).first()
+        if comment is None or not comment.by_customer:
+            return 0
+    recipients = case_staff_recipients(case=case)
+    if not recipients:
+        logger.warning("case %s: no staff member with an email to notify", case.reference)
+        return 0
+    with translation.override(case.company.language):
+        if comment is None:
+            subject = _("[%(reference)s] New case: %(subject)s")
+            template = "support/email/case_opened.txt"
+        else:
+            subject = _("[%(reference)s] Customer comment: %(subject)s")
+            template = "support/email/customer_comment.txt"
+        subject = str(subject) % {"reference": case.reference, "subject": case.subject}
+        body = render_to_string(template, {"case": case, "comment": comment})
+    # One line only: a subject with a newline is refused by Django's mail.
+    subject = " ".join(subject.split())[:200]
+    return EmailMessage(subject=subject, body=body, to=recipients).send()
+
+
+# Helpers of the services above.
+
+
+def _lock(case: Case) -> Case:
+    return Case.objects.select_for_update().select_related("company").get(pk=case.pk)
+
+
+def _not_owner_error() -> PermissionRefused:
+    return PermissionRefused(_("Ese caso no está a nombre de quien me habla."), code="not_owner")
+
+
+def _closed_error(case: Case) -> ValidationFailed:
+    return ValidationFailed(
+        _(
+            "El caso %(reference)s está cerrado y ya no admite cambios. Si el problema "
+            "continúa, puedo abrir un caso nuevo relacionado con él."
+        )
+        % {"reference": case.reference},
+        code="case_closed",
+        state=case.state,
+    )
+
+
+def _transition(
+    case: Case,
+    name: str,
+    *,
+    by: AbstractBaseUser | None,
+    contact: Contact | None = None,
+    description: str | None = None,
+) -> Case:
+    """Lock, check owner and that the transition is allowed now, apply it, stamp, save."""
+    case = _lock(case)
+    if contact is not None and contact.pk != case.contact_id:
+        raise _not_owner_error()
+    if case.state == Case.State.CLOSED:
+        raise _closed_error(case)
+    method = getattr(case, name)
+    if not can_proceed(method):
+        raise ValidationFailed(
+            _("No puedo hacer eso con el caso %(reference)s: está %(state)s.")
+            % {"reference": case.reference, "state": case.customer_state_label},
+            code="invalid_transition",
+            state=case.state,
+        )
+    method(by=by, description=description)
+    now = timezone.now()
+    if case.state == Case.State.RESOLVED:
+        case.resolved_at = now
+    elif case.state == Case.State.CLOSED:
+        case.closed_at = now
+    else:
+        # Back to work: the auto-close clock starts again at the next resolution.
+        case.resolved_at = None
+    case.save(update_fields=["state", "resolved_at", "closed_at", "updated_at"])
+    return case
+
+
+def _check_lengths(*, subject: str, description: str) -> None:
+    if len(subject) > 200:
+        raise ValidationFailed(
+            _("El asunto es demasiado largo (máximo 200 caracteres)."), code="subject_too_long"
+        )
+    if len(description) > 4000:
+        raise ValidationFailed(
+            _("La descripción es demasiado larga (máximo 4000 caracteres)."),
+            code="description_too_long",
+        )
+
+
+def _check_staff_of(*, company: Company, user: AbstractBaseUser) -> None:
+    if not StaffMembership.objects.filter(company=company, user_id=user.pk).exists():
+        raise ValidationFailed(
+            _("That user is not staff of this company."), code="assignee_not_staff"
+        )
+
+
+def _case_create_with_fresh_reference(**fields: object) -> Case:
+    """Create the case under a random reference; on the rare collision, draw again."""
+    for attempt in range(_REFERENCE_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                return Case.objects.create(reference=new_reference(Case.REFERENCE_PREFIX), **fields)
+        except IntegrityError:
+            if attempt == _REFERENCE_ATTEMPTS - 1:
+                raise
+            logger.warning("case reference collision; drawing another")
+    raise AssertionError("unreachable")
+
+
+def _notify_staff_on_commit(*, case_id: int, comment_id: int | None = None) -> None:
+    """Email staff after commit, so a rolled-back case or comment never reaches anyone.
+
+    robust=True: a broker outage after the commit must not turn the customer's already saved
+    case into an error answer (the retry would replay the success anyway); it is logged.
+    """
+    # Imported here: the tasks module imports these services (the auto-close sweep).
+    from support.tasks import case_notify_staff
+
+    transaction.on_commit(
+        partial(case_notify_staff.delay, case_id=case_id, comment_id=comment_id), robust=True
+    )

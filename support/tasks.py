@@ -1,0 +1,39 @@
+"""Support's Celery tasks: staff emails, and the sweep that closes silent resolved cases."""
+
+from smtplib import SMTPException
+from typing import Any
+
+from django.utils import timezone
+
+from core.celery import app
+from support.selectors import case_ids_due_for_auto_close
+from support.services import case_close_if_unanswered, case_staff_notify
+
+AUTO_CLOSE_EVERY_SECONDS = 60 * 60
+
+
+@app.task(autoretry_for=(SMTPException, OSError), retry_backoff=True, max_retries=5)
+def case_notify_staff(case_id: int, comment_id: int | None = None) -> int:
+    """Tell staff about a new case or a customer's comment; retried while mail is down."""
+    return case_staff_notify(case_id=case_id, comment_id=comment_id)
+
+
+@app.task
+def cases_auto_close() -> int:
+    """Close every resolved case whose customer stayed silent for the company's period."""
+    now = timezone.now()
+    # One transaction per case: a failure on one case must not keep the others open.
+    return sum(
+        case_close_if_unanswered(case_id=case_id, now=now)
+        for case_id in case_ids_due_for_auto_close(now=now)
+    )
+
+
+@app.on_after_finalize.connect
+def register_periodic_tasks(sender: Any, **kwargs: Any) -> None:
+    # Registered here rather than in CELERY_BEAT_SCHEDULE, so the app owns its own schedule.
+    sender.add_periodic_task(
+        AUTO_CLOSE_EVERY_SECONDS,
+        cases_auto_close.s(),
+        name="support: close resolved cases the customer did not answer",
+    )

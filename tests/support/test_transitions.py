@@ -1,0 +1,91 @@
+"""Every allowed and every forbidden transition of a case, from every state."""
+
+import pytest
+from django_fsm_log.models import StateLog
+
+from core.errors import ValidationFailed
+from support import services
+from support.models import Case
+
+S = Case.State
+TRANSITIONS = ["start", "wait_for_customer", "resume", "resolve", "reopen", "close"]
+ALLOWED = {
+    (S.OPEN, "start"): S.IN_PROGRESS,
+    (S.IN_PROGRESS, "wait_for_customer"): S.WAITING_CUSTOMER,
+    (S.IN_PROGRESS, "resolve"): S.RESOLVED,
+    (S.WAITING_CUSTOMER, "resume"): S.IN_PROGRESS,
+    (S.WAITING_CUSTOMER, "resolve"): S.RESOLVED,
+    (S.RESOLVED, "reopen"): S.IN_PROGRESS,
+    (S.RESOLVED, "close"): S.CLOSED,
+}
+TABLE = [(source, name, ALLOWED.get((source, name))) for source in S for name in TRANSITIONS]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("source", "name", "target"), TABLE)
+def test_each_transition_is_allowed_only_from_its_source_states(make_case, source, name, target):
+    case = make_case(source)
+    service = getattr(services, f"case_{name}")
+
+    if target is None:
+        with pytest.raises(ValidationFailed) as failure:
+            service(case=case)
+        assert failure.value.extras["state"] == source
+        assert failure.value.code == ("case_closed" if source == S.CLOSED else "invalid_transition")
+        case.refresh_from_db()
+        assert case.state == source
+    else:
+        assert service(case=case).state == target
+        case.refresh_from_db()
+        assert case.state == target
+
+
+def test_the_table_covers_every_state_and_transition():
+    assert len(TABLE) == len(S.values) * len(TRANSITIONS)
+    assert {source for source, _name in ALLOWED} == set(S) - {S.CLOSED}
+
+
+@pytest.mark.django_db
+def test_a_closed_case_refuses_every_transition_with_a_message_offering_a_new_case(make_case):
+    case = make_case(S.CLOSED)
+
+    for name in TRANSITIONS:
+        with pytest.raises(ValidationFailed) as failure:
+            getattr(services, f"case_{name}")(case=case)
+        assert failure.value.extras["state"] == "closed"
+        assert "caso nuevo" in str(failure.value.user_message)
+
+
+@pytest.mark.django_db
+def test_the_state_cannot_be_assigned_directly(make_case):
+    case = make_case(S.OPEN)
+
+    with pytest.raises(AttributeError):
+        case.state = S.CLOSED
+
+
+@pytest.mark.django_db
+def test_each_transition_is_recorded_in_the_history_with_who_did_it(make_case, make_staff):
+    agent = make_staff("marta")
+    case = make_case(S.OPEN)
+
+    services.case_start(case=case, by=agent)
+    services.case_resolve(case=case, by=agent)
+
+    log = StateLog.objects.for_(case).order_by("timestamp")
+    assert [(e.source_state, e.state, e.by) for e in log] == [
+        ("open", "in_progress", agent),
+        ("in_progress", "resolved", agent),
+    ]
+
+
+@pytest.mark.django_db
+def test_resolving_stamps_the_time_and_reopening_clears_it(make_case):
+    case = make_case(S.IN_PROGRESS)
+
+    case = services.case_resolve(case=case)
+    assert case.resolved_at is not None
+    case = services.case_reopen(case=case)
+    assert case.resolved_at is None
+    case = services.case_close(case=services.case_resolve(case=case))
+    assert case.closed_at is not None
