@@ -1,0 +1,189 @@
+"""Support services: opening cases, comments and the rules around them."""
+
+import re
+
+import pytest
+
+from core.errors import PermissionRefused, ValidationFailed
+from core.services import contact_create
+from support import services
+from support.models import Case, CaseComment, SupportSettings
+
+pytestmark = pytest.mark.django_db
+S = Case.State
+
+
+def test_a_new_case_is_open_with_a_public_reference_unique_in_the_company(company, contact):
+    first = services.case_open(company=company, contact=contact, subject="A", description="a")
+    second = services.case_open(company=company, contact=contact, subject="B", description="b")
+
+    assert first.state == S.OPEN
+    assert re.fullmatch(r"CS-[2-9A-HJKMNP-TV-Z]{6}", first.reference)
+    assert first.reference != second.reference
+
+
+def test_a_reference_collision_draws_another_reference(company, contact, monkeypatch):
+    taken = services.case_open(company=company, contact=contact, subject="A", description="a")
+    draws = iter([taken.reference, "CS-NEWONE"])
+    monkeypatch.setattr(services, "new_reference", lambda prefix: next(draws))
+
+    case = services.case_open(company=company, contact=contact, subject="B", description="b")
+
+    assert case.reference == "CS-NEWONE"
+
+
+def test_an_empty_subject_or_description_is_refused(company, contact):
+    with pytest.raises(ValidationFailed) as failure:
+        services.case_open(company=company, contact=contact, subject="  ", description="x")
+    assert failure.value.code == "subject_required"
+    with pytest.raises(ValidationFailed) as failure:
+        services.case_open(company=company, contact=contact, subject="x", description="")
+    assert failure.value.code == "description_required"
+    assert not Case.objects.exists()
+
+
+def test_a_follow_up_case_links_to_the_customers_closed_case(company, contact, make_case):
+    closed = make_case(S.CLOSED)
+
+    follow_up = services.case_open(
+        company=company, contact=contact, subject="Sigue", description="x", related_case=closed
+    )
+
+    assert follow_up.related_case == closed
+    assert follow_up.state == S.OPEN
+    closed.refresh_from_db()
+    assert closed.state == S.CLOSED
+
+
+def test_a_follow_up_cannot_link_to_another_customers_case(
+    company, contact, other_contact, make_case
+):
+    theirs = make_case(S.CLOSED, for_contact=other_contact)
+
+    with pytest.raises(PermissionRefused):
+        services.case_open(
+            company=company, contact=contact, subject="S", description="x", related_case=theirs
+        )
+
+
+def test_a_customer_comment_on_a_closed_case_is_refused_with_the_state(make_case, contact):
+    case = make_case(S.CLOSED)
+
+    with pytest.raises(ValidationFailed) as failure:
+        services.case_comment_add(case=case, body="Sigue fallando", author_contact=contact)
+
+    assert failure.value.extras == {"state": "closed"}
+    assert failure.value.code == "case_closed"
+    assert case.reference in str(failure.value.user_message)
+    assert "caso nuevo" in str(failure.value.user_message)
+    assert not CaseComment.objects.exists()
+
+
+def test_staff_cannot_comment_on_a_closed_case_either(make_case, make_staff):
+    case = make_case(S.CLOSED)
+
+    with pytest.raises(ValidationFailed):
+        services.case_comment_add(
+            case=case, body="nota", author_user=make_staff("marta"), public=False
+        )
+
+
+def test_a_customer_answer_moves_a_waiting_case_back_to_in_progress(make_case, contact):
+    case = make_case(S.WAITING_CUSTOMER)
+
+    services.case_comment_add(case=case, body="Es el modelo X200", author_contact=contact)
+
+    case.refresh_from_db()
+    assert case.state == S.IN_PROGRESS
+
+
+@pytest.mark.parametrize("state", [S.OPEN, S.IN_PROGRESS, S.RESOLVED])
+def test_a_customer_comment_leaves_other_states_alone(make_case, contact, state):
+    case = make_case(state)
+
+    services.case_comment_add(case=case, body="Un dato más", author_contact=contact)
+
+    case.refresh_from_db()
+    assert case.state == state
+
+
+def test_a_staff_comment_does_not_end_the_wait_for_the_customer(make_case, make_staff):
+    case = make_case(S.WAITING_CUSTOMER)
+
+    services.case_comment_add(case=case, body="¿Alguna novedad?", author_user=make_staff("m"))
+
+    case.refresh_from_db()
+    assert case.state == S.WAITING_CUSTOMER
+
+
+def test_a_customer_cannot_comment_on_another_customers_case(make_case, other_contact):
+    case = make_case(S.IN_PROGRESS)
+
+    with pytest.raises(PermissionRefused):
+        services.case_comment_add(case=case, body="hola", author_contact=other_contact)
+    assert not CaseComment.objects.exists()
+
+
+def test_customer_comments_are_always_public_and_staff_may_keep_theirs_internal(
+    make_case, contact, make_staff
+):
+    case = make_case(S.IN_PROGRESS)
+
+    customer = services.case_comment_add(case=case, body="x", author_contact=contact, public=False)
+    internal = services.case_comment_add(
+        case=case, body="y", author_user=make_staff("m"), public=False
+    )
+
+    assert customer.public is True
+    assert internal.public is False
+
+
+def test_the_customer_says_it_is_not_fixed_and_the_case_goes_back_to_work(make_case, contact):
+    case = make_case(S.RESOLVED)
+
+    case = services.case_reopen(case=case, contact=contact, message="Sigue sin centrifugar")
+
+    assert case.state == S.IN_PROGRESS
+    assert case.comments.get().body == "Sigue sin centrifugar"
+
+
+def test_another_customer_cannot_confirm_or_reopen_a_case(make_case, other_contact):
+    case = make_case(S.RESOLVED)
+
+    with pytest.raises(PermissionRefused):
+        services.case_close(case=case, contact=other_contact)
+    with pytest.raises(PermissionRefused):
+        services.case_reopen(case=case, contact=other_contact, message="no")
+    case.refresh_from_db()
+    assert case.state == S.RESOLVED
+
+
+def test_an_assignee_must_be_staff_of_the_company(make_case, make_staff, other_company):
+    case = make_case(S.OPEN)
+    outsider = make_staff("pedro", of=other_company)
+
+    with pytest.raises(ValidationFailed):
+        services.case_update(
+            case=case, priority=Case.Priority.HIGH, assignee=outsider, internal_notes=""
+        )
+    agent = make_staff("marta")
+    case = services.case_update(
+        case=case, priority=Case.Priority.HIGH, assignee=agent, internal_notes="VIP"
+    )
+    assert (case.priority, case.assignee, case.internal_notes) == ("high", agent, "VIP")
+
+
+def test_support_settings_are_created_on_demand_with_the_default(company):
+    assert not SupportSettings.objects.filter(company=company).exists()
+
+    settings = services.support_settings_get(company=company)
+
+    assert settings.auto_close_after_days == SupportSettings.DEFAULT_AUTO_CLOSE_DAYS
+    assert services.support_settings_get(company=company).pk == settings.pk
+
+
+def test_a_contact_of_another_company_cannot_open_a_case_here(company, other_company):
+    stranger = contact_create(company=other_company, first_name="Eva", email="eva@example.com")
+
+    with pytest.raises(PermissionRefused):
+        services.case_open(company=company, contact=stranger, subject="S", description="x")
