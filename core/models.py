@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 
@@ -173,6 +174,7 @@ class Conversation(models.Model):
     identified_via = models.CharField(_("identified via"), max_length=16, blank=True)
     identified_at = models.DateTimeField(_("identified at"), null=True, blank=True)
     verified_until = models.DateTimeField(_("verified until"), null=True, blank=True)
+    verified_at = models.DateTimeField(_("verified at"), null=True, blank=True)
     created_at = models.DateTimeField(_("started"), auto_now_add=True)
     last_seen_at = models.DateTimeField(_("last seen"), auto_now=True)
 
@@ -188,3 +190,170 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return self.external_id
+
+
+def default_step_up_actions() -> list[str]:
+    return list(settings.GARANTE_STEP_UP_DEFAULT_ACTIONS)
+
+
+class StepUpPolicy(models.Model):
+    """Which tools need a fresh one-time code before they act, per company.
+
+    A company without a policy row gets settings.GARANTE_STEP_UP_DEFAULT_ACTIONS.
+    """
+
+    company = models.OneToOneField(Company, on_delete=models.CASCADE, related_name="step_up_policy")
+    actions = models.JSONField(
+        _("actions that need a verification code"),
+        default=default_step_up_actions,
+        blank=True,
+        help_text=_("Tool names, e.g. accept_quote, update_contact_details."),
+    )
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("step-up policy")
+        verbose_name_plural = _("step-up policies")
+
+    def __str__(self) -> str:
+        return f"{self.company}: {', '.join(self.actions) or '-'}"
+
+
+class SecurityEvent(models.Model):
+    """Something staff should know about who is talking in a conversation.
+
+    Written on its own connection (core.durable) so that the rollback of the failed call that
+    caused it cannot erase it; hence the foreign keys carry no database constraint (the row
+    may be committed before the caller's own rows) and the conversation is kept by its
+    external id. Never holds a code or a raw identifier.
+    """
+
+    class Kind(models.TextChoices):
+        IDENTIFICATION_FAILED = "identification_failed", _("Identification failed")
+        IDENTITY_SWITCH = "identity_switch", _("Identifier of another contact")
+        IDENTIFIER_MISMATCH = "identifier_mismatch", _("Identifier of nobody known")
+        VERIFICATION_FAILED = "verification_failed", _("Wrong verification code")
+        VERIFICATION_LOCKED = "verification_locked", _("Verification locked")
+
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, db_constraint=False, related_name="security_events"
+    )
+    conversation_key = models.CharField(_("conversation id"), max_length=255)
+    kind = models.CharField(_("kind"), max_length=32, choices=Kind.choices)
+    contact = models.ForeignKey(
+        Contact,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        db_constraint=False,
+        related_name="+",
+        verbose_name=_("identified contact"),
+    )
+    claimed_contact = models.ForeignKey(
+        Contact,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        db_constraint=False,
+        related_name="+",
+        verbose_name=_("claimed contact"),
+    )
+    detail = models.JSONField(_("detail"), default=dict, blank=True)
+    created_at = models.DateTimeField(_("when"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("security event")
+        verbose_name_plural = _("security events")
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(
+                fields=["company", "conversation_key", "kind", "created_at"],
+                name="security_event_lookup",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} · {self.conversation_key}"
+
+
+class VerificationChallenge(models.Model):
+    """One one-time code sent to a contact's own registered phone or email.
+
+    Only an HMAC of the code is stored (core.verification). `status` is the code's life;
+    `delivery_status` is the message's: queued -> sending -> sent, or retrying in between,
+    or failed / not_sent. A worker claims `queued`/`retrying` with a conditional UPDATE, so a
+    message is never handed to the provider by two workers.
+    """
+
+    class Channel(models.TextChoices):
+        SMS = "sms", _("SMS")
+        EMAIL = "email", _("Email")
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", _("Active")
+        VERIFIED = "verified", _("Verified")
+        LOCKED = "locked", _("Locked (too many attempts)")
+        REVOKED = "revoked", _("Revoked")
+        SUPERSEDED = "superseded", _("Superseded by a newer code")
+
+    class Delivery(models.TextChoices):
+        QUEUED = "queued", _("Queued")
+        SENDING = "sending", _("Sending")
+        RETRYING = "retrying", _("Retrying")
+        SENT = "sent", _("Sent")
+        FAILED = "failed", _("Failed")
+        NOT_SENT = "not_sent", _("Not sent")
+
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="verification_challenges"
+    )
+    contact = models.ForeignKey(
+        Contact, on_delete=models.CASCADE, related_name="verification_challenges"
+    )
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="verification_challenges",
+    )
+    channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices)
+    destination = models.CharField(_("destination"), max_length=254, editable=False)
+    masked_destination = models.CharField(_("sent to"), max_length=254, editable=False)
+    nonce = models.CharField(max_length=32, editable=False)
+    code_hmac = models.CharField(max_length=64, editable=False)
+    status = models.CharField(
+        _("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE
+    )
+    attempts = models.PositiveSmallIntegerField(_("failed attempts"), default=0)
+    expires_at = models.DateTimeField(_("expires"))
+    verified_at = models.DateTimeField(_("verified"), null=True, blank=True)
+    delivery_status = models.CharField(
+        _("delivery"), max_length=16, choices=Delivery.choices, default=Delivery.QUEUED
+    )
+    delivery_attempts = models.PositiveSmallIntegerField(_("delivery attempts"), default=0)
+    delivery_error = models.CharField(_("delivery error"), max_length=300, blank=True)
+    provider_message_id = models.CharField(_("provider message id"), max_length=100, blank=True)
+    provider_status = models.CharField(_("provider status"), max_length=40, blank=True)
+    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
+    issued_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("issued by staff"),
+    )
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("verification code")
+        verbose_name_plural = _("verification codes")
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["conversation", "status"], name="challenge_conversation"),
+            models.Index(fields=["contact", "created_at"], name="challenge_contact_sends"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_channel_display()} → {self.masked_destination} ({self.status})"

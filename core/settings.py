@@ -124,6 +124,31 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "Garante <no-reply@garante.local>")
 
+# Identity and step-up verification (core.identity, core.verification, core.sms).
+GARANTE_IDENTIFY_MAX_FAILURES = 5
+GARANTE_IDENTIFY_FAILURE_WINDOW = timedelta(minutes=15)
+GARANTE_STEP_UP_DEFAULT_ACTIONS = ["accept_quote", "update_contact_details"]
+GARANTE_VERIFICATION_CODE_TTL = timedelta(minutes=10)
+GARANTE_VERIFICATION_MAX_ATTEMPTS = 5
+GARANTE_VERIFICATION_VALID_FOR = timedelta(
+    minutes=float(os.environ.get("GARANTE_VERIFICATION_VALID_MINUTES", "15"))
+)
+# (codes, period): how many codes one conversation / one contact may be sent.
+GARANTE_VERIFICATION_SENDS_PER_CONVERSATION = (3, timedelta(minutes=15))
+GARANTE_VERIFICATION_SENDS_PER_CONTACT = (5, timedelta(hours=1))
+GARANTE_VERIFICATION_QUEUE = os.environ.get("GARANTE_VERIFICATION_QUEUE") or None
+GARANTE_VERIFICATION_DELIVERY_RETRIES = 5
+GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS = float(
+    os.environ.get("GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS", "2")
+)
+GARANTE_SMS_BACKEND = os.environ.get("GARANTE_SMS_BACKEND", "console")
+GARANTE_SMS_FILE_PATH = Path(os.environ.get("GARANTE_SMS_FILE_PATH", BASE_DIR / "var" / "sms"))
+GARANTE_SMS_TIMEOUT_SECONDS = float(os.environ.get("GARANTE_SMS_TIMEOUT_SECONDS", "10"))
+GARANTE_TWILIO_API_URL = os.environ.get("GARANTE_TWILIO_API_URL", "https://api.twilio.com")
+GARANTE_TWILIO_ACCOUNT_SID = os.environ.get("GARANTE_TWILIO_ACCOUNT_SID", "")
+GARANTE_TWILIO_AUTH_TOKEN = os.environ.get("GARANTE_TWILIO_AUTH_TOKEN", "")
+GARANTE_TWILIO_FROM = os.environ.get("GARANTE_TWILIO_FROM", "")
+
 # The tool API.
 GARANTE_MCP_MAX_BODY_BYTES = int(os.environ.get("GARANTE_MCP_MAX_BODY_BYTES", str(1024 * 1024)))
 GARANTE_MCP_ALLOWED_ORIGINS = [

@@ -3,7 +3,7 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from core.models import Company
+from core.models import Company, Conversation
 
 
 class IdempotencyRecord(models.Model):
@@ -37,3 +37,39 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation} [{self.key[:24]}]"
+
+
+class ExposedReference(models.Model):
+    """A public reference one conversation has been shown (or has created): the exposure ledger.
+
+    Mutations resolve the references they are given only among these (tooling.ledger), so an
+    id the customer never saw in this conversation cannot be acted on. `label` is a loose
+    human key (a date and time) and `label_key` its normalised form for matching.
+    """
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="exposed_references"
+    )
+    kind = models.CharField(_("kind"), max_length=32)
+    reference = models.CharField(_("reference"), max_length=64)
+    label = models.CharField(_("label"), max_length=200, blank=True)
+    label_key = models.CharField(max_length=200, blank=True, editable=False)
+    data = models.JSONField(_("data"), default=dict, blank=True)
+    created_at = models.DateTimeField(_("first shown"), auto_now_add=True)
+    last_seen_at = models.DateTimeField(_("last shown"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("exposed reference")
+        verbose_name_plural = _("exposed references")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "kind", "reference"], name="unique_exposed_reference"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["conversation", "kind", "label_key"], name="exposed_label"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.reference}"

@@ -1,0 +1,285 @@
+"""Who is talking: identification, ownership checks and step-up requirements (seed 1 §2).
+
+The Gateway sends no authenticated end user. A conversation becomes bound to one contact by
+`identify_contact`; every sensitive tool then takes that contact's identifier as a parameter
+and calls `contact_for_conversation`, then `check_owner` on its target entity, and, when the
+company's policy says so, `require_step_up`.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from core.durable import durably
+from core.errors import NotFound, PermissionRefused, ValidationFailed
+from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy
+from core.normalize import normalize_document, normalize_email, normalize_phone
+
+IDENTIFIER_KINDS = ("document", "phone", "email")
+_CONTACT_FIELD = {"document": "document_number", "phone": "phone", "email": "email"}
+
+# Events after which a conversation's earlier verification no longer counts.
+VERIFICATION_DROPPING_EVENTS = (
+    SecurityEvent.Kind.IDENTITY_SWITCH,
+    SecurityEvent.Kind.IDENTIFIER_MISMATCH,
+)
+# Events that count towards the identification rate limit: a refused switch also tells the
+# caller that the identifier exists, so it is an enumeration attempt as much as a miss.
+_IDENTIFICATION_FAILURES = (
+    SecurityEvent.Kind.IDENTIFICATION_FAILED,
+    SecurityEvent.Kind.IDENTITY_SWITCH,
+)
+
+
+@dataclass(frozen=True)
+class Identifier:
+    kind: str
+    value: str
+
+
+def normalize_identifier(kind: str, raw: str, country: str) -> Identifier:
+    """One identifier of a known kind in its stored form (ValidationFailed if invalid)."""
+    if kind == "document":
+        return Identifier(kind, normalize_document(raw, country))
+    if kind == "phone":
+        return Identifier(kind, normalize_phone(raw, country))
+    if kind == "email":
+        return Identifier(kind, normalize_email(raw))
+    raise ValidationFailed(_("Ese tipo de dato no sirve para identificarle."), code="invalid_kind")
+
+
+def identifier_readings(raw: str, country: str) -> list[Identifier]:
+    """Every way an identifier of unknown kind can be read ("600111222" may be a phone or a
+    document number). ValidationFailed if it is none of them."""
+    raw = (raw or "").strip()
+    if "@" in raw:
+        return [normalize_identifier("email", raw, country)]
+    readings = []
+    for kind in ("document", "phone"):
+        try:
+            readings.append(normalize_identifier(kind, raw, country))
+        except ValidationFailed:
+            continue
+    if not readings:
+        raise ValidationFailed(
+            _("Necesito su documento, su teléfono o su correo tal como los tiene registrados."),
+            code="invalid_identifier",
+        )
+    return readings
+
+
+def _matching(readings: list[Identifier]) -> Q:
+    query = Q(pk__in=[])
+    for reading in readings:
+        query |= Q(**{_CONTACT_FIELD[reading.kind]: reading.value})
+    return query
+
+
+def security_event_record(
+    *,
+    conversation: Conversation,
+    kind: str,
+    contact: Contact | None = None,
+    claimed_contact: Contact | None = None,
+    detail: dict[str, Any] | None = None,
+) -> SecurityEvent:
+    """Record a security event durably: it survives the rollback of the failing call."""
+    return durably(
+        lambda: SecurityEvent.objects.create(
+            company_id=conversation.company_id,
+            conversation_key=conversation.external_id,
+            kind=kind,
+            contact=contact,
+            claimed_contact=claimed_contact,
+            detail=detail or {},
+        )
+    )
+
+
+def _drop_verification(conversation: Conversation) -> None:
+    # The durable event already makes any earlier verification void (see
+    # conversation_is_verified); clearing the fields keeps the row honest when this commits.
+    Conversation.objects.filter(pk=conversation.pk).update(verified_until=None)
+    conversation.verified_until = None
+
+
+def conversation_is_verified(conversation: Conversation, *, now: datetime | None = None) -> bool:
+    """Whether a step-up verification of this conversation holds right now."""
+    now = now or timezone.now()
+    if conversation.contact_id is None or conversation.verified_until is None:
+        return False
+    if conversation.verified_until <= now:
+        return False
+    return not SecurityEvent.objects.filter(
+        company_id=conversation.company_id,
+        conversation_key=conversation.external_id,
+        kind__in=VERIFICATION_DROPPING_EVENTS,
+        created_at__gte=conversation.verified_at
+        or conversation.verified_until - settings.GARANTE_VERIFICATION_VALID_FOR,
+    ).exists()
+
+
+def _retry_after(conversation: Conversation, now: datetime) -> int | None:
+    """Seconds until this conversation may try to identify again, or None if it may now."""
+    window: timedelta = settings.GARANTE_IDENTIFY_FAILURE_WINDOW
+    limit: int = settings.GARANTE_IDENTIFY_MAX_FAILURES
+    recent = list(
+        SecurityEvent.objects.filter(
+            company_id=conversation.company_id,
+            conversation_key=conversation.external_id,
+            kind__in=_IDENTIFICATION_FAILURES,
+            created_at__gt=now - window,
+        )
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[:limit]
+    )
+    if len(recent) < limit:
+        return None
+    # The oldest of the last `limit` failures must leave the window before another try.
+    return max(1, int((recent[-1] + window - now).total_seconds()) + 1)
+
+
+@transaction.atomic
+def identify_contact(*, conversation: Conversation, kind: str, value: str) -> Contact:
+    """Bind the conversation to the company's contact with this document, phone or email.
+
+    NotFound if nobody has it; PermissionRefused if the conversation already identified as
+    someone else (a SecurityEvent, and any verification is dropped) or if it failed too often
+    recently (`retry_after_seconds`). Failures are counted in the database, durably, so every
+    app node sees them and the call's rollback does not erase them.
+    """
+    now = timezone.now()
+    # Serialise identifications of one conversation so concurrent guesses are counted in turn.
+    # FOR NO KEY UPDATE leaves durable inserts referring to this row free to proceed.
+    locked = Conversation.objects.select_for_update(no_key=True).get(pk=conversation.pk)
+    for name in ("contact_id", "identified_via", "identified_at", "verified_at", "verified_until"):
+        setattr(conversation, name, getattr(locked, name))
+    retry_after = _retry_after(conversation, now)
+    if retry_after is not None:
+        raise PermissionRefused(
+            _(
+                "Hubo demasiados intentos de identificación en esta conversación. "
+                "Por seguridad, espere unos minutos antes de volver a intentarlo."
+            ),
+            code="too_many_attempts",
+            retry_after_seconds=retry_after,
+        )
+    identifier = normalize_identifier(kind, value, conversation.company.country)
+    contact = Contact.objects.filter(
+        company_id=conversation.company_id, **{_CONTACT_FIELD[kind]: identifier.value}
+    ).first()
+    if contact is None:
+        security_event_record(
+            conversation=conversation,
+            kind=SecurityEvent.Kind.IDENTIFICATION_FAILED,
+            contact=conversation.contact,
+            detail={"via": kind},
+        )
+        raise NotFound(
+            _("No encontré ningún cliente con ese dato. ¿Puede comprobarlo?"),
+            code="contact_not_found",
+        )
+    if conversation.contact_id is not None and conversation.contact_id != contact.pk:
+        security_event_record(
+            conversation=conversation,
+            kind=SecurityEvent.Kind.IDENTITY_SWITCH,
+            contact=conversation.contact,
+            claimed_contact=contact,
+            detail={"via": kind, "during": "identify_contact"},
+        )
+        _drop_verification(conversation)
+        raise _identity_changed()
+    if conversation.contact_id is None:
+        conversation.contact = contact
+        conversation.identified_via = kind
+        conversation.identified_at = now
+        conversation.save(update_fields=["contact", "identified_via", "identified_at"])
+    return contact
+
+
+def _identity_changed() -> PermissionRefused:
+    return PermissionRefused(
+        _(
+            "En esta conversación ya se identificó otra persona. Por seguridad no puedo "
+            "cambiar de cliente; le paso con una persona del equipo."
+        ),
+        code="identity_switch",
+    )
+
+
+def contact_for_conversation(*, conversation: Conversation, identifier: str) -> Contact:
+    """The contact this conversation identified as, if `identifier` is one of theirs.
+
+    PermissionRefused when the conversation has not identified yet, or when the identifier is
+    not the identified contact's (then a SecurityEvent is recorded and any verification of
+    the conversation is dropped: an identifier changing mid-conversation is an alarm).
+    """
+    if conversation.contact_id is None:
+        raise PermissionRefused(
+            _("Antes necesito identificarle con su documento, teléfono o correo."),
+            code="identification_required",
+        )
+    contact = conversation.contact
+    readings = identifier_readings(identifier, conversation.company.country)
+    if any(getattr(contact, _CONTACT_FIELD[r.kind]) == r.value for r in readings):
+        return contact
+    claimed = (
+        Contact.objects.filter(company_id=conversation.company_id)
+        .filter(_matching(readings))
+        .first()
+    )
+    security_event_record(
+        conversation=conversation,
+        kind=SecurityEvent.Kind.IDENTITY_SWITCH
+        if claimed
+        else SecurityEvent.Kind.IDENTIFIER_MISMATCH,
+        contact=contact,
+        claimed_contact=claimed,
+        detail={"read_as": sorted({r.kind for r in readings})},
+    )
+    _drop_verification(conversation)
+    if claimed is not None:
+        raise _identity_changed()
+    raise PermissionRefused(
+        _("Ese dato no corresponde a la persona identificada en esta conversación."),
+        code="identity_mismatch",
+    )
+
+
+def check_owner(*, contact: Contact, owner_id: int | None) -> None:
+    """PermissionRefused unless the entity (its `contact_id` given) belongs to `contact`."""
+    if owner_id is None or owner_id != contact.pk:
+        raise PermissionRefused(
+            _("Eso no está a nombre de la persona que me habla."), code="not_owner"
+        )
+
+
+def step_up_actions(*, company_id: int) -> list[str]:
+    """The tools this company protects with a verification code."""
+    policy = StepUpPolicy.objects.filter(company_id=company_id).first()
+    if policy is None:
+        return list(settings.GARANTE_STEP_UP_DEFAULT_ACTIONS)
+    return list(policy.actions or [])
+
+
+def require_step_up(*, conversation: Conversation, action: str) -> None:
+    """PermissionRefused("verification_required") when the company's policy lists `action`
+    (a tool name) and the conversation is not verified right now."""
+    if action not in step_up_actions(company_id=conversation.company_id):
+        return
+    if conversation_is_verified(conversation):
+        return
+    raise PermissionRefused(
+        _(
+            "Para esta operación necesito confirmar su identidad con un código que le "
+            "enviaré a su teléfono o correo registrados."
+        ),
+        code="verification_required",
+        action=action,
+    )

@@ -1,0 +1,221 @@
+"""Identification, ownership, identity-switch alarms and step-up requirements."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from core.errors import NotFound, PermissionRefused, ValidationFailed
+from core.identity import (
+    check_owner,
+    contact_for_conversation,
+    conversation_is_verified,
+    identify_contact,
+    require_step_up,
+)
+from core.models import Conversation, SecurityEvent, StepUpPolicy
+from core.services import contact_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ana(company):
+    return contact_create(
+        company=company,
+        first_name="Ana",
+        last_name="García",
+        document_number="12345678Z",
+        phone="600111222",
+        email="ana@example.com",
+    )
+
+
+@pytest.fixture
+def bruno(company):
+    return contact_create(
+        company=company,
+        first_name="Bruno",
+        document_number="X1234567L",
+        phone="600333444",
+        email="bruno@example.com",
+    )
+
+
+@pytest.fixture
+def conversation(company):
+    return Conversation.objects.create(company=company, external_id="conv-1")
+
+
+def events(conversation, kind=None):
+    queryset = SecurityEvent.objects.filter(
+        company=conversation.company, conversation_key=conversation.external_id
+    )
+    return queryset.filter(kind=kind) if kind else queryset
+
+
+def verify(conversation, minutes=15):
+    now = timezone.now()
+    Conversation.objects.filter(pk=conversation.pk).update(
+        verified_at=now, verified_until=now + timedelta(minutes=minutes)
+    )
+    conversation.refresh_from_db()
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [("document", "12.345.678-z"), ("phone", "+34 600 11 12 22"), ("email", " ANA@example.com")],
+)
+def test_it_identifies_a_contact_by_any_normalised_identifier(conversation, ana, kind, value):
+    contact = identify_contact(conversation=conversation, kind=kind, value=value)
+
+    conversation.refresh_from_db()
+    assert contact == ana
+    assert conversation.contact == ana
+    assert conversation.identified_via == kind
+    assert conversation.identified_at is not None
+
+
+def test_an_unknown_identifier_is_not_found_and_counted(conversation, ana):
+    with pytest.raises(NotFound):
+        identify_contact(conversation=conversation, kind="document", value="Y7654321G")
+
+    assert events(conversation, SecurityEvent.Kind.IDENTIFICATION_FAILED).count() == 1
+
+
+def test_another_companys_contact_is_not_found(conversation, other_company):
+    contact_create(company=other_company, first_name="Zoe", document_number="12345678Z")
+
+    with pytest.raises(NotFound):
+        identify_contact(conversation=conversation, kind="document", value="12345678Z")
+
+
+def test_repeated_failures_are_rate_limited_even_for_a_real_identifier(conversation, ana):
+    for _ in range(5):
+        with pytest.raises(NotFound):
+            identify_contact(conversation=conversation, kind="phone", value="600999888")
+
+    with pytest.raises(PermissionRefused) as refused:
+        identify_contact(conversation=conversation, kind="document", value="12345678Z")
+
+    assert refused.value.code == "too_many_attempts"
+    assert 0 < refused.value.extras["retry_after_seconds"] <= 15 * 60 + 1
+    conversation.refresh_from_db()
+    assert conversation.contact is None
+
+
+def test_failures_of_another_conversation_do_not_count(company, conversation, ana):
+    other = Conversation.objects.create(company=company, external_id="conv-2")
+    for _ in range(5):
+        with pytest.raises(NotFound):
+            identify_contact(conversation=other, kind="phone", value="600999888")
+
+    assert identify_contact(conversation=conversation, kind="document", value="12345678Z") == ana
+
+
+def test_identifying_as_someone_else_is_an_alarm_and_drops_verification(conversation, ana, bruno):
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+    verify(conversation)
+
+    with pytest.raises(PermissionRefused) as refused:
+        identify_contact(conversation=conversation, kind="email", value="bruno@example.com")
+
+    assert refused.value.code == "identity_switch"
+    event = events(conversation, SecurityEvent.Kind.IDENTITY_SWITCH).get()
+    assert (event.contact, event.claimed_contact) == (ana, bruno)
+    conversation.refresh_from_db()
+    assert conversation.contact == ana
+    assert not conversation_is_verified(conversation)
+
+
+def test_the_identified_contacts_own_identifiers_resolve_to_it(conversation, ana):
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+
+    for identifier in ("12345678z", "+34600111222", "Ana@Example.com"):
+        assert contact_for_conversation(conversation=conversation, identifier=identifier) == ana
+
+
+def test_an_unidentified_conversation_is_refused(conversation, ana):
+    with pytest.raises(PermissionRefused) as refused:
+        contact_for_conversation(conversation=conversation, identifier="12345678Z")
+
+    assert refused.value.code == "identification_required"
+
+
+def test_another_contacts_identifier_mid_conversation_is_an_alarm(conversation, ana, bruno):
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+    verify(conversation)
+    assert conversation_is_verified(conversation)
+
+    with pytest.raises(PermissionRefused) as refused:
+        contact_for_conversation(conversation=conversation, identifier="X1234567L")
+
+    assert refused.value.code == "identity_switch"
+    assert events(conversation, SecurityEvent.Kind.IDENTITY_SWITCH).get().claimed_contact == bruno
+    assert not conversation_is_verified(conversation)
+
+
+def test_an_identifier_of_nobody_is_refused_and_recorded(conversation, ana):
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+
+    with pytest.raises(PermissionRefused) as refused:
+        contact_for_conversation(conversation=conversation, identifier="Y7654321G")
+
+    assert refused.value.code == "identity_mismatch"
+    assert events(conversation, SecurityEvent.Kind.IDENTIFIER_MISMATCH).count() == 1
+
+
+def test_garbage_is_a_validation_error(conversation, ana):
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+
+    with pytest.raises(ValidationFailed):
+        contact_for_conversation(conversation=conversation, identifier="¿?")
+
+
+def test_the_alarm_survives_the_rollback_of_the_failing_call(conversation, ana, bruno):
+    """A tool call's transaction is rolled back on error; the evidence must stay."""
+    from django.db import transaction
+
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+    with pytest.raises(PermissionRefused), transaction.atomic():
+        contact_for_conversation(conversation=conversation, identifier="X1234567L")
+
+    assert events(conversation, SecurityEvent.Kind.IDENTITY_SWITCH).count() == 1
+
+
+def test_check_owner_refuses_another_contacts_entity(ana, bruno):
+    check_owner(contact=ana, owner_id=ana.pk)
+
+    with pytest.raises(PermissionRefused) as refused:
+        check_owner(contact=ana, owner_id=bruno.pk)
+
+    assert refused.value.code == "not_owner"
+
+
+def test_default_policy_needs_step_up_to_accept_a_quote(conversation, ana):
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+
+    with pytest.raises(PermissionRefused) as refused:
+        require_step_up(conversation=conversation, action="accept_quote")
+    require_step_up(conversation=conversation, action="cancel_appointment")
+
+    assert refused.value.code == "verification_required"
+    verify(conversation)
+    require_step_up(conversation=conversation, action="accept_quote")
+
+
+def test_an_expired_verification_does_not_count(conversation, ana):
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+    verify(conversation, minutes=-1)
+
+    with pytest.raises(PermissionRefused):
+        require_step_up(conversation=conversation, action="update_contact_details")
+
+
+def test_a_companys_policy_decides_which_actions_need_step_up(company, conversation, ana):
+    StepUpPolicy.objects.create(company=company, actions=["cancel_appointment"])
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+
+    require_step_up(conversation=conversation, action="accept_quote")
+    with pytest.raises(PermissionRefused):
+        require_step_up(conversation=conversation, action="cancel_appointment")
