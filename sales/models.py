@@ -1,1 +1,347 @@
-"""Sales models (catalog, price lists, quotes, opportunities) live here."""
+"""Sales models: catalog and stock, price lists, quotes with their lines, and opportunities.
+
+State fields are protected django-fsm-2 fields: only the transition methods change them, and
+only the services in sales.services call those, under a row lock.
+"""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Upper
+from django.utils.translation import gettext_lazy as _
+from django_fsm import FSMField, FSMModelMixin, transition
+from django_fsm_log.decorators import fsm_log_by
+
+from core.models import Company, Contact, Conversation
+from sales import money
+
+
+def _money_field(verbose_name: str, **kwargs) -> models.DecimalField:
+    return models.DecimalField(
+        verbose_name,
+        max_digits=money.STORED_MAX_DIGITS,
+        decimal_places=money.STORED_DECIMAL_PLACES,
+        validators=[MinValueValidator(Decimal(0))],
+        **kwargs,
+    )
+
+
+class Product(models.Model):
+    """Something a company sells. Stock is tracked only when `track_stock` is set.
+
+    Available stock is `quantity_on_hand - quantity_reserved`; accepted quotes reserve it.
+    A database constraint keeps the reservation within what is on hand.
+    """
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="products")
+    sku = models.CharField(_("SKU"), max_length=64)
+    name = models.CharField(_("name"), max_length=200)
+    description = models.TextField(_("description"), blank=True)
+    unit = models.CharField(_("unit"), max_length=20, default="unidad")
+    tax_rate = models.DecimalField(
+        _("tax rate (%)"),
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("21.00"),
+        validators=[MinValueValidator(Decimal(0)), MaxValueValidator(Decimal(100))],
+    )
+    active = models.BooleanField(_("active"), default=True)
+    track_stock = models.BooleanField(_("stock tracked"), default=True)
+    quantity_on_hand = models.PositiveIntegerField(_("quantity on hand"), default=0)
+    quantity_reserved = models.PositiveIntegerField(
+        _("quantity reserved"), default=0, help_text=_("Reserved by accepted quotes.")
+    )
+
+    class Meta:
+        verbose_name = _("product")
+        verbose_name_plural = _("products")
+        ordering = ["name"]
+        constraints = [
+            # SKUs are matched case-insensitively, so they must be unique that way too.
+            models.UniqueConstraint("company", Upper("sku"), name="unique_product_sku"),
+            models.CheckConstraint(
+                condition=Q(quantity_reserved__lte=F("quantity_on_hand")),
+                name="product_reserved_within_on_hand",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.sku})"
+
+    @property
+    def quantity_available(self) -> int:
+        return self.quantity_on_hand - self.quantity_reserved
+
+    def in_stock(self) -> bool:
+        return not self.track_stock or self.quantity_available > 0
+
+
+class PriceList(models.Model):
+    """Prices in one currency, valid within an optional window; one default per company."""
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="price_lists")
+    name = models.CharField(_("name"), max_length=100)
+    currency = models.CharField(_("currency"), max_length=3, help_text=_("ISO 4217 code"))
+    valid_from = models.DateTimeField(_("valid from"), null=True, blank=True)
+    valid_until = models.DateTimeField(_("valid until"), null=True, blank=True)
+    is_default = models.BooleanField(_("default"), default=False)
+
+    class Meta:
+        verbose_name = _("price list")
+        verbose_name_plural = _("price lists")
+        ordering = ["-is_default", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["company", "name"], name="unique_price_list_name"),
+            models.UniqueConstraint(
+                fields=["company"], condition=Q(is_default=True), name="one_default_price_list"
+            ),
+            models.CheckConstraint(
+                condition=Q(valid_from__isnull=True)
+                | Q(valid_until__isnull=True)
+                | Q(valid_from__lt=F("valid_until")),
+                name="price_list_window_ordered",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.currency})"
+
+    def clean(self) -> None:
+        self.currency = (self.currency or "").upper()
+        if len(self.currency) != 3 or not self.currency.isalpha():
+            raise ValidationError({"currency": _("Use a three-letter ISO 4217 code.")})
+        if self.valid_from and self.valid_until and self.valid_from >= self.valid_until:
+            raise ValidationError({"valid_until": _("The window must end after it starts.")})
+
+
+class PriceListItem(models.Model):
+    """The unit price of one product in one price list (before tax)."""
+
+    price_list = models.ForeignKey(PriceList, on_delete=models.CASCADE, related_name="items")
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="prices")
+    unit_price = _money_field(_("unit price"))
+
+    class Meta:
+        verbose_name = _("price list item")
+        verbose_name_plural = _("price list items")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["price_list", "product"], name="unique_price_list_product"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.product} @ {self.unit_price}"
+
+    def clean(self) -> None:
+        if self.product_id and self.price_list_id:
+            if self.product.company_id != self.price_list.company_id:
+                raise ValidationError({"product": _("The product belongs to another company.")})
+            currency = self.price_list.currency
+            if self.unit_price is not None and not money.is_exact(self.unit_price, currency):
+                raise ValidationError(
+                    {
+                        "unit_price": _("%(currency)s has %(n)d decimals.")
+                        % {"currency": currency, "n": money.minor_units(currency)}
+                    }
+                )
+
+
+class Opportunity(FSMModelMixin, models.Model):
+    """A potential sale the sales team follows, from first contact to won or lost."""
+
+    class State(models.TextChoices):
+        NEW = "new", _("New")
+        QUALIFIED = "qualified", _("Qualified")
+        PROPOSAL = "proposal", _("Proposal")
+        NEGOTIATION = "negotiation", _("Negotiation")
+        WON = "won", _("Won")
+        LOST = "lost", _("Lost")
+
+    OPEN_STATES = (State.NEW, State.QUALIFIED, State.PROPOSAL, State.NEGOTIATION)
+    CLOSED_STATES = (State.WON, State.LOST)
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="opportunities")
+    reference = models.CharField(_("reference"), max_length=16, unique=True, editable=False)
+    contact = models.ForeignKey(Contact, on_delete=models.PROTECT, related_name="opportunities")
+    title = models.CharField(_("title"), max_length=200)
+    notes = models.TextField(_("notes"), blank=True, help_text=_("What the customer asked for."))
+    amount = _money_field(_("amount"), default=Decimal(0))
+    currency = models.CharField(_("currency"), max_length=3)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="sales_opportunities",
+        verbose_name=_("owner"),
+    )
+    lost_reason = models.CharField(_("lost reason"), max_length=300, blank=True)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    state = FSMField(_("stage"), default=State.NEW, choices=State.choices, protected=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    closed_at = models.DateTimeField(_("closed"), null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = _("opportunity")
+        verbose_name_plural = _("opportunities")
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["company", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.reference} · {self.title}"
+
+    @property
+    def is_closed(self) -> bool:
+        return self.state in self.CLOSED_STATES
+
+    @fsm_log_by
+    @transition(
+        field=state, source=State.NEW, target=State.QUALIFIED, custom={"label": _("Qualify")}
+    )
+    def qualify(self, by=None) -> None:
+        pass
+
+    @fsm_log_by
+    @transition(
+        field=state,
+        source=State.QUALIFIED,
+        target=State.PROPOSAL,
+        custom={"label": _("Move to proposal")},
+    )
+    def propose(self, by=None) -> None:
+        pass
+
+    @fsm_log_by
+    @transition(
+        field=state,
+        source=State.PROPOSAL,
+        target=State.NEGOTIATION,
+        custom={"label": _("Move to negotiation")},
+    )
+    def negotiate(self, by=None) -> None:
+        pass
+
+    @fsm_log_by
+    @transition(field=state, source=OPEN_STATES, target=State.WON, custom={"label": _("Win")})
+    def win(self, by=None) -> None:
+        pass
+
+    @fsm_log_by
+    @transition(
+        field=state, source=OPEN_STATES, target=State.LOST, custom={"label": _("Mark lost")}
+    )
+    def lose(self, by=None) -> None:
+        pass
+
+
+class Quote(FSMModelMixin, models.Model):
+    """A priced offer to one contact. Its lines snapshot prices and taxes at creation."""
+
+    class State(models.TextChoices):
+        DRAFT = "draft", _("Draft")
+        SENT = "sent", _("Sent")
+        ACCEPTED = "accepted", _("Accepted")
+        REJECTED = "rejected", _("Rejected")
+        EXPIRED = "expired", _("Expired")
+
+    OPEN_STATES = (State.DRAFT, State.SENT)
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="quotes")
+    reference = models.CharField(_("reference"), max_length=16, unique=True, editable=False)
+    contact = models.ForeignKey(Contact, on_delete=models.PROTECT, related_name="quotes")
+    price_list = models.ForeignKey(PriceList, on_delete=models.PROTECT, related_name="quotes")
+    currency = models.CharField(_("currency"), max_length=3)
+    subtotal = _money_field(_("subtotal"), default=Decimal(0))
+    tax_total = _money_field(_("tax"), default=Decimal(0))
+    total = _money_field(_("total"), default=Decimal(0))
+    valid_until = models.DateTimeField(_("valid until"))
+    opportunity = models.ForeignKey(
+        Opportunity,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="quotes",
+        verbose_name=_("opportunity"),
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    state = FSMField(_("state"), default=State.DRAFT, choices=State.choices, protected=True)
+    rejection_reason = models.CharField(_("rejection reason"), max_length=300, blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    sent_at = models.DateTimeField(_("sent"), null=True, blank=True, editable=False)
+    resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True, editable=False)
+    emailed_at = models.DateTimeField(_("emailed"), null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = _("quote")
+        verbose_name_plural = _("quotes")
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["company", "contact", "state"]),
+            models.Index(fields=["state", "valid_until"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.reference
+
+    @fsm_log_by
+    @transition(field=state, source=State.DRAFT, target=State.SENT, custom={"label": _("Send")})
+    def send(self, by=None) -> None:
+        pass
+
+    @fsm_log_by
+    @transition(
+        field=state, source=State.SENT, target=State.ACCEPTED, custom={"label": _("Accept")}
+    )
+    def accept(self, by=None) -> None:
+        pass
+
+    @fsm_log_by
+    @transition(
+        field=state, source=State.SENT, target=State.REJECTED, custom={"label": _("Reject")}
+    )
+    def reject(self, by=None) -> None:
+        pass
+
+    @fsm_log_by
+    @transition(
+        field=state, source=OPEN_STATES, target=State.EXPIRED, custom={"label": _("Expire")}
+    )
+    def expire(self, by=None) -> None:
+        pass
+
+
+class QuoteLine(models.Model):
+    """One product on a quote, with the price and tax it had when the quote was made."""
+
+    quote = models.ForeignKey(Quote, on_delete=models.CASCADE, related_name="lines")
+    position = models.PositiveSmallIntegerField(_("position"))
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="quote_lines")
+    sku = models.CharField(_("SKU"), max_length=64)
+    name = models.CharField(_("name"), max_length=200)
+    quantity = models.PositiveIntegerField(_("quantity"), validators=[MinValueValidator(1)])
+    unit_price = _money_field(_("unit price"))
+    tax_rate = models.DecimalField(_("tax rate (%)"), max_digits=5, decimal_places=2)
+    subtotal = _money_field(_("subtotal"))
+    tax = _money_field(_("tax"))
+    total = _money_field(_("total"))
+
+    class Meta:
+        verbose_name = _("quote line")
+        verbose_name_plural = _("quote lines")
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["quote", "position"], name="unique_quote_line"),
+            models.CheckConstraint(condition=Q(quantity__gte=1), name="quote_line_quantity"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.quantity} x {self.sku}"

@@ -1,0 +1,84 @@
+"""Reads of sales: the current price list, the catalog search, a contact's quotes."""
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from core.errors import NotFound
+from core.models import Company, Contact
+from core.references import normalize_reference
+from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote
+
+
+def price_list_current(*, company: Company, at: datetime | None = None) -> PriceList | None:
+    """The company's default price list if it is valid at `at` (now by default), else None."""
+    at = at or timezone.now()
+    return (
+        PriceList.objects.filter(company=company, is_default=True)
+        .filter(Q(valid_from__isnull=True) | Q(valid_from__lte=at))
+        .filter(Q(valid_until__isnull=True) | Q(valid_until__gt=at))
+        .first()
+    )
+
+
+def product_search(*, company: Company, price_list: PriceList, query: str = "") -> QuerySet:
+    """Active products priced in `price_list` whose name, SKU or description match every word
+    of `query`, each annotated with `unit_price`. Stock is read, never reserved, here."""
+    price = PriceListItem.objects.filter(price_list=price_list, product=OuterRef("pk"))
+    products = (
+        Product.objects.filter(company=company, active=True, prices__price_list=price_list)
+        .annotate(unit_price=Subquery(price.values("unit_price")[:1]))
+        .order_by("name", "pk")
+    )
+    for word in query.split():
+        products = products.filter(
+            Q(name__icontains=word) | Q(sku__icontains=word) | Q(description__icontains=word)
+        )
+    return products
+
+
+def product_unit_prices(*, price_list: PriceList, product_ids: list[int]) -> dict[int, Decimal]:
+    return dict(
+        PriceListItem.objects.filter(price_list=price_list, product_id__in=product_ids).values_list(
+            "product_id", "unit_price"
+        )
+    )
+
+
+def quote_list(*, contact: Contact, state: str | None = None) -> QuerySet[Quote]:
+    """A contact's quotes, newest first, optionally only those in one state."""
+    quotes = Quote.objects.filter(company_id=contact.company_id, contact=contact)
+    if state:
+        quotes = quotes.filter(state=state)
+    return quotes.order_by("-created_at", "-pk")
+
+
+def quote_get(*, company: Company, reference: str) -> Quote:
+    """The company's quote with this public reference, with its lines; NotFound otherwise."""
+    quote = (
+        Quote.objects.filter(company=company, reference=normalize_reference(reference))
+        .prefetch_related("lines")
+        .first()
+    )
+    if quote is None:
+        raise NotFound(_("No encontré esa cotización."), code="quote_not_found")
+    return quote
+
+
+def opportunity_get(*, company: Company, reference: str) -> Opportunity:
+    opportunity = Opportunity.objects.filter(
+        company=company, reference=normalize_reference(reference)
+    ).first()
+    if opportunity is None:
+        raise NotFound(_("No encontré esa oportunidad."), code="opportunity_not_found")
+    return opportunity
+
+
+def opportunity_pipeline(*, company: Company) -> QuerySet[Opportunity]:
+    """The company's open opportunities, oldest first: the sales team's work queue."""
+    return Opportunity.objects.filter(company=company, state__in=Opportunity.OPEN_STATES).order_by(
+        "created_at", "pk"
+    )

@@ -1,0 +1,653 @@
+"""Writes of sales. Every business rule lives here: totals recomputed from the catalog and the
+price list, stock reserved under row locks at acceptance, and the guarded state transitions.
+
+Lock order, everywhere, to keep concurrent writers free of deadlocks: quote, then its
+opportunity, then its products by ascending primary key.
+"""
+
+import operator
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from functools import partial, reduce
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.template.loader import render_to_string
+from django.utils import timezone, translation
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+from django_fsm import can_proceed
+
+from core.errors import NotFound, ValidationFailed
+from core.models import Company, Contact, Conversation
+from core.references import new_reference
+from sales import money
+from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
+from sales.selectors import price_list_current, product_unit_prices
+
+QUOTE_VALIDITY = timedelta(days=15)
+MAX_QUOTE_LINES = 50
+MAX_LINE_QUANTITY = 10_000
+_REFERENCE_ATTEMPTS = 5
+
+
+# --- Catalog and stock -------------------------------------------------------------------------
+
+
+@transaction.atomic
+def product_create(
+    *,
+    company: Company,
+    sku: str,
+    name: str,
+    description: str = "",
+    unit: str = "unidad",
+    tax_rate: Decimal = Decimal("21.00"),
+    track_stock: bool = True,
+    quantity_on_hand: int = 0,
+    active: bool = True,
+) -> Product:
+    product = Product(
+        company=company,
+        sku=sku.strip(),
+        name=name.strip(),
+        description=description,
+        unit=unit,
+        tax_rate=Decimal(tax_rate),
+        track_stock=track_stock,
+        quantity_on_hand=quantity_on_hand,
+        active=active,
+    )
+    product.full_clean()
+    product.save()
+    return product
+
+
+@transaction.atomic
+def product_stock_set(*, product: Product, quantity_on_hand: int) -> Product:
+    """Set the counted stock of a product; it may not drop below what is already reserved."""
+    product = Product.objects.select_for_update().get(pk=product.pk)
+    if quantity_on_hand < product.quantity_reserved:
+        raise ValidationFailed(
+            _("Las existencias no pueden quedar por debajo de lo ya reservado (%(n)d).")
+            % {"n": product.quantity_reserved},
+            code="stock_below_reserved",
+        )
+    product.quantity_on_hand = quantity_on_hand
+    product.save(update_fields=["quantity_on_hand"])
+    return product
+
+
+@transaction.atomic
+def price_list_create(
+    *,
+    company: Company,
+    name: str,
+    currency: str | None = None,
+    is_default: bool = False,
+    valid_from: datetime | None = None,
+    valid_until: datetime | None = None,
+) -> PriceList:
+    if is_default:
+        # Only one default per company (a partial unique index enforces it too).
+        PriceList.objects.filter(company=company, is_default=True).update(is_default=False)
+    price_list = PriceList(
+        company=company,
+        name=name,
+        currency=(currency or company.currency).upper(),
+        is_default=is_default,
+        valid_from=valid_from,
+        valid_until=valid_until,
+    )
+    price_list.full_clean()
+    price_list.save()
+    return price_list
+
+
+@transaction.atomic
+def price_list_item_set(
+    *, price_list: PriceList, product: Product, unit_price: Decimal | str
+) -> PriceListItem:
+    """Set (create or change) a product's unit price in a price list."""
+    item = PriceListItem.objects.filter(price_list=price_list, product=product).first()
+    item = item or PriceListItem(price_list=price_list, product=product)
+    item.unit_price = Decimal(unit_price)
+    item.full_clean()
+    item.save()
+    return item
+
+
+# --- Quotes --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuoteItem:
+    """What a customer asks to be quoted: a SKU and how many."""
+
+    sku: str
+    quantity: int
+
+
+@dataclass(frozen=True)
+class PricedLine:
+    product: Product
+    quantity: int
+    unit_price: Decimal
+    tax_rate: Decimal
+    subtotal: Decimal
+    tax: Decimal
+    total: Decimal
+
+
+@dataclass(frozen=True)
+class QuoteTotals:
+    lines: list[PricedLine]
+    currency: str
+    subtotal: Decimal
+    tax: Decimal
+    total: Decimal
+
+
+QUOTE_STATE_MESSAGES: dict[str, Promise] = {
+    Quote.State.DRAFT: _("Esa cotización todavía no se ha enviado."),
+    Quote.State.SENT: _("Esa cotización ya se envió y está pendiente de respuesta."),
+    Quote.State.ACCEPTED: _("Esa cotización ya fue aceptada."),
+    Quote.State.REJECTED: _("Esa cotización ya fue rechazada."),
+    Quote.State.EXPIRED: _("Esa cotización está vencida. Puedo prepararle una nueva."),
+}
+
+
+def quote_total_compute(
+    *, company: Company, price_list: PriceList, items: Iterable[QuoteItem]
+) -> QuoteTotals:
+    """Price the items from the catalog and the price list; nothing the caller says counts.
+
+    Each line is rounded to the currency's minor units, and the totals are sums of the lines,
+    so what the customer reads line by line adds up. Repeated SKUs are merged.
+    """
+    wanted: dict[str, int] = {}
+    for item in items:
+        if not 1 <= item.quantity <= MAX_LINE_QUANTITY:
+            raise ValidationFailed(
+                _("Cada cantidad debe estar entre 1 y %(max)d.") % {"max": MAX_LINE_QUANTITY},
+                code="invalid_quantity",
+            )
+        key = item.sku.strip().upper()
+        wanted[key] = wanted.get(key, 0) + item.quantity
+    if not wanted:
+        raise ValidationFailed(_("La cotización necesita al menos un producto."), code="no_items")
+    if len(wanted) > MAX_QUOTE_LINES:
+        raise ValidationFailed(
+            _("Una cotización admite como máximo %(n)d productos distintos.")
+            % {"n": MAX_QUOTE_LINES},
+            code="too_many_items",
+        )
+    products = {
+        p.sku.upper(): p
+        for p in Product.objects.filter(company=company, active=True).filter(
+            reduce(operator.or_, (Q(sku__iexact=sku) for sku in wanted))
+        )
+    }
+    prices = product_unit_prices(
+        price_list=price_list, product_ids=[p.pk for p in products.values()]
+    )
+    currency = price_list.currency
+    lines: list[PricedLine] = []
+    for sku, quantity in wanted.items():
+        product = products.get(sku)
+        if product is None or product.pk not in prices:
+            raise NotFound(
+                _("No encontré el producto %(sku)s en nuestro catálogo.") % {"sku": sku},
+                code="product_not_found",
+                sku=sku,
+            )
+        unit_price = money.quantize(prices[product.pk], currency)
+        subtotal = money.quantize(unit_price * quantity, currency)
+        tax = money.quantize(subtotal * product.tax_rate / 100, currency)
+        lines.append(
+            PricedLine(
+                product=product,
+                quantity=quantity,
+                unit_price=unit_price,
+                tax_rate=product.tax_rate,
+                subtotal=subtotal,
+                tax=tax,
+                total=subtotal + tax,
+            )
+        )
+    subtotal = sum((line.subtotal for line in lines), Decimal(0))
+    tax = sum((line.tax for line in lines), Decimal(0))
+    return QuoteTotals(
+        lines=lines, currency=currency, subtotal=subtotal, tax=tax, total=subtotal + tax
+    )
+
+
+def _check_expected_total(
+    expected_total: Decimal | str | None, total: Decimal, currency: str
+) -> None:
+    """An amount the agent believes is the total must be ours exactly, or it is refused."""
+    if expected_total is None:
+        return
+    try:
+        expected = Decimal(str(expected_total))
+    except ArithmeticError:
+        expected = None
+    if expected is None or not expected.is_finite() or expected != total:
+        raise ValidationFailed(
+            _("El importe no coincide: el total correcto es %(total)s.")
+            % {"total": money.spoken(total, currency)},
+            code="total_mismatch",
+            total=money.to_wire(total, currency),
+            currency=currency,
+        )
+
+
+def _require_price_list(company: Company, at: datetime) -> PriceList:
+    price_list = price_list_current(company=company, at=at)
+    if price_list is None:
+        raise ValidationFailed(
+            _("Ahora mismo no tenemos una lista de precios vigente para cotizar."),
+            code="no_price_list",
+        )
+    return price_list
+
+
+def _insufficient_stock(product: Product) -> ValidationFailed:
+    # Quantities are not disclosed to customers; the SKU says which product is short.
+    return ValidationFailed(
+        _("No hay existencias suficientes de %(name)s para esa cantidad.") % {"name": product.name},
+        code="insufficient_stock",
+        sku=product.sku,
+    )
+
+
+def _save_with_new_reference(instance: Quote | Opportunity, prefix: str) -> None:
+    """Insert with a fresh random reference, drawing again on the (rare) collision."""
+    for attempt in range(_REFERENCE_ATTEMPTS):
+        instance.reference = new_reference(prefix)
+        try:
+            with transaction.atomic():
+                instance.save(force_insert=True)
+            return
+        except IntegrityError:
+            if attempt == _REFERENCE_ATTEMPTS - 1:
+                raise
+
+
+@transaction.atomic
+def quote_create(
+    *,
+    company: Company,
+    contact: Contact,
+    items: Iterable[QuoteItem],
+    expected_total: Decimal | str | None = None,
+    opportunity: Opportunity | None = None,
+    conversation: Conversation | None = None,
+    send: bool = True,
+    by: Any = None,
+    now: datetime | None = None,
+) -> Quote:
+    """Create a quote priced by the system, and (by default) send it to the contact.
+
+    The expected total, when given, must equal the computed one (VALIDATION with the real
+    total otherwise). Stock is looked at, not reserved: reservation happens at acceptance.
+    """
+    now = now or timezone.now()
+    if contact.company_id != company.pk:
+        raise ValueError("the contact belongs to another company")
+    if opportunity is not None:
+        opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
+        if opportunity.company_id != company.pk or opportunity.contact_id != contact.pk:
+            raise ValueError("the opportunity belongs to another contact")
+        if opportunity.is_closed:
+            raise _opportunity_state_error(opportunity)
+    price_list = _require_price_list(company, now)
+    totals = quote_total_compute(company=company, price_list=price_list, items=items)
+    _check_expected_total(expected_total, totals.total, totals.currency)
+    for line in totals.lines:
+        if line.product.track_stock and line.product.quantity_available < line.quantity:
+            raise _insufficient_stock(line.product)
+    valid_until = now + QUOTE_VALIDITY
+    if price_list.valid_until is not None:
+        valid_until = min(valid_until, price_list.valid_until)
+    quote = Quote(
+        company=company,
+        contact=contact,
+        price_list=price_list,
+        currency=totals.currency,
+        subtotal=totals.subtotal,
+        tax_total=totals.tax,
+        total=totals.total,
+        valid_until=valid_until,
+        opportunity=opportunity,
+        conversation=conversation,
+    )
+    _save_with_new_reference(quote, "QT")
+    QuoteLine.objects.bulk_create(
+        QuoteLine(
+            quote=quote,
+            position=position,
+            product=line.product,
+            sku=line.product.sku,
+            name=line.product.name,
+            quantity=line.quantity,
+            unit_price=line.unit_price,
+            tax_rate=line.tax_rate,
+            subtotal=line.subtotal,
+            tax=line.tax,
+            total=line.total,
+        )
+        for position, line in enumerate(totals.lines, start=1)
+    )
+    if send:
+        quote = quote_send(quote=quote, by=by, now=now)
+    return quote
+
+
+def _lock_quote(quote: Quote) -> Quote:
+    return Quote.objects.select_for_update().get(pk=quote.pk)
+
+
+def _guard_quote(quote: Quote, transition: Callable[..., Any], now: datetime) -> None:
+    """Refuse a transition the quote's state does not allow, or a sent quote past its validity.
+
+    Call while holding the quote's row lock.
+    """
+    if not can_proceed(transition):
+        raise ValidationFailed(
+            QUOTE_STATE_MESSAGES[quote.state], code="invalid_state", state=quote.state
+        )
+    if quote.state in Quote.OPEN_STATES and quote.valid_until <= now:
+        # Past validity it is expired at this instant, whether or not the beat task ran yet.
+        raise ValidationFailed(
+            QUOTE_STATE_MESSAGES[Quote.State.EXPIRED],
+            code="invalid_state",
+            state=Quote.State.EXPIRED.value,
+        )
+
+
+@transaction.atomic
+def quote_send(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
+    """Send a draft quote: it becomes answerable, and it is emailed after commit."""
+    now = now or timezone.now()
+    quote = _lock_quote(quote)
+    _guard_quote(quote, quote.send, now)
+    quote.send(by=by)
+    quote.sent_at = now
+    quote.save(update_fields=["state", "sent_at"])
+    transaction.on_commit(partial(_enqueue_quote_email, quote.pk), robust=True)
+    return quote
+
+
+def _enqueue_quote_email(quote_id: int) -> None:
+    from sales.tasks import quote_email_send  # the task module imports these services
+
+    quote_email_send.delay(quote_id)
+
+
+@transaction.atomic
+def quote_accept(
+    *,
+    quote: Quote,
+    expected_total: Decimal | str | None = None,
+    by: Any = None,
+    now: datetime | None = None,
+) -> Quote:
+    """Accept a sent, still valid quote: reserve its stock and win its opportunity.
+
+    Stock is checked and reserved here, under row locks on the products taken in primary-key
+    order, so concurrent acceptances serialise per product and never oversell.
+    """
+    now = now or timezone.now()
+    quote = _lock_quote(quote)
+    _guard_quote(quote, quote.accept, now)
+    _check_expected_total(expected_total, quote.total, quote.currency)
+    opportunity = None
+    if quote.opportunity_id is not None:
+        opportunity = Opportunity.objects.select_for_update().get(pk=quote.opportunity_id)
+        if opportunity.state == Opportunity.State.LOST:
+            raise ValidationFailed(
+                _("Esta cotización ya no se puede aceptar; le pondremos en contacto con ventas."),
+                code="opportunity_lost",
+            )
+    _stock_reserve(quote)
+    quote.accept(by=by)
+    quote.resolved_at = now
+    quote.save(update_fields=["state", "resolved_at"])
+    if opportunity is not None and not opportunity.is_closed:
+        opportunity.amount = quote.total
+        opportunity.currency = quote.currency
+        opportunity.win(by=by)
+        opportunity.closed_at = now
+        opportunity.save(update_fields=["amount", "currency", "state", "closed_at"])
+    return quote
+
+
+def _stock_reserve(quote: Quote) -> None:
+    """Reserve every tracked product of the quote, or nothing. Call inside a transaction."""
+    needed: dict[int, int] = {}
+    for line in quote.lines.all():
+        needed[line.product_id] = needed.get(line.product_id, 0) + line.quantity
+    products = Product.objects.select_for_update().filter(pk__in=needed).order_by("pk")
+    for product in products:
+        if not product.track_stock:
+            continue
+        if product.quantity_available < needed[product.pk]:
+            raise _insufficient_stock(product)
+        Product.objects.filter(pk=product.pk).update(
+            quantity_reserved=F("quantity_reserved") + needed[product.pk]
+        )
+
+
+@transaction.atomic
+def quote_reject(
+    *, quote: Quote, reason: str = "", by: Any = None, now: datetime | None = None
+) -> Quote:
+    now = now or timezone.now()
+    quote = _lock_quote(quote)
+    _guard_quote(quote, quote.reject, now)
+    quote.reject(by=by)
+    quote.rejection_reason = reason.strip()[:300]
+    quote.resolved_at = now
+    quote.save(update_fields=["state", "rejection_reason", "resolved_at"])
+    return quote
+
+
+@transaction.atomic
+def quote_expire(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
+    """Mark an open quote expired (the beat task does it past validity; staff may withdraw)."""
+    now = now or timezone.now()
+    quote = _lock_quote(quote)
+    if not can_proceed(quote.expire):
+        raise ValidationFailed(
+            QUOTE_STATE_MESSAGES[quote.state], code="invalid_state", state=quote.state
+        )
+    quote.expire(by=by)
+    quote.resolved_at = now
+    quote.save(update_fields=["state", "resolved_at"])
+    return quote
+
+
+def quotes_expire_due(*, now: datetime | None = None, batch: int = 500) -> int:
+    """Expire open quotes past their validity; return how many. Each in its own transaction,
+    skipping quotes another transaction holds (an acceptance checks the instant itself)."""
+    now = now or timezone.now()
+    due = list(
+        Quote.objects.filter(state__in=Quote.OPEN_STATES, valid_until__lte=now)
+        .order_by("valid_until")
+        .values_list("pk", flat=True)[:batch]
+    )
+    expired = 0
+    for pk in due:
+        with transaction.atomic():
+            quote = (
+                Quote.objects.select_for_update(skip_locked=True)
+                .filter(pk=pk, state__in=Quote.OPEN_STATES, valid_until__lte=now)
+                .first()
+            )
+            if quote is None:
+                continue
+            quote.expire()
+            quote.resolved_at = now
+            quote.save(update_fields=["state", "resolved_at"])
+            expired += 1
+    return expired
+
+
+def quote_email_deliver(*, quote_id: int) -> bool:
+    """Email a sent quote to its contact's own registered address; True if an email went out.
+
+    Runs in a Celery worker. Safe to repeat: a quote already emailed is not emailed again.
+    """
+    quote = (
+        Quote.objects.select_related("contact", "company")
+        .prefetch_related("lines")
+        .filter(pk=quote_id)
+        .first()
+    )
+    if quote is None or quote.emailed_at is not None or quote.state != Quote.State.SENT:
+        return False
+    if not quote.contact.email:
+        return False
+    context = {
+        "quote": quote,
+        "contact": quote.contact,
+        "company": quote.company,
+        "lines": [
+            {
+                "name": line.name,
+                "sku": line.sku,
+                "quantity": line.quantity,
+                "unit_price": money.spoken(line.unit_price, quote.currency),
+                "total": money.spoken(line.total, quote.currency),
+            }
+            for line in quote.lines.all()
+        ],
+        "subtotal": money.spoken(quote.subtotal, quote.currency),
+        "tax": money.spoken(quote.tax_total, quote.currency),
+        "total": money.spoken(quote.total, quote.currency),
+        "valid_until": quote.valid_until,
+    }
+    with translation.override(quote.company.language), timezone.override(quote.company.tz):
+        subject = render_to_string("sales/quote_email_subject.txt", context).strip()
+        body = render_to_string("sales/quote_email.txt", context)
+    send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [quote.contact.email])
+    Quote.objects.filter(pk=quote.pk, emailed_at__isnull=True).update(emailed_at=timezone.now())
+    return True
+
+
+def quote_emails_pending(*, now: datetime | None = None) -> list[int]:
+    """Sent quotes whose email has not gone out a while after sending (e.g. the broker was
+    down at commit): the beat task enqueues them again."""
+    now = now or timezone.now()
+    return list(
+        Quote.objects.filter(
+            state=Quote.State.SENT,
+            emailed_at__isnull=True,
+            sent_at__lte=now - timedelta(minutes=15),
+            sent_at__gte=now - timedelta(days=1),
+        )
+        .exclude(contact__email="")
+        .values_list("pk", flat=True)[:200]
+    )
+
+
+# --- Opportunities -------------------------------------------------------------------------------
+
+
+OPPORTUNITY_STATE_MESSAGES: dict[str, Promise] = {
+    Opportunity.State.WON: _("Esa oportunidad ya está cerrada como ganada."),
+    Opportunity.State.LOST: _("Esa oportunidad ya está cerrada como perdida."),
+}
+
+
+def _opportunity_state_error(opportunity: Opportunity) -> ValidationFailed:
+    message = OPPORTUNITY_STATE_MESSAGES.get(
+        opportunity.state, _("Esa oportunidad no está en la etapa adecuada para ese cambio.")
+    )
+    return ValidationFailed(message, code="invalid_state", state=opportunity.state)
+
+
+@transaction.atomic
+def opportunity_create(
+    *,
+    company: Company,
+    contact: Contact,
+    title: str,
+    notes: str = "",
+    amount: Decimal = Decimal(0),
+    currency: str | None = None,
+    owner: Any = None,
+    conversation: Conversation | None = None,
+) -> Opportunity:
+    """Open an opportunity for the sales team (state new)."""
+    if contact.company_id != company.pk:
+        raise ValueError("the contact belongs to another company")
+    title = title.strip()
+    if not title:
+        raise ValidationFailed(_("Indique de qué se trata."), code="title_required")
+    currency = (currency or company.currency).upper()
+    opportunity = Opportunity(
+        company=company,
+        contact=contact,
+        title=title[:200],
+        notes=notes.strip(),
+        amount=money.quantize(Decimal(amount), currency),
+        currency=currency,
+        owner=owner,
+        conversation=conversation,
+    )
+    _save_with_new_reference(opportunity, "OP")
+    return opportunity
+
+
+def _opportunity_move(
+    opportunity: Opportunity, name: str, *, by: Any, now: datetime | None = None, **changes: Any
+) -> Opportunity:
+    opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
+    method = getattr(opportunity, name)
+    if not can_proceed(method):
+        raise _opportunity_state_error(opportunity)
+    method(by=by)
+    fields = ["state", *changes]
+    for field, value in changes.items():
+        setattr(opportunity, field, value)
+    if opportunity.is_closed:
+        opportunity.closed_at = now or timezone.now()
+        fields.append("closed_at")
+    opportunity.save(update_fields=fields)
+    return opportunity
+
+
+@transaction.atomic
+def opportunity_qualify(*, opportunity: Opportunity, by: Any = None) -> Opportunity:
+    return _opportunity_move(opportunity, "qualify", by=by)
+
+
+@transaction.atomic
+def opportunity_propose(*, opportunity: Opportunity, by: Any = None) -> Opportunity:
+    return _opportunity_move(opportunity, "propose", by=by)
+
+
+@transaction.atomic
+def opportunity_negotiate(*, opportunity: Opportunity, by: Any = None) -> Opportunity:
+    return _opportunity_move(opportunity, "negotiate", by=by)
+
+
+@transaction.atomic
+def opportunity_win(*, opportunity: Opportunity, by: Any = None) -> Opportunity:
+    return _opportunity_move(opportunity, "win", by=by)
+
+
+@transaction.atomic
+def opportunity_lose(*, opportunity: Opportunity, reason: str, by: Any = None) -> Opportunity:
+    """Close an open opportunity as lost; the reason is required so the team can learn."""
+    reason = reason.strip()
+    if not reason:
+        raise ValidationFailed(_("Indique el motivo de la pérdida."), code="lost_reason_required")
+    return _opportunity_move(opportunity, "lose", by=by, lost_reason=reason[:300])

@@ -1,0 +1,98 @@
+"""Concurrent acceptances on PostgreSQL, each in its own thread and database connection."""
+
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection
+
+from core.errors import ValidationFailed
+from core.services import contact_create
+from sales.models import Product, Quote
+from sales.selectors import price_list_current
+from sales.services import (
+    QuoteItem,
+    price_list_item_set,
+    product_create,
+    quote_accept,
+    quote_create,
+)
+from tests.sales.conftest import build_catalog
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def accept_all_at_once(quotes: list[Quote]) -> Counter:
+    """Accept every quote from its own thread, released together; count the outcomes."""
+    barrier = threading.Barrier(len(quotes))
+    outcomes: Counter = Counter()
+    lock = threading.Lock()
+
+    def accept(quote: Quote) -> None:
+        try:
+            barrier.wait(timeout=10)
+            quote_accept(quote=quote)
+            outcome = "accepted"
+        except ValidationFailed as error:
+            outcome = error.code
+        except Exception as error:  # a deadlock or any other failure must show in the count
+            outcome = type(error).__name__
+        finally:
+            connection.close()
+        with lock:
+            outcomes[outcome] += 1
+
+    threads = [threading.Thread(target=accept, args=(q,)) for q in quotes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes
+
+
+def customers(company, n: int) -> list:
+    return [
+        contact_create(company=company, first_name=f"Cliente {i}", email=f"c{i}@example.com")
+        for i in range(n)
+    ]
+
+
+def test_concurrent_acceptances_never_oversell(company):
+    catalog = build_catalog(company)  # the mug: 3 on hand
+    quotes = [
+        quote_create(company=company, contact=c, items=[QuoteItem("TAZ-002", 2)])
+        for c in customers(company, 6)
+    ]
+
+    outcomes = accept_all_at_once(quotes)
+
+    assert outcomes == Counter({"accepted": 1, "insufficient_stock": 5})
+    mug = Product.objects.get(pk=catalog.mug.pk)
+    assert (mug.quantity_on_hand, mug.quantity_reserved) == (3, 2)
+    assert Quote.objects.filter(state=Quote.State.ACCEPTED).count() == 1
+
+
+def test_quotes_locking_the_same_products_in_opposite_orders_do_not_deadlock(company):
+    build_catalog(company)
+    lamp = product_create(company=company, sku="LAM-006", name="Lámpara", quantity_on_hand=4)
+    price_list_item_set(
+        price_list=price_list_current(company=company), product=lamp, unit_price="20.00"
+    )
+    baskets = [
+        [QuoteItem("CAF-001", 2), QuoteItem("LAM-006", 1)],
+        [QuoteItem("LAM-006", 1), QuoteItem("CAF-001", 2)],
+    ] * 4
+    quotes = [
+        quote_create(company=company, contact=c, items=basket)
+        for c, basket in zip(customers(company, len(baskets)), baskets, strict=True)
+    ]
+
+    outcomes = accept_all_at_once(quotes)
+
+    # Coffee: 10 on hand, 2 per quote, room for 5. Lamp: 4 on hand, 1 per quote, room for 4.
+    # Whatever the interleaving, exactly 4 are accepted and nobody deadlocks.
+    assert outcomes == Counter({"accepted": 4, "insufficient_stock": 4})
+    for product in Product.objects.filter(track_stock=True):
+        assert 0 <= product.quantity_reserved <= product.quantity_on_hand
+    assert Product.objects.get(sku="LAM-006").quantity_reserved == 4
+    assert Product.objects.get(sku="CAF-001").quantity_reserved == 8

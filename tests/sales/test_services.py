@@ -1,0 +1,368 @@
+"""Sales services: totals decided by the system, stock reserved at acceptance, guarded states."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+from django_fsm_log.models import StateLog
+
+from core.errors import NotFound, ValidationFailed
+from sales.models import Opportunity, Product, Quote
+from sales.services import (
+    QuoteItem,
+    opportunity_create,
+    opportunity_lose,
+    price_list_create,
+    product_stock_set,
+    quote_accept,
+    quote_create,
+    quote_emails_pending,
+    quote_reject,
+    quotes_expire_due,
+)
+
+pytestmark = pytest.mark.django_db
+
+# 3 x 12.50 at 10 % + 2 x 4.99 at 21 %: 37.50 + 3.75 and 9.98 + 2.10 (2.0958 rounded).
+BASKET = [QuoteItem("CAF-001", 3), QuoteItem("TAZ-002", 2)]
+
+
+def stock(product: Product) -> tuple[int, int]:
+    product.refresh_from_db()
+    return product.quantity_on_hand, product.quantity_reserved
+
+
+def test_it_prices_a_quote_from_the_catalog_and_the_price_list(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+
+    assert quote.reference.startswith("QT-")
+    assert quote.state == Quote.State.SENT
+    assert (quote.currency, quote.subtotal, quote.tax_total, quote.total) == (
+        "EUR",
+        Decimal("47.48"),
+        Decimal("5.85"),
+        Decimal("53.33"),
+    )
+    lines = list(quote.lines.values_list("sku", "quantity", "unit_price", "tax_rate", "total"))
+    assert lines == [
+        ("CAF-001", 3, Decimal("12.50"), Decimal("10.00"), Decimal("41.25")),
+        ("TAZ-002", 2, Decimal("4.99"), Decimal("21.00"), Decimal("12.08")),
+    ]
+
+
+def test_a_quote_keeps_its_prices_when_the_price_list_changes_later(company, ana, catalog):
+    from sales.services import price_list_item_set
+
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
+    price_list_item_set(price_list=catalog.price_list, product=catalog.coffee, unit_price="99.00")
+
+    quote.refresh_from_db()
+    assert quote.total == Decimal("13.75")
+    assert quote.lines.get().unit_price == Decimal("12.50")
+
+
+def test_it_refuses_an_altered_total_stating_the_real_one(company, ana, catalog):
+    with pytest.raises(ValidationFailed) as caught:
+        quote_create(company=company, contact=ana, items=BASKET, expected_total="50.00")
+
+    body = caught.value.as_dict()
+    assert body["code"] == "total_mismatch"
+    assert body["total"] == "53.33"
+    assert body["currency"] == "EUR"
+    assert "53,33 EUR" in body["user_message"]
+    assert not Quote.objects.exists()
+
+
+@pytest.mark.parametrize("expected", ["53.33", "53.330", Decimal("53.33")])
+def test_it_accepts_an_expected_total_equal_to_the_real_one(company, ana, catalog, expected):
+    quote = quote_create(company=company, contact=ana, items=BASKET, expected_total=expected)
+
+    assert quote.total == Decimal("53.33")
+
+
+def test_it_refuses_a_total_with_more_precision_than_the_currency(company, ana, catalog):
+    with pytest.raises(ValidationFailed, match="53,33"):
+        quote_create(company=company, contact=ana, items=BASKET, expected_total="53.331")
+
+
+def test_it_merges_repeated_skus_and_matches_them_case_insensitively(company, ana, catalog):
+    quote = quote_create(
+        company=company,
+        contact=ana,
+        items=[QuoteItem("caf-001", 1), QuoteItem("CAF-001", 2)],
+    )
+
+    assert list(quote.lines.values_list("sku", "quantity")) == [("CAF-001", 3)]
+
+
+@pytest.mark.parametrize("sku", ["NOPE-1", "DES-004", "FIL-005"])
+def test_it_does_not_quote_unknown_retired_or_unpriced_products(company, ana, catalog, sku):
+    with pytest.raises(NotFound) as caught:
+        quote_create(company=company, contact=ana, items=[QuoteItem(sku, 1)])
+
+    assert caught.value.extras["sku"] == sku
+
+
+def test_it_refuses_to_quote_more_than_is_available(company, ana, catalog):
+    with pytest.raises(ValidationFailed) as caught:
+        quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 4)])
+
+    assert caught.value.code == "insufficient_stock"
+    assert "3" not in str(caught.value.user_message)  # quantities are not disclosed
+
+
+def test_untracked_products_are_quoted_in_any_quantity(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("MOL-003", 500)])
+
+    assert quote.total == Decimal("21175.00")
+
+
+def test_it_needs_a_price_list_valid_now(company, ana, catalog):
+    catalog.price_list.valid_until = timezone.now() - timedelta(days=1)
+    catalog.price_list.valid_from = timezone.now() - timedelta(days=30)
+    catalog.price_list.save()
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_create(company=company, contact=ana, items=BASKET)
+
+    assert caught.value.code == "no_price_list"
+
+
+def test_a_quote_does_not_outlive_its_price_list(company, ana, catalog):
+    end = timezone.now() + timedelta(days=2)
+    catalog.price_list.valid_until = end
+    catalog.price_list.save()
+
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+
+    assert quote.valid_until == end
+
+
+def test_a_new_default_price_list_replaces_the_old_default(company, catalog):
+    usd = price_list_create(company=company, name="Dólares", currency="usd", is_default=True)
+
+    catalog.price_list.refresh_from_db()
+    assert catalog.price_list.is_default is False
+    assert usd.currency == "USD"
+
+
+def test_money_follows_the_currencys_minor_units(company, ana, catalog):
+    from sales.services import price_list_item_set
+
+    yen = price_list_create(company=company, name="Yen", currency="JPY", is_default=True)
+    price_list_item_set(price_list=yen, product=catalog.mug, unit_price="499")
+
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 1)])
+
+    assert (quote.currency, quote.total) == ("JPY", Decimal("604"))  # 499 + 104.79 of tax → 105
+
+
+def test_it_emails_the_sent_quote_to_the_customers_own_address(
+    company, ana, catalog, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        quote = quote_create(company=company, contact=ana, items=BASKET)
+
+    assert len(mail.outbox) == 1
+    email = mail.outbox[0]
+    assert email.to == ["ana@example.com"]
+    assert quote.reference in email.subject
+    assert "53,33 EUR" in email.body
+    quote.refresh_from_db()
+    assert quote.emailed_at is not None
+    assert quote_emails_pending(now=timezone.now() + timedelta(hours=1)) == []
+
+
+def test_a_quote_whose_email_never_went_out_is_picked_up_again(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=BASKET)  # on_commit never runs
+
+    assert quote_emails_pending(now=timezone.now()) == []
+    assert quote_emails_pending(now=timezone.now() + timedelta(minutes=20)) == [quote.pk]
+
+
+def test_accepting_reserves_the_stock_of_tracked_products_only(company, ana, catalog):
+    quote = quote_create(
+        company=company,
+        contact=ana,
+        items=[*BASKET, QuoteItem("MOL-003", 1)],
+    )
+
+    accepted = quote_accept(quote=quote, expected_total="95.68")
+
+    assert accepted.state == Quote.State.ACCEPTED
+    assert stock(catalog.coffee) == (10, 3)
+    assert stock(catalog.mug) == (3, 2)
+    assert stock(catalog.grinder) == (0, 0)
+
+
+def test_accepting_with_an_altered_total_is_refused_and_reserves_nothing(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_accept(quote=quote, expected_total="10.00")
+
+    assert caught.value.extras == {"total": "53.33", "currency": "EUR"}
+    assert stock(catalog.mug) == (3, 0)
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.SENT
+
+
+def test_accepting_twice_is_refused_with_the_state_and_reserves_once(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+    quote_accept(quote=quote)
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_accept(quote=quote)
+
+    assert caught.value.extras["state"] == "accepted"
+    assert stock(catalog.coffee) == (10, 3)
+
+
+def test_stock_taken_by_another_customer_after_the_quote_is_refused_at_acceptance(
+    company, ana, bruno, catalog
+):
+    anas = quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)])
+    brunos = quote_create(company=company, contact=bruno, items=[QuoteItem("TAZ-002", 2)])
+    quote_accept(quote=brunos)
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_accept(quote=anas)
+
+    assert caught.value.code == "insufficient_stock"
+    assert caught.value.extras["sku"] == "TAZ-002"
+    assert stock(catalog.mug) == (3, 2)
+    anas.refresh_from_db()
+    assert anas.state == Quote.State.SENT
+
+
+def test_a_quote_past_its_validity_cannot_be_accepted_even_before_the_sweep(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+    later = quote.valid_until + timedelta(seconds=1)
+
+    for resolve in (quote_accept, quote_reject):
+        with pytest.raises(ValidationFailed) as caught:
+            resolve(quote=quote, now=later)
+        assert caught.value.extras["state"] == "expired"
+    assert stock(catalog.coffee) == (10, 0)
+
+
+def test_a_quote_is_valid_until_the_instant_not_the_day(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+
+    with pytest.raises(ValidationFailed):
+        quote_accept(quote=quote, now=quote.valid_until)
+    assert quote_accept(quote=quote, now=quote.valid_until - timedelta(seconds=1)).state == (
+        Quote.State.ACCEPTED
+    )
+
+
+def test_the_sweep_expires_open_quotes_past_validity_and_nothing_else(company, ana, bruno, catalog):
+    old = quote_create(company=company, contact=ana, items=BASKET)
+    accepted = quote_create(company=company, contact=bruno, items=[QuoteItem("MOL-003", 1)])
+    quote_accept(quote=accepted)
+    fresh = quote_create(
+        company=company, contact=bruno, items=BASKET, now=timezone.now() + timedelta(days=10)
+    )
+
+    expired = quotes_expire_due(now=old.valid_until + timedelta(minutes=1))
+
+    assert expired == 1
+    states = {q.pk: q.state for q in Quote.objects.all()}
+    assert states == {
+        old.pk: Quote.State.EXPIRED,
+        accepted.pk: Quote.State.ACCEPTED,
+        fresh.pk: Quote.State.SENT,
+    }
+    with pytest.raises(ValidationFailed) as caught:
+        quote_accept(quote=old)
+    assert caught.value.extras["state"] == "expired"
+
+
+def test_rejecting_keeps_the_reason_and_cannot_be_repeated(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+
+    rejected = quote_reject(quote=quote, reason="  Muy caro ")
+
+    assert (rejected.state, rejected.rejection_reason) == (Quote.State.REJECTED, "Muy caro")
+    with pytest.raises(ValidationFailed) as caught:
+        quote_reject(quote=quote)
+    assert caught.value.extras["state"] == "rejected"
+    with pytest.raises(ValidationFailed):
+        quote_accept(quote=quote)
+
+
+def test_accepting_a_quote_wins_its_opportunity_at_the_quotes_total(company, ana, catalog):
+    opportunity = opportunity_create(company=company, contact=ana, title="Cafetería nueva")
+    quote = quote_create(company=company, contact=ana, items=BASKET, opportunity=opportunity)
+
+    quote_accept(quote=quote)
+
+    opportunity.refresh_from_db()
+    assert opportunity.state == Opportunity.State.WON
+    assert (opportunity.amount, opportunity.currency) == (Decimal("53.33"), "EUR")
+    assert opportunity.closed_at is not None
+
+
+def test_a_quote_of_a_lost_opportunity_cannot_be_accepted(company, ana, catalog):
+    opportunity = opportunity_create(company=company, contact=ana, title="Cafetería nueva")
+    quote = quote_create(company=company, contact=ana, items=BASKET, opportunity=opportunity)
+    opportunity_lose(opportunity=opportunity, reason="Eligió a otro proveedor")
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_accept(quote=quote)
+
+    assert caught.value.code == "opportunity_lost"
+    assert stock(catalog.coffee) == (10, 0)
+
+
+def test_a_closed_opportunity_gets_no_new_quotes(company, ana, catalog):
+    opportunity = opportunity_create(company=company, contact=ana, title="Cafetería nueva")
+    opportunity_lose(opportunity=opportunity, reason="Sin presupuesto")
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_create(company=company, contact=ana, items=BASKET, opportunity=opportunity)
+
+    assert caught.value.extras["state"] == "lost"
+
+
+def test_losing_needs_a_reason(company, ana):
+    opportunity = opportunity_create(company=company, contact=ana, title="Cafetería nueva")
+
+    with pytest.raises(ValidationFailed):
+        opportunity_lose(opportunity=opportunity, reason="  ")
+
+    lost = opportunity_lose(opportunity=opportunity, reason="Sin presupuesto")
+    assert (lost.state, lost.lost_reason) == (Opportunity.State.LOST, "Sin presupuesto")
+    assert lost.reference.startswith("OP-")
+
+
+def test_counted_stock_cannot_drop_below_what_is_reserved(company, ana, catalog):
+    quote_accept(quote=quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)]))
+
+    with pytest.raises(ValidationFailed):
+        product_stock_set(product=catalog.mug, quantity_on_hand=1)
+
+    product_stock_set(product=catalog.mug, quantity_on_hand=2)
+    assert stock(catalog.mug) == (2, 2)
+
+
+def test_transitions_are_recorded_in_the_history(company, ana, catalog, django_user_model):
+    staff = django_user_model.objects.create_user("vendedora")
+    quote = quote_create(company=company, contact=ana, items=BASKET, by=staff)
+    quote_accept(quote=quote)
+
+    history = StateLog.objects.for_(quote).order_by("timestamp", "pk")
+
+    assert [(h.source_state, h.state, h.by) for h in history] == [
+        ("draft", "sent", staff),
+        ("sent", "accepted", None),
+    ]
+
+
+def test_the_state_cannot_be_written_directly(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+
+    with pytest.raises(AttributeError):
+        quote.state = Quote.State.ACCEPTED

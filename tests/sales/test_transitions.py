@@ -1,0 +1,148 @@
+"""Every transition of both state machines, allowed and forbidden, through the services."""
+
+from collections.abc import Callable
+
+import pytest
+
+from core.errors import ValidationFailed
+from sales import services
+from sales.models import Opportunity, Quote
+from sales.services import QuoteItem
+
+pytestmark = pytest.mark.django_db
+
+QUOTE_ACTIONS: dict[str, Callable[[Quote], Quote]] = {
+    "send": lambda q: services.quote_send(quote=q),
+    "accept": lambda q: services.quote_accept(quote=q),
+    "reject": lambda q: services.quote_reject(quote=q, reason="No lo necesito"),
+    "expire": lambda q: services.quote_expire(quote=q),
+}
+
+# (state, action) -> resulting state, or None when the action must be refused.
+QUOTE_TABLE = {
+    ("draft", "send"): "sent",
+    ("draft", "accept"): None,
+    ("draft", "reject"): None,
+    ("draft", "expire"): "expired",
+    ("sent", "send"): None,  # no resending
+    ("sent", "accept"): "accepted",
+    ("sent", "reject"): "rejected",
+    ("sent", "expire"): "expired",
+    **{
+        (terminal, action): None
+        for terminal in ("accepted", "rejected", "expired")
+        for action in QUOTE_ACTIONS
+    },
+}
+
+
+def quote_in(state: str, company, contact) -> Quote:
+    """A quote brought to `state` the way it happens in real life: through the services."""
+    quote = services.quote_create(
+        company=company,
+        contact=contact,
+        items=[QuoteItem("CAF-001", 1)],
+        send=state != "draft",
+    )
+    path = {
+        "draft": [],
+        "sent": [],
+        "accepted": ["accept"],
+        "rejected": ["reject"],
+        "expired": ["expire"],
+    }[state]
+    for action in path:
+        quote = QUOTE_ACTIONS[action](quote)
+    assert quote.state == state
+    return quote
+
+
+@pytest.mark.parametrize(("state", "action"), list(QUOTE_TABLE))
+def test_quote_transition_table(company, ana, catalog, state, action):
+    quote = quote_in(state, company, ana)
+    target = QUOTE_TABLE[(state, action)]
+
+    if target is None:
+        with pytest.raises(ValidationFailed) as caught:
+            QUOTE_ACTIONS[action](quote)
+        assert caught.value.error_type == "VALIDATION"
+        assert caught.value.extras["state"] == state
+        quote.refresh_from_db()
+        assert quote.state == state
+    else:
+        assert QUOTE_ACTIONS[action](quote).state == target
+        quote.refresh_from_db()
+        assert quote.state == target
+
+
+def test_the_quote_table_covers_every_state_and_action():
+    assert {s for s, _ in QUOTE_TABLE} == set(Quote.State.values)
+    assert len(QUOTE_TABLE) == len(Quote.State.values) * len(QUOTE_ACTIONS)
+
+
+OPPORTUNITY_ACTIONS: dict[str, Callable[[Opportunity], Opportunity]] = {
+    "qualify": lambda o: services.opportunity_qualify(opportunity=o),
+    "propose": lambda o: services.opportunity_propose(opportunity=o),
+    "negotiate": lambda o: services.opportunity_negotiate(opportunity=o),
+    "win": lambda o: services.opportunity_win(opportunity=o),
+    "lose": lambda o: services.opportunity_lose(opportunity=o, reason="Sin presupuesto"),
+}
+
+OPPORTUNITY_TABLE = {
+    ("new", "qualify"): "qualified",
+    ("new", "propose"): None,
+    ("new", "negotiate"): None,
+    ("new", "win"): "won",
+    ("new", "lose"): "lost",
+    ("qualified", "qualify"): None,
+    ("qualified", "propose"): "proposal",
+    ("qualified", "negotiate"): None,
+    ("qualified", "win"): "won",
+    ("qualified", "lose"): "lost",
+    ("proposal", "qualify"): None,
+    ("proposal", "propose"): None,
+    ("proposal", "negotiate"): "negotiation",
+    ("proposal", "win"): "won",
+    ("proposal", "lose"): "lost",
+    ("negotiation", "qualify"): None,
+    ("negotiation", "propose"): None,
+    ("negotiation", "negotiate"): None,
+    ("negotiation", "win"): "won",
+    ("negotiation", "lose"): "lost",
+    # Closed opportunities neither move stage nor reopen.
+    **{(closed, action): None for closed in ("won", "lost") for action in OPPORTUNITY_ACTIONS},
+}
+
+OPPORTUNITY_PATHS = {
+    "new": [],
+    "qualified": ["qualify"],
+    "proposal": ["qualify", "propose"],
+    "negotiation": ["qualify", "propose", "negotiate"],
+    "won": ["win"],
+    "lost": ["lose"],
+}
+
+
+@pytest.mark.parametrize(("state", "action"), list(OPPORTUNITY_TABLE))
+def test_opportunity_transition_table(company, ana, state, action):
+    opportunity = services.opportunity_create(company=company, contact=ana, title="Cafetería")
+    for step in OPPORTUNITY_PATHS[state]:
+        opportunity = OPPORTUNITY_ACTIONS[step](opportunity)
+    assert opportunity.state == state
+    target = OPPORTUNITY_TABLE[(state, action)]
+
+    if target is None:
+        with pytest.raises(ValidationFailed) as caught:
+            OPPORTUNITY_ACTIONS[action](opportunity)
+        assert caught.value.extras["state"] == state
+        opportunity.refresh_from_db()
+        assert opportunity.state == state
+    else:
+        moved = OPPORTUNITY_ACTIONS[action](opportunity)
+        assert moved.state == target
+        assert (moved.closed_at is not None) == (target in ("won", "lost"))
+
+
+def test_the_opportunity_table_covers_every_state_and_action():
+    assert {s for s, _ in OPPORTUNITY_TABLE} == set(Opportunity.State.values)
+    assert len(OPPORTUNITY_TABLE) == len(Opportunity.State.values) * len(OPPORTUNITY_ACTIONS)
