@@ -1,9 +1,21 @@
-"""Agenda models: the services a company offers (professionals, schedules and appointments)."""
+"""Agenda models: services, professionals, their schedules, and appointments with guarded states."""
 
+from typing import Any
+
+from django.contrib.postgres.constraints import ExclusionConstraint
+from django.contrib.postgres.fields import DateTimeRangeField, RangeBoundary, RangeOperators
 from django.db import models
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from django_fsm import FSMField, FSMModelMixin, transition
+from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 
-from core.models import Company
+from core.models import Company, Contact, Conversation
+
+# Upper bounds that keep one appointment (duration plus buffers) well under a day, so a window
+# query can bound its index range scan (see MAX_BLOCKED_SPAN in availability.py).
+MAX_DURATION_MINUTES = 720
+MAX_BUFFER_MINUTES = 240
 
 
 class Service(models.Model):
@@ -25,7 +37,360 @@ class Service(models.Model):
         ordering = ["name"]
         constraints = [
             models.UniqueConstraint(fields=["company", "name"], name="unique_service_name"),
+            models.CheckConstraint(
+                condition=Q(duration_minutes__gte=5, duration_minutes__lte=MAX_DURATION_MINUTES),
+                name="service_duration_range",
+                violation_error_message=_("The duration must be between 5 and 720 minutes."),
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    buffer_before_minutes__lte=MAX_BUFFER_MINUTES,
+                    buffer_after_minutes__lte=MAX_BUFFER_MINUTES,
+                ),
+                name="service_buffer_range",
+                violation_error_message=_("Buffers are at most 240 minutes."),
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+
+class Professional(models.Model):
+    """Someone who gives services; customers see only `display_name`."""
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="professionals")
+    display_name = models.CharField(
+        _("name shown to customers"), max_length=100, help_text=_("For example: Ana, Dr. Ruiz.")
+    )
+    services = models.ManyToManyField(
+        Service, related_name="professionals", blank=True, verbose_name=_("services given")
+    )
+    active = models.BooleanField(_("active"), default=True)
+
+    class Meta:
+        verbose_name = _("professional")
+        verbose_name_plural = _("professionals")
+        ordering = ["display_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["company", "display_name"], name="unique_professional_name"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.display_name
+
+
+class Weekday(models.IntegerChoices):
+    """Python's numbering (date.weekday()): Monday is 0."""
+
+    MONDAY = 0, _("Monday")
+    TUESDAY = 1, _("Tuesday")
+    WEDNESDAY = 2, _("Wednesday")
+    THURSDAY = 3, _("Thursday")
+    FRIDAY = 4, _("Friday")
+    SATURDAY = 5, _("Saturday")
+    SUNDAY = 6, _("Sunday")
+
+
+class WorkingHours(models.Model):
+    """One weekly working interval, in the company's local time (several per day allowed)."""
+
+    professional = models.ForeignKey(
+        Professional, on_delete=models.CASCADE, related_name="working_hours"
+    )
+    weekday = models.PositiveSmallIntegerField(_("weekday"), choices=Weekday.choices)
+    start_time = models.TimeField(_("from"))
+    end_time = models.TimeField(_("until"))
+
+    class Meta:
+        verbose_name = _("working hours")
+        verbose_name_plural = _("working hours")
+        ordering = ["weekday", "start_time"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(end_time__gt=models.F("start_time")),
+                name="working_hours_end_after_start",
+                violation_error_message=_("The interval must end after it starts."),
+            ),
+            models.CheckConstraint(condition=Q(weekday__lte=6), name="working_hours_weekday_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_weekday_display()} {self.start_time:%H:%M}-{self.end_time:%H:%M}"
+
+
+class TimeOff(models.Model):
+    """A period a professional is not available (holidays, sick leave, a meeting)."""
+
+    professional = models.ForeignKey(
+        Professional, on_delete=models.CASCADE, related_name="time_off"
+    )
+    starts_at = models.DateTimeField(_("from"))
+    ends_at = models.DateTimeField(_("until"))
+    reason = models.CharField(_("reason"), max_length=200, blank=True)
+
+    class Meta:
+        verbose_name = _("time off")
+        verbose_name_plural = _("time off")
+        ordering = ["starts_at"]
+        indexes = [models.Index(fields=["professional", "ends_at"], name="timeoff_prof_end")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")),
+                name="time_off_end_after_start",
+                violation_error_message=_("Time off must end after it starts."),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.professional}: {self.starts_at:%Y-%m-%d %H:%M} - {self.ends_at:%Y-%m-%d %H:%M}"
+        )
+
+
+class AgendaSettings(models.Model):
+    """A company's booking rules; created with these defaults the first time they are needed."""
+
+    company = models.OneToOneField(
+        Company, on_delete=models.CASCADE, related_name="agenda_settings"
+    )
+    minimum_notice_minutes = models.PositiveIntegerField(
+        _("minimum notice (minutes)"),
+        default=60,
+        help_text=_("Customers cannot book a slot starting sooner than this."),
+    )
+    booking_horizon_days = models.PositiveSmallIntegerField(
+        _("booking horizon (days)"),
+        default=60,
+        help_text=_("Customers cannot book further ahead than this."),
+    )
+    slot_step_minutes = models.PositiveSmallIntegerField(
+        _("slot step (minutes)"), default=15, help_text=_("Distance between offered start times.")
+    )
+    cancellation_cutoff_minutes = models.PositiveIntegerField(
+        _("cancellation cut-off (minutes)"),
+        default=120,
+        help_text=_(
+            "Customers cannot cancel or reschedule through the agent later than this before "
+            "the start. Staff can."
+        ),
+    )
+    auto_no_show = models.BooleanField(
+        _("mark no-shows automatically"),
+        default=False,
+        help_text=_("Appointments still scheduled after their end plus the grace become no-show."),
+    )
+    no_show_grace_minutes = models.PositiveIntegerField(_("no-show grace (minutes)"), default=60)
+
+    class Meta:
+        verbose_name = _("agenda settings")
+        verbose_name_plural = _("agenda settings")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(slot_step_minutes__gte=5, slot_step_minutes__lte=240),
+                name="agenda_slot_step_range",
+                violation_error_message=_("The slot step must be between 5 and 240 minutes."),
+            ),
+            models.CheckConstraint(
+                condition=Q(booking_horizon_days__gte=1, booking_horizon_days__lte=730),
+                name="agenda_horizon_range",
+                violation_error_message=_("The horizon must be between 1 and 730 days."),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.company)
+
+
+# How a state reads to a customer (Spanish source strings, like every user_message).
+CUSTOMER_STATE_LABELS = {
+    "scheduled": _("agendada"),
+    "cancelled": _("cancelada"),
+    "attended": _("atendida"),
+    "no_show": _("no asistida"),
+}
+
+
+class TsTzRange(models.Func):
+    """PostgreSQL's tstzrange(lower, upper, bounds) as an expression."""
+
+    function = "TSTZRANGE"
+    output_field = DateTimeRangeField()
+
+
+class PostgresExclusionConstraint(ExclusionConstraint):
+    """An exclusion constraint that exists only on PostgreSQL.
+
+    SQLite (the one-command demo) has no GiST; there the booking transaction, which begins
+    IMMEDIATE, serialises writers instead. Returning no SQL makes the schema editor skip it.
+    """
+
+    def constraint_sql(self, model: Any, schema_editor: Any) -> Any:
+        if schema_editor.connection.vendor != "postgresql":
+            return None
+        return super().constraint_sql(model, schema_editor)
+
+    def create_sql(self, model: Any, schema_editor: Any) -> Any:
+        if schema_editor.connection.vendor != "postgresql":
+            return None
+        return super().create_sql(model, schema_editor)
+
+    def remove_sql(self, model: Any, schema_editor: Any) -> Any:
+        if schema_editor.connection.vendor != "postgresql":
+            return None
+        return super().remove_sql(model, schema_editor)
+
+    def validate(self, model: Any, instance: Any, exclude: Any = None, using: str = "default"):
+        from django.db import connections
+
+        if connections[using].vendor != "postgresql":
+            return
+        super().validate(model, instance, exclude=exclude, using=using)
+
+
+class Appointment(FSMModelMixin, models.Model):
+    """A booked service. Its state changes only through the transitions below, called by
+    agenda.services inside a transaction after locking the row."""
+
+    class State(models.TextChoices):
+        SCHEDULED = "scheduled", _("Scheduled")
+        CANCELLED = "cancelled", _("Cancelled")
+        ATTENDED = "attended", _("Attended")
+        NO_SHOW = "no_show", _("No-show")
+
+    class Via(models.TextChoices):
+        GATEWAY = "gateway", _("Conversational agent")
+        STAFF = "staff", _("Staff")
+        INTEGRATION = "integration", _("Integration")
+
+    TERMINAL_STATES = frozenset({State.CANCELLED, State.ATTENDED, State.NO_SHOW})
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="appointments")
+    reference = models.CharField(_("reference"), max_length=16, editable=False)
+    contact = models.ForeignKey(
+        Contact, on_delete=models.PROTECT, related_name="appointments", verbose_name=_("contact")
+    )
+    service = models.ForeignKey(
+        Service, on_delete=models.PROTECT, related_name="appointments", verbose_name=_("service")
+    )
+    professional = models.ForeignKey(
+        Professional,
+        on_delete=models.PROTECT,
+        related_name="appointments",
+        verbose_name=_("professional"),
+    )
+    starts_at = models.DateTimeField(_("starts at"))
+    ends_at = models.DateTimeField(_("ends at"))
+    # The professional's time this appointment takes, buffers included: what overlaps forbid.
+    blocked_from = models.DateTimeField(_("blocked from"), editable=False)
+    blocked_until = models.DateTimeField(_("blocked until"), editable=False)
+    state = FSMField(_("state"), default=State.SCHEDULED, choices=State.choices, protected=True)
+    created_via = models.CharField(_("created via"), max_length=16, choices=Via.choices)
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="appointments",
+        verbose_name=_("conversation"),
+    )
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("appointment")
+        verbose_name_plural = _("appointments")
+        ordering = ["starts_at"]
+        indexes = [
+            # Slot searches read one professional's window: a range scan on this index.
+            models.Index(fields=["professional", "blocked_from"], name="appt_prof_blocked_from"),
+            models.Index(fields=["contact", "starts_at"], name="appt_contact_start"),
+            models.Index(fields=["state", "ends_at"], name="appt_state_end"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["company", "reference"], name="unique_appointment_ref"),
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")), name="appointment_end_after_start"
+            ),
+            PostgresExclusionConstraint(
+                name="appointment_no_overlap",
+                expressions=[
+                    (
+                        TsTzRange("blocked_from", "blocked_until", RangeBoundary()),
+                        RangeOperators.OVERLAPS,
+                    ),
+                    ("professional", RangeOperators.EQUAL),
+                ],
+                condition=Q(state="scheduled"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.reference
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in self.TERMINAL_STATES
+
+    # Transitions: only agenda.services calls them. `by` and `description` feed the
+    # django-fsm-log history.
+
+    @fsm_log_by
+    @fsm_log_description
+    @transition(
+        field=state,
+        source=State.SCHEDULED,
+        target=State.CANCELLED,
+        custom={"label": _("Cancel")},
+    )
+    def cancel(self, *, by: Any = None, description: str | None = None) -> None:
+        pass
+
+    @fsm_log_by
+    @fsm_log_description
+    @transition(
+        field=state,
+        source=State.SCHEDULED,
+        target=State.ATTENDED,
+        custom={"label": _("Mark attended")},
+    )
+    def mark_attended(self, *, by: Any = None, description: str | None = None) -> None:
+        pass
+
+    @fsm_log_by
+    @fsm_log_description
+    @transition(
+        field=state,
+        source=State.SCHEDULED,
+        target=State.NO_SHOW,
+        custom={"label": _("Mark no-show")},
+    )
+    def mark_no_show(self, *, by: Any = None, description: str | None = None) -> None:
+        pass
+
+    @fsm_log_by
+    @fsm_log_description
+    @transition(
+        field=state,
+        source=State.SCHEDULED,
+        target=State.SCHEDULED,
+        custom={"label": _("Reschedule")},
+    )
+    def reschedule(
+        self,
+        *,
+        professional: Professional,
+        starts_at: Any,
+        ends_at: Any,
+        blocked_from: Any,
+        blocked_until: Any,
+        by: Any = None,
+        description: str | None = None,
+    ) -> None:
+        self.professional = professional
+        self.starts_at = starts_at
+        self.ends_at = ends_at
+        self.blocked_from = blocked_from
+        self.blocked_until = blocked_until

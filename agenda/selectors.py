@@ -1,9 +1,28 @@
-"""Reads of the agenda."""
+"""Reads of the agenda: catalogue, professionals, settings and a customer's appointments."""
+
+import unicodedata
+from datetime import date, datetime, time, timedelta
 
 from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy as _
 
-from agenda.models import Service
-from core.models import Company
+from agenda.models import CUSTOMER_STATE_LABELS, AgendaSettings, Appointment, Professional, Service
+from core.errors import Ambiguous, NotFound, PermissionRefused, ValidationFailed
+from core.models import Company, Contact
+from core.references import normalize_reference
+
+
+def fold_text(text: str) -> str:
+    """Case-, accent- and spacing-insensitive form of a name, for loose matching."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return " ".join(plain.casefold().split())
+
+
+def agenda_settings_for(*, company: Company) -> AgendaSettings:
+    """The company's agenda settings; the row is created with defaults the first time."""
+    settings, _created = AgendaSettings.objects.get_or_create(company=company)
+    return settings
 
 
 def service_list(*, company: Company, active_only: bool = True) -> QuerySet[Service]:
@@ -11,3 +30,100 @@ def service_list(*, company: Company, active_only: bool = True) -> QuerySet[Serv
     if active_only:
         services = services.filter(active=True)
     return services.order_by("name", "pk")
+
+
+def _match_by_name(items: list, name: str, attribute: str) -> list:
+    """Exact (loose) name matches if any, else the items whose name contains the text."""
+    wanted = fold_text(name)
+    exact = [i for i in items if fold_text(getattr(i, attribute)) == wanted]
+    if exact or not wanted:
+        return exact
+    return [i for i in items if wanted in fold_text(getattr(i, attribute))]
+
+
+def service_resolve(*, company: Company, name: str) -> Service:
+    """The active service a customer named: NotFound, or Ambiguous with the candidates."""
+    matches = _match_by_name(list(service_list(company=company)), name, "name")
+    if not matches:
+        raise NotFound(_("No encontré ese servicio."), code="service_not_found")
+    if len(matches) > 1:
+        raise Ambiguous(
+            _("Hay varios servicios con ese nombre. ¿Cuál de ellos?"),
+            code="ambiguous_service",
+            candidates=[s.name for s in matches[:10]],
+        )
+    return matches[0]
+
+
+def professional_resolve(*, company: Company, service: Service, name: str) -> Professional:
+    """An active professional giving `service`, by the name customers see."""
+    professionals = list(
+        Professional.objects.filter(company=company, active=True, services=service).order_by(
+            "display_name"
+        )
+    )
+    matches = _match_by_name(professionals, name, "display_name")
+    if not matches:
+        raise NotFound(
+            _("No encontré a ese profesional para ese servicio."), code="professional_not_found"
+        )
+    if len(matches) > 1:
+        raise Ambiguous(
+            _("Hay varios profesionales con ese nombre. ¿Cuál de ellos?"),
+            code="ambiguous_professional",
+            candidates=[p.display_name for p in matches[:10]],
+        )
+    return matches[0]
+
+
+def appointment_state_parse(text: str) -> str:
+    """A state from its code ("cancelled") or its customer label ("cancelada")."""
+    wanted = fold_text(text)
+    for state, label in CUSTOMER_STATE_LABELS.items():
+        if wanted in (fold_text(state), fold_text(state.replace("_", " ")), fold_text(str(label))):
+            return state
+    raise ValidationFailed(
+        _("Ese estado de cita no existe. Use: agendada, cancelada, atendida o no asistida."),
+        code="invalid_state_filter",
+    )
+
+
+def appointment_list_for_contact(
+    *, contact: Contact, state: str | None = None
+) -> QuerySet[Appointment]:
+    """A contact's appointments: upcoming-first for scheduled ones, newest-first otherwise."""
+    appointments = Appointment.objects.filter(
+        company_id=contact.company_id, contact=contact
+    ).select_related("service", "professional")
+    if state is not None:
+        appointments = appointments.filter(state=state)
+    if state == Appointment.State.SCHEDULED:
+        return appointments.order_by("starts_at", "pk")
+    return appointments.order_by("-starts_at", "-pk")
+
+
+def appointment_check_not_foreign(*, company: Company, contact: Contact, given: str) -> None:
+    """PermissionRefused when `given` is exactly the reference of another customer's
+    appointment: ownership is the truthful answer there, before "not seen here"."""
+    reference = normalize_reference(given)
+    if (
+        Appointment.objects.filter(company=company, reference=reference)
+        .exclude(contact=contact)
+        .exists()
+    ):
+        raise PermissionRefused(_("Esa cita no está a nombre de quien me habla."), code="not_owner")
+
+
+def appointments_for_day(*, professional: Professional, day: date) -> QuerySet[Appointment]:
+    """A professional's appointments starting on a local day (any state), for the day view."""
+    tz = professional.company.tz
+    start = datetime.combine(day, time.min, tzinfo=tz)
+    end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=tz)
+    return (
+        Appointment.objects.filter(
+            professional=professional, blocked_from__gte=start - timedelta(days=1)
+        )
+        .filter(starts_at__gte=start, starts_at__lt=end)
+        .select_related("contact", "service")
+        .order_by("starts_at")
+    )

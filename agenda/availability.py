@@ -1,0 +1,478 @@
+"""Availability: free slots per local day in the company's timezone, and the instant-level check.
+
+Slots are generated per *local* day from the weekly working hours, turned into UTC instants,
+and stepped in absolute time, so a day with 23 or 25 hours (DST) neither loses nor duplicates
+an hour. A slot is free when its blocked range (the service plus its buffers) overlaps no
+scheduled appointment's blocked range and no time off. Reads are bounded to the searched window.
+"""
+
+import bisect
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from django.utils import formats
+from django.utils.translation import gettext as _g
+from django.utils.translation import gettext_lazy as _
+
+from agenda.models import (
+    MAX_BUFFER_MINUTES,
+    MAX_DURATION_MINUTES,
+    AgendaSettings,
+    Appointment,
+    Professional,
+    Service,
+    TimeOff,
+    WorkingHours,
+)
+from agenda.selectors import agenda_settings_for, fold_text
+from core.errors import ValidationFailed
+from core.models import Company
+
+# Longer than any appointment's blocked range can be (checked by Service's constraints), so
+# "blocked_from >= window start - MAX_BLOCKED_SPAN" bounds the index scan from below.
+MAX_BLOCKED_SPAN = timedelta(minutes=MAX_DURATION_MINUTES + 2 * MAX_BUFFER_MINUTES)
+MAX_SEARCH_DAYS = 31
+DEFAULT_SEARCH_DAYS = 14
+NEAREST_COUNT = 3
+NEAREST_SEARCH_DAYS = 7
+
+
+@dataclass(frozen=True)
+class Slot:
+    professional: Professional
+    starts_at: datetime  # aware, UTC
+    ends_at: datetime
+
+    def local(self, tz: ZoneInfo) -> datetime:
+        return self.starts_at.astimezone(tz)
+
+    def label(self, tz: ZoneInfo) -> str:
+        """The loose human key of a slot: local "YYYY-MM-DD HH:MM"."""
+        return local_label(self.starts_at, tz)
+
+
+def local_label(instant: datetime, tz: ZoneInfo) -> str:
+    return instant.astimezone(tz).strftime("%Y-%m-%d %H:%M")
+
+
+def describe_instant(instant: datetime, tz: ZoneInfo) -> dict[str, str]:
+    """Local date, weekday name (in the active language) and time: computed here, so the agent
+    never does calendar arithmetic itself."""
+    local = instant.astimezone(tz)
+    return {
+        "date": local.strftime("%Y-%m-%d"),
+        "weekday": formats.date_format(local, "l"),
+        "time": local.strftime("%H:%M"),
+    }
+
+
+def local_instant(day: date, at: time, tz: ZoneInfo) -> datetime:
+    """The UTC instant of a local wall-clock time. A time inside a DST gap resolves with the
+    offset before the change (PEP 495, fold=0), i.e. to the first real instant after the gap."""
+    return datetime.combine(day, at, tzinfo=tz).astimezone(UTC)
+
+
+def _merge(ranges: Iterable[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    merged: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+class BusyTimes:
+    """The merged busy ranges of each professional over a window ('[)' semantics)."""
+
+    def __init__(self, ranges: dict[int, list[tuple[datetime, datetime]]]) -> None:
+        self._ranges = {pk: _merge(r) for pk, r in ranges.items()}
+        self._ends = {pk: [end for _, end in r] for pk, r in self._ranges.items()}
+
+    def overlaps(self, professional_id: int, start: datetime, end: datetime) -> bool:
+        ranges = self._ranges.get(professional_id)
+        if not ranges:
+            return False
+        # The first range ending after `start` is the only one that can overlap first.
+        i = bisect.bisect_right(self._ends[professional_id], start)
+        return i < len(ranges) and ranges[i][0] < end
+
+
+def busy_times(
+    professional_ids: list[int],
+    start: datetime,
+    end: datetime,
+    *,
+    exclude_appointment_id: int | None = None,
+) -> BusyTimes:
+    """Scheduled appointments and time off of these professionals that touch [start, end).
+
+    The appointment query is a range scan of (professional, blocked_from) bounded on both
+    sides, so its cost follows the appointments in the window, not the table.
+    """
+    ranges: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
+    appointments = Appointment.objects.filter(
+        professional_id__in=professional_ids,
+        state=Appointment.State.SCHEDULED,
+        blocked_from__gte=start - MAX_BLOCKED_SPAN,
+        blocked_from__lt=end,
+        blocked_until__gt=start,
+    )
+    if exclude_appointment_id is not None:
+        appointments = appointments.exclude(pk=exclude_appointment_id)
+    for pk, blocked_from, blocked_until in appointments.values_list(
+        "professional_id", "blocked_from", "blocked_until"
+    ):
+        ranges[pk].append((blocked_from, blocked_until))
+    for pk, starts_at, ends_at in TimeOff.objects.filter(
+        professional_id__in=professional_ids, ends_at__gt=start, starts_at__lt=end
+    ).values_list("professional_id", "starts_at", "ends_at"):
+        ranges[pk].append((starts_at, ends_at))
+    return BusyTimes(ranges)
+
+
+def _weekly_hours(professional_ids: list[int]) -> dict[int, dict[int, list[tuple[time, time]]]]:
+    hours: dict[int, dict[int, list[tuple[time, time]]]] = defaultdict(lambda: defaultdict(list))
+    for pk, weekday, start, end in WorkingHours.objects.filter(
+        professional_id__in=professional_ids
+    ).values_list("professional_id", "weekday", "start_time", "end_time"):
+        hours[pk][weekday].append((start, end))
+    return hours
+
+
+def working_intervals(
+    weekly: dict[int, list[tuple[time, time]]], day: date, tz: ZoneInfo
+) -> list[tuple[datetime, datetime]]:
+    """The professional's working intervals on one local day, as UTC instants."""
+    intervals = [
+        (local_instant(day, start, tz), local_instant(day, end, tz))
+        for start, end in sorted(weekly.get(day.weekday(), []))
+    ]
+    return [(start, end) for start, end in intervals if end > start]
+
+
+def blocked_range(service: Service, starts_at: datetime) -> tuple[datetime, datetime]:
+    """The professional's time a booking takes: the service plus its buffers."""
+    return (
+        starts_at - timedelta(minutes=service.buffer_before_minutes),
+        starts_at + timedelta(minutes=service.duration_minutes + service.buffer_after_minutes),
+    )
+
+
+def bookable_professionals(
+    company: Company, service: Service, professional: Professional | None = None
+) -> list[Professional]:
+    professionals = Professional.objects.filter(
+        company=company, active=True, services=service
+    ).order_by("display_name", "pk")
+    if professional is not None:
+        professionals = professionals.filter(pk=professional.pk)
+    return list(professionals)
+
+
+def _customer_limits(settings: AgendaSettings, now: datetime) -> tuple[datetime, datetime]:
+    """Earliest and latest start a customer may book at `now`."""
+    return (
+        now + timedelta(minutes=settings.minimum_notice_minutes),
+        now + timedelta(days=settings.booking_horizon_days),
+    )
+
+
+def slots_available(
+    *,
+    company: Company,
+    service: Service,
+    starts_at: datetime,
+    ends_at: datetime,
+    now: datetime,
+    professional: Professional | None = None,
+    limit: int | None = None,
+    exclude_appointment_id: int | None = None,
+) -> list[Slot]:
+    """Free slots starting in [starts_at, ends_at), in time order (then by professional).
+
+    Honours minimum notice and horizon as of `now`. With `limit`, stops after the local day on
+    which the limit is reached.
+    """
+    settings = agenda_settings_for(company=company)
+    tz = company.tz
+    earliest, horizon = _customer_limits(settings, now)
+    first = max(starts_at, earliest)
+    last = min(ends_at, horizon + timedelta(microseconds=1))
+    professionals = bookable_professionals(company, service, professional)
+    if first >= last or not service.active or not professionals:
+        return []
+    ids = [p.pk for p in professionals]
+    weekly = _weekly_hours(ids)
+    busy = busy_times(
+        ids,
+        first - timedelta(minutes=service.buffer_before_minutes),
+        last + timedelta(minutes=service.duration_minutes + service.buffer_after_minutes),
+        exclude_appointment_id=exclude_appointment_id,
+    )
+    step = timedelta(minutes=settings.slot_step_minutes)
+    duration = timedelta(minutes=service.duration_minutes)
+    slots: list[Slot] = []
+    day = first.astimezone(tz).date()
+    last_day = last.astimezone(tz).date()
+    while day <= last_day:
+        day_slots: list[Slot] = []
+        for prof in professionals:
+            for open_at, close_at in working_intervals(weekly[prof.pk], day, tz):
+                start = open_at
+                if start < first:
+                    start = open_at + step * math.ceil((first - open_at) / step)
+                while start + duration <= close_at and start < last:
+                    block_from, block_until = blocked_range(service, start)
+                    if not busy.overlaps(prof.pk, block_from, block_until):
+                        day_slots.append(Slot(prof, start, start + duration))
+                    start += step
+        day_slots.sort(key=lambda s: (s.starts_at, s.professional.display_name))
+        slots.extend(day_slots)
+        if limit is not None and len(slots) >= limit:
+            return slots[:limit]
+        day += timedelta(days=1)
+    return slots
+
+
+def nearest_free_slots(
+    *,
+    company: Company,
+    service: Service,
+    around: datetime,
+    now: datetime,
+    prefer: Professional | None = None,
+    count: int = NEAREST_COUNT,
+    exclude_appointment_id: int | None = None,
+) -> list[Slot]:
+    """The free slots closest in time to `around` (any professional giving the service; on a
+    tie the preferred one first), returned in time order."""
+    candidates = slots_available(
+        company=company,
+        service=service,
+        starts_at=around - timedelta(days=1),
+        ends_at=around + timedelta(days=NEAREST_SEARCH_DAYS),
+        now=now,
+        exclude_appointment_id=exclude_appointment_id,
+    )
+    prefer_id = prefer.pk if prefer else None
+    candidates.sort(
+        key=lambda s: (abs(s.starts_at - around), s.professional.pk != prefer_id, s.starts_at)
+    )
+    return sorted(candidates[:count], key=lambda s: (s.starts_at, s.professional.display_name))
+
+
+def describe_slots(slots: list[Slot], tz: ZoneInfo) -> list[dict[str, str]]:
+    return [
+        {**describe_instant(s.starts_at, tz), "professional": s.professional.display_name}
+        for s in slots
+    ]
+
+
+def _unavailable(
+    message: str,
+    code: str,
+    *,
+    company: Company,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    now: datetime,
+    exclude_appointment_id: int | None,
+) -> ValidationFailed:
+    nearest = nearest_free_slots(
+        company=company,
+        service=service,
+        around=starts_at,
+        now=now,
+        prefer=professional,
+        exclude_appointment_id=exclude_appointment_id,
+    )
+    described = describe_slots(nearest, company.tz)
+    if described:
+        options = "; ".join(
+            _g("%(weekday)s %(date)s a las %(time)s con %(professional)s") % d for d in described
+        )
+        message = _g(
+            "%(problem)s Las franjas libres más cercanas son: %(options)s. "
+            "Consulte la disponibilidad para reservar una de ellas."
+        ) % {"problem": message, "options": options}
+    else:
+        message = _g("%(problem)s No hay franjas libres cerca de esa fecha.") % {"problem": message}
+    return ValidationFailed(message, code=code, nearest_free_slots=described)
+
+
+def slot_taken_error(
+    *,
+    company: Company,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    now: datetime,
+    exclude_appointment_id: int | None = None,
+) -> ValidationFailed:
+    return _unavailable(
+        _g("Esa franja ya está ocupada."),
+        "slot_taken",
+        company=company,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        now=now,
+        exclude_appointment_id=exclude_appointment_id,
+    )
+
+
+def slot_validate(
+    *,
+    company: Company,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    now: datetime,
+    enforce_customer_rules: bool = True,
+    exclude_appointment_id: int | None = None,
+) -> None:
+    """Check, at the instant, that this professional can take this service at `starts_at`.
+
+    Raises ValidationFailed: past, too soon or too far (customer rules), service or
+    professional not bookable, outside working hours or in time off, or overlapping another
+    scheduled appointment (then with the nearest free slots). Call inside the booking
+    transaction, right before writing.
+    """
+    if starts_at <= now:
+        raise ValidationFailed(
+            _("Esa franja ya pasó. Elija una hora posterior a la actual."), code="slot_in_past"
+        )
+    settings = agenda_settings_for(company=company)
+    if enforce_customer_rules:
+        earliest, horizon = _customer_limits(settings, now)
+        if starts_at < earliest:
+            raise ValidationFailed(
+                _g(
+                    "Esa franja empieza demasiado pronto: las reservas se hacen con al menos "
+                    "%(minutes)d minutos de antelación."
+                )
+                % {"minutes": settings.minimum_notice_minutes},
+                code="slot_too_soon",
+            )
+        if starts_at > horizon:
+            raise ValidationFailed(
+                _g("Solo se puede reservar con hasta %(days)d días de antelación.")
+                % {"days": settings.booking_horizon_days},
+                code="slot_beyond_horizon",
+            )
+    if not service.active or service.company_id != company.pk:
+        raise ValidationFailed(_("Ese servicio ya no se ofrece."), code="service_inactive")
+    if (
+        professional.company_id != company.pk
+        or not professional.active
+        or not professional.services.filter(pk=service.pk).exists()
+    ):
+        raise ValidationFailed(
+            _("Ese profesional no ofrece ese servicio."), code="professional_unavailable"
+        )
+    context = {
+        "company": company,
+        "service": service,
+        "professional": professional,
+        "starts_at": starts_at,
+        "now": now,
+        "exclude_appointment_id": exclude_appointment_id,
+    }
+    tz = company.tz
+    ends_at = starts_at + timedelta(minutes=service.duration_minutes)
+    weekly = _weekly_hours([professional.pk])[professional.pk]
+    day = starts_at.astimezone(tz).date()
+    if not any(
+        open_at <= starts_at and ends_at <= close_at
+        for open_at, close_at in working_intervals(weekly, day, tz)
+    ):
+        raise _unavailable(
+            _g("Ese horario está fuera del horario de atención."), "slot_unavailable", **context
+        )
+    block_from, block_until = blocked_range(service, starts_at)
+    if TimeOff.objects.filter(
+        professional=professional, ends_at__gt=block_from, starts_at__lt=block_until
+    ).exists():
+        raise _unavailable(
+            _g("Ese profesional no atiende en ese horario."), "slot_unavailable", **context
+        )
+    busy = busy_times(
+        [professional.pk], block_from, block_until, exclude_appointment_id=exclude_appointment_id
+    )
+    if busy.overlaps(professional.pk, block_from, block_until):
+        raise slot_taken_error(**context)
+
+
+# --- Loose date inputs, decided here rather than trusted from the agent -----------------------
+
+_RELATIVE_DAYS = {
+    "hoy": 0,
+    "today": 0,
+    "manana": 1,
+    "tomorrow": 1,
+    "pasado manana": 2,
+    "day after tomorrow": 2,
+}
+_DMY = re.compile(r"^(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})$")
+
+
+def _invalid_date(text: str) -> ValidationFailed:
+    return ValidationFailed(
+        _g("No entendí la fecha «%(text)s». Use el formato AAAA-MM-DD.") % {"text": text[:40]},
+        code="invalid_date",
+    )
+
+
+def parse_date_bound(text: str, *, tz: ZoneInfo, now: datetime, end: bool = False) -> datetime:
+    """An instant from a loose date: "2026-12-01", "01/12/2026", "hoy", "mañana", or an ISO
+    date-time (naive means company-local). A bare date means the start of that local day, or
+    with `end=True` the start of the next one (so a date bound includes the whole day)."""
+    folded = fold_text(text)
+    today = now.astimezone(tz).date()
+    day: date | None = None
+    if folded in _RELATIVE_DAYS:
+        day = today + timedelta(days=_RELATIVE_DAYS[folded])
+    elif match := _DMY.match(folded):
+        try:
+            day = date(int(match[3]), int(match[2]), int(match[1]))
+        except ValueError:
+            raise _invalid_date(text) from None
+    else:
+        try:
+            day = date.fromisoformat(folded)
+        except ValueError:
+            try:
+                moment = datetime.fromisoformat(text.strip())
+            except ValueError:
+                raise _invalid_date(text) from None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=tz)
+            return moment.astimezone(UTC)
+    if end:
+        day += timedelta(days=1)
+    return local_instant(day, time.min, tz)
+
+
+def search_window(
+    *, company: Company, from_text: str, to_text: str | None, now: datetime
+) -> tuple[datetime, datetime]:
+    """The [start, end) instants to search, from loose inputs. Without `to`, two weeks; never
+    more than 31 days (a wider request is narrowed, and the listing then says more exist)."""
+    tz = company.tz
+    start = parse_date_bound(from_text, tz=tz, now=now)
+    if to_text:
+        end = parse_date_bound(to_text, tz=tz, now=now, end=True)
+        if end <= start:
+            raise ValidationFailed(
+                _("La fecha final es anterior a la inicial."), code="invalid_date_range"
+            )
+    else:
+        end = start + timedelta(days=DEFAULT_SEARCH_DAYS)
+    return start, min(end, start + timedelta(days=MAX_SEARCH_DAYS))

@@ -1,0 +1,352 @@
+"""Writes of the agenda: professionals and schedules, and every appointment transition.
+
+Each appointment write runs in a transaction, locks the row it changes, re-checks ownership,
+state and availability at that instant, and only then calls the model's FSM transition.
+"""
+
+from collections.abc import Iterable
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _g
+from django.utils.translation import gettext_lazy as _
+
+from agenda import clock
+from agenda.availability import blocked_range, slot_taken_error, slot_validate
+from agenda.models import (
+    CUSTOMER_STATE_LABELS,
+    AgendaSettings,
+    Appointment,
+    Professional,
+    Service,
+    TimeOff,
+    WorkingHours,
+)
+from agenda.selectors import agenda_settings_for
+from core.errors import NotFound, PermissionRefused, ValidationFailed
+from core.models import Company, Contact, Conversation
+from core.references import new_reference, normalize_reference
+
+_TERMINAL_MESSAGES = {
+    Appointment.State.CANCELLED: _("Esa cita ya está cancelada."),
+    Appointment.State.ATTENDED: _("Esa cita ya fue atendida."),
+    Appointment.State.NO_SHOW: _("Esa cita ya pasó y quedó registrada como no asistida."),
+}
+_OVERLAP_CONSTRAINT = "appointment_no_overlap"
+_REFERENCE_ATTEMPTS = 8
+
+
+# --- Professionals and schedules ---------------------------------------------------------------
+
+
+@transaction.atomic
+def professional_create(
+    *,
+    company: Company,
+    display_name: str,
+    services: Iterable[Service] = (),
+    weekly_hours: Iterable[tuple[int, time, time]] = (),
+    active: bool = True,
+) -> Professional:
+    """Create a professional, the services they give and their weekly hours
+    (weekday 0 = Monday, local times)."""
+    professional = Professional.objects.create(
+        company=company, display_name=display_name.strip(), active=active
+    )
+    services = list(services)
+    if any(s.company_id != company.pk for s in services):
+        raise ValueError("services of another company")
+    professional.services.set(services)
+    WorkingHours.objects.bulk_create(
+        WorkingHours(professional=professional, weekday=day, start_time=start, end_time=end)
+        for day, start, end in weekly_hours
+    )
+    return professional
+
+
+@transaction.atomic
+def time_off_add(
+    *, professional: Professional, starts_at: datetime, ends_at: datetime, reason: str = ""
+) -> TimeOff:
+    if ends_at <= starts_at:
+        raise ValidationFailed(
+            _("El periodo de ausencia debe terminar después de empezar."), code="invalid_period"
+        )
+    return TimeOff.objects.create(
+        professional=professional, starts_at=starts_at, ends_at=ends_at, reason=reason
+    )
+
+
+# --- Appointments ------------------------------------------------------------------------------
+
+
+def _new_reference(company: Company) -> str:
+    for _attempt in range(_REFERENCE_ATTEMPTS):
+        reference = new_reference("AP")
+        if not Appointment.objects.filter(company=company, reference=reference).exists():
+            return reference
+    raise RuntimeError("could not draw a free appointment reference")
+
+
+def _violated_constraint(error: IntegrityError) -> str | None:
+    cause = error.__cause__
+    diag = getattr(cause, "diag", None)
+    return getattr(diag, "constraint_name", None)
+
+
+def _locked(company: Company, reference: str) -> Appointment:
+    """The company's appointment with this reference, row-locked until the transaction ends."""
+    appointment = (
+        Appointment.objects.select_for_update()
+        .filter(company=company, reference=normalize_reference(reference))
+        .first()
+    )
+    if appointment is None:
+        raise NotFound(_("No encontré esa cita."), code="appointment_not_found")
+    return appointment
+
+
+def _check_owner(contact: Contact | None, appointment: Appointment) -> None:
+    """Customers act only on their own appointments; staff (contact=None) on any."""
+    if contact is not None and appointment.contact_id != contact.pk:
+        raise PermissionRefused(_("Esa cita no está a nombre de quien me habla."), code="not_owner")
+
+
+def _check_scheduled(appointment: Appointment) -> None:
+    """A terminal appointment accepts no transition: VALIDATION carrying its state."""
+    if appointment.is_terminal:
+        raise ValidationFailed(
+            _TERMINAL_MESSAGES[appointment.state],
+            code="invalid_transition",
+            state=str(CUSTOMER_STATE_LABELS[appointment.state]),
+        )
+
+
+def _check_cutoff(company: Company, appointment: Appointment, now: datetime, action: str) -> None:
+    settings = agenda_settings_for(company=company)
+    cutoff = timedelta(minutes=settings.cancellation_cutoff_minutes)
+    if now >= appointment.starts_at - cutoff:
+        hours, minutes = divmod(int(cutoff.total_seconds()) // 60, 60)
+        span = (
+            _g("%(h)d h %(m)02d min") % {"h": hours, "m": minutes}
+            if hours
+            else _g("%(m)d minutos") % {"m": minutes}
+        )
+        message = {
+            "cancel": _g(
+                "Ya no es posible cancelar esta cita por este medio: debe hacerse con al menos "
+                "%(span)s de antelación. Comuníquese con nosotros directamente."
+            ),
+            "reschedule": _g(
+                "Ya no es posible cambiar esta cita por este medio: debe hacerse con al menos "
+                "%(span)s de antelación. Comuníquese con nosotros directamente."
+            ),
+        }[action] % {"span": span}
+        raise ValidationFailed(message, code="cutoff_passed")
+
+
+def _save_times(
+    appointment: Appointment,
+    *,
+    company: Company,
+    now: datetime,
+    exclude_appointment_id: int | None,
+) -> None:
+    """Write the appointment in a savepoint; on PostgreSQL the exclusion constraint is the last
+    word on overlaps (a concurrent booking that committed first makes this one fail)."""
+    try:
+        with transaction.atomic():
+            appointment.save()
+    except IntegrityError as error:
+        if _violated_constraint(error) != _OVERLAP_CONSTRAINT:
+            raise
+        raise slot_taken_error(
+            company=company,
+            service=appointment.service,
+            professional=appointment.professional,
+            starts_at=appointment.starts_at,
+            now=now,
+            exclude_appointment_id=exclude_appointment_id,
+        ) from None
+
+
+@transaction.atomic
+def appointment_book(
+    *,
+    company: Company,
+    contact: Contact,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    created_via: str,
+    conversation: Conversation | None = None,
+    now: datetime | None = None,
+    enforce_customer_rules: bool = True,
+) -> Appointment:
+    """Book `service` with `professional` at `starts_at` for `contact`.
+
+    Availability is re-validated here, at the instant, inside the transaction. Staff pass
+    enforce_customer_rules=False to skip minimum notice and horizon (never past or busy).
+    """
+    now = now or clock.now()
+    if contact.company_id != company.pk:
+        raise ValueError("contact of another company")
+    slot_validate(
+        company=company,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        now=now,
+        enforce_customer_rules=enforce_customer_rules,
+    )
+    block_from, block_until = blocked_range(service, starts_at)
+    appointment = Appointment(
+        company=company,
+        reference=_new_reference(company),
+        contact=contact,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        ends_at=starts_at + timedelta(minutes=service.duration_minutes),
+        blocked_from=block_from,
+        blocked_until=block_until,
+        created_via=created_via,
+        conversation=conversation,
+    )
+    _save_times(appointment, company=company, now=now, exclude_appointment_id=None)
+    return appointment
+
+
+@transaction.atomic
+def appointment_reschedule(
+    *,
+    company: Company,
+    reference: str,
+    starts_at: datetime,
+    professional: Professional | None = None,
+    contact: Contact | None = None,
+    now: datetime | None = None,
+    enforce_customer_rules: bool = True,
+    by: Any = None,
+) -> Appointment:
+    """Move a scheduled appointment to a new start (and optionally professional).
+
+    Customers (`contact` given) only move their own, and not after the cut-off.
+    """
+    now = now or clock.now()
+    appointment = _locked(company, reference)
+    _check_owner(contact, appointment)
+    _check_scheduled(appointment)
+    if enforce_customer_rules:
+        _check_cutoff(company, appointment, now, "reschedule")
+    professional = professional or appointment.professional
+    slot_validate(
+        company=company,
+        service=appointment.service,
+        professional=professional,
+        starts_at=starts_at,
+        now=now,
+        enforce_customer_rules=enforce_customer_rules,
+        exclude_appointment_id=appointment.pk,
+    )
+    block_from, block_until = blocked_range(appointment.service, starts_at)
+    appointment.reschedule(
+        professional=professional,
+        starts_at=starts_at,
+        ends_at=starts_at + timedelta(minutes=appointment.service.duration_minutes),
+        blocked_from=block_from,
+        blocked_until=block_until,
+        by=by,
+    )
+    _save_times(appointment, company=company, now=now, exclude_appointment_id=appointment.pk)
+    return appointment
+
+
+@transaction.atomic
+def appointment_cancel(
+    *,
+    company: Company,
+    reference: str,
+    contact: Contact | None = None,
+    now: datetime | None = None,
+    enforce_cutoff: bool = True,
+    by: Any = None,
+) -> Appointment:
+    """Cancel a scheduled appointment. Customers (`contact` given) only cancel their own and
+    not after the company's cut-off; staff pass enforce_cutoff=False."""
+    now = now or clock.now()
+    appointment = _locked(company, reference)
+    _check_owner(contact, appointment)
+    _check_scheduled(appointment)
+    if enforce_cutoff:
+        _check_cutoff(company, appointment, now, "cancel")
+    appointment.cancel(by=by)
+    appointment.save()
+    return appointment
+
+
+def _check_started(appointment: Appointment, now: datetime) -> None:
+    if now < appointment.starts_at:
+        raise ValidationFailed(
+            _("Esa cita todavía no ha comenzado."), code="appointment_not_started"
+        )
+
+
+@transaction.atomic
+def appointment_mark_attended(
+    *, company: Company, reference: str, now: datetime | None = None, by: Any = None
+) -> Appointment:
+    """Staff record that the customer came (only once the appointment has started)."""
+    now = now or clock.now()
+    appointment = _locked(company, reference)
+    _check_scheduled(appointment)
+    _check_started(appointment, now)
+    appointment.mark_attended(by=by)
+    appointment.save()
+    return appointment
+
+
+@transaction.atomic
+def appointment_mark_no_show(
+    *,
+    company: Company,
+    reference: str,
+    now: datetime | None = None,
+    by: Any = None,
+    description: str | None = None,
+) -> Appointment:
+    """Record that the customer did not come (only once the appointment has started)."""
+    now = now or clock.now()
+    appointment = _locked(company, reference)
+    _check_scheduled(appointment)
+    _check_started(appointment, now)
+    appointment.mark_no_show(by=by, description=description)
+    appointment.save()
+    return appointment
+
+
+def appointments_mark_no_shows(*, now: datetime | None = None, batch: int = 500) -> int:
+    """Mark as no-show the appointments still scheduled past their end plus the grace, for the
+    companies that enabled it. One transaction per appointment, so a concurrent staff change
+    simply wins. Returns how many were marked."""
+    now = now or clock.now()
+    marked = 0
+    for settings in AgendaSettings.objects.filter(auto_no_show=True).select_related("company"):
+        overdue = Appointment.objects.filter(
+            company=settings.company,
+            state=Appointment.State.SCHEDULED,
+            ends_at__lte=now - timedelta(minutes=settings.no_show_grace_minutes),
+        ).values_list("reference", flat=True)[:batch]
+        for reference in overdue:
+            try:
+                appointment_mark_no_show(
+                    company=settings.company,
+                    reference=reference,
+                    now=now,
+                    description="automatic: still scheduled after its end",
+                )
+            except ValidationFailed:
+                continue  # changed by staff meanwhile
+            marked += 1
+    return marked

@@ -1,0 +1,313 @@
+"""Booking, rescheduling and cancelling: every rule re-checked at the instant of the write."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+
+from agenda import services
+from agenda.models import Appointment
+from agenda.services import (
+    appointment_book,
+    appointment_cancel,
+    appointment_reschedule,
+    time_off_add,
+)
+from core.errors import NotFound, PermissionRefused, ValidationFailed
+from tests.agenda.conftest import MONDAY_8AM, local
+
+pytestmark = pytest.mark.django_db
+
+TUESDAY_10 = local(2026, 12, 8, 10)
+
+
+@pytest.fixture
+def book(company, service, marta, customer):
+    def book(starts_at=TUESDAY_10, *, now=MONDAY_8AM, contact=None, **kwargs):
+        return appointment_book(
+            company=company,
+            contact=contact or customer,
+            service=service,
+            professional=marta,
+            starts_at=starts_at,
+            created_via="gateway",
+            now=now,
+            **kwargs,
+        )
+
+    return book
+
+
+def test_it_books_a_free_slot_with_a_public_reference(book, customer):
+    appointment = book()
+
+    assert appointment.reference.startswith("AP-") and len(appointment.reference) == 9
+    assert appointment.state == Appointment.State.SCHEDULED
+    assert appointment.contact == customer
+    assert appointment.ends_at - appointment.starts_at == timedelta(minutes=30)
+
+
+def test_a_slot_of_today_whose_time_has_passed_is_rejected(book):
+    with pytest.raises(ValidationFailed) as caught:
+        book(local(2026, 12, 7, 10), now=local(2026, 12, 7, 10, 5))
+
+    assert caught.value.code == "slot_in_past"
+    assert not Appointment.objects.exists()
+
+
+def test_a_slot_inside_the_minimum_notice_is_rejected(book):
+    with pytest.raises(ValidationFailed) as caught:
+        book(local(2026, 12, 7, 10), now=local(2026, 12, 7, 9, 30))
+
+    assert caught.value.code == "slot_too_soon"
+
+
+def test_staff_may_book_inside_the_notice_but_never_in_the_past(book):
+    now = local(2026, 12, 7, 9, 30)
+    assert book(local(2026, 12, 7, 10), now=now, enforce_customer_rules=False)
+
+    with pytest.raises(ValidationFailed) as caught:
+        book(local(2026, 12, 7, 9), now=now, enforce_customer_rules=False)
+    assert caught.value.code == "slot_in_past"
+
+
+def test_a_slot_beyond_the_horizon_is_rejected(book):
+    with pytest.raises(ValidationFailed) as caught:
+        book(local(2027, 3, 1, 10))
+
+    assert caught.value.code == "slot_beyond_horizon"
+
+
+def test_a_busy_slot_is_rejected_with_the_nearest_free_slots(book, other_customer):
+    book()
+
+    with pytest.raises(ValidationFailed) as caught:
+        book(local(2026, 12, 8, 10, 15), contact=other_customer)
+
+    error = caught.value.as_dict()
+    assert error["code"] == "slot_taken"
+    assert error["error_type"] == "VALIDATION"
+    # 10:00-10:30 plus 10 minutes of buffer: the closest free starts on the 30-minute grid.
+    assert [(s["date"], s["time"]) for s in error["nearest_free_slots"]] == [
+        ("2026-12-08", "09:00"),
+        ("2026-12-08", "11:00"),
+        ("2026-12-08", "11:30"),
+    ]
+    assert error["nearest_free_slots"][0] == {
+        "date": "2026-12-08",
+        "weekday": "martes",
+        "time": "09:00",
+        "professional": "Marta",
+    }
+    assert "martes 2026-12-08 a las 09:00 con Marta" in error["user_message"]
+    assert Appointment.objects.count() == 1
+
+
+def test_back_to_back_appointments_coexist(book, other_customer):
+    book()
+
+    # The first one blocks until 10:40 (buffer included); ranges are half-open.
+    second = book(local(2026, 12, 8, 10, 40), contact=other_customer)
+
+    assert second.blocked_from == local(2026, 12, 8, 10, 40)
+
+
+def test_a_slot_outside_the_working_hours_is_rejected(book):
+    with pytest.raises(ValidationFailed) as caught:
+        book(local(2026, 12, 8, 13, 45))
+
+    assert caught.value.code == "slot_unavailable"
+    assert caught.value.as_dict()["nearest_free_slots"]
+
+
+def test_a_slot_in_time_off_is_rejected(book, marta):
+    time_off_add(professional=marta, starts_at=TUESDAY_10, ends_at=local(2026, 12, 8, 11))
+
+    with pytest.raises(ValidationFailed) as caught:
+        book()
+
+    assert caught.value.code == "slot_unavailable"
+
+
+def test_an_inactive_professional_cannot_be_booked(book, marta):
+    marta.active = False
+    marta.save()
+
+    with pytest.raises(ValidationFailed) as caught:
+        book()
+
+    assert caught.value.code == "professional_unavailable"
+
+
+def test_a_customer_cannot_cancel_another_customers_appointment(book, company, other_customer):
+    appointment = book()
+
+    with pytest.raises(PermissionRefused):
+        appointment_cancel(
+            company=company,
+            reference=appointment.reference,
+            contact=other_customer,
+            now=MONDAY_8AM,
+        )
+
+    appointment.refresh_from_db()
+    assert appointment.state == Appointment.State.SCHEDULED
+
+
+def test_a_customer_cannot_reschedule_another_customers_appointment(book, company, other_customer):
+    appointment = book()
+
+    with pytest.raises(PermissionRefused):
+        appointment_reschedule(
+            company=company,
+            reference=appointment.reference,
+            contact=other_customer,
+            starts_at=local(2026, 12, 9, 10),
+            now=MONDAY_8AM,
+        )
+
+
+def test_ownership_is_checked_before_the_state(book, company, customer, other_customer):
+    appointment = book()
+    appointment_cancel(company=company, reference=appointment.reference, now=MONDAY_8AM)
+
+    with pytest.raises(PermissionRefused):
+        appointment_cancel(
+            company=company,
+            reference=appointment.reference,
+            contact=other_customer,
+            now=MONDAY_8AM,
+        )
+
+
+def test_an_unknown_reference_is_not_found(company):
+    with pytest.raises(NotFound):
+        appointment_cancel(company=company, reference="AP-ZZZZZZ", now=MONDAY_8AM)
+
+
+def test_another_companys_appointment_is_not_found(book, other_company):
+    appointment = book()
+
+    with pytest.raises(NotFound):
+        appointment_cancel(company=other_company, reference=appointment.reference)
+
+
+def test_a_customer_cannot_cancel_after_the_cut_off(book, company, customer):
+    appointment = book()
+
+    with pytest.raises(ValidationFailed) as caught:
+        appointment_cancel(
+            company=company,
+            reference=appointment.reference,
+            contact=customer,
+            now=TUESDAY_10 - timedelta(minutes=119),
+        )
+
+    assert caught.value.code == "cutoff_passed"
+    assert "2 h 00 min" in str(caught.value.user_message)
+
+
+def test_a_customer_can_cancel_right_before_the_cut_off(book, company, customer):
+    appointment = book()
+
+    appointment_cancel(
+        company=company,
+        reference=appointment.reference,
+        contact=customer,
+        now=TUESDAY_10 - timedelta(minutes=121),
+    )
+
+    appointment.refresh_from_db()
+    assert appointment.state == Appointment.State.CANCELLED
+
+
+def test_staff_may_cancel_after_the_cut_off(book, company):
+    appointment = book()
+
+    appointment_cancel(
+        company=company,
+        reference=appointment.reference,
+        now=TUESDAY_10 - timedelta(minutes=5),
+        enforce_cutoff=False,
+    )
+
+    appointment.refresh_from_db()
+    assert appointment.state == Appointment.State.CANCELLED
+
+
+def test_a_cancelled_slot_is_free_again(book, company, other_customer):
+    appointment = book()
+    appointment_cancel(company=company, reference=appointment.reference, now=MONDAY_8AM)
+
+    assert book(contact=other_customer).starts_at == TUESDAY_10
+
+
+def test_rescheduling_onto_its_own_buffer_is_not_a_conflict_with_itself(book, company, customer):
+    appointment = book()
+
+    moved = appointment_reschedule(
+        company=company,
+        reference=appointment.reference,
+        contact=customer,
+        starts_at=local(2026, 12, 8, 10, 30),
+        now=MONDAY_8AM,
+    )
+
+    assert moved.starts_at == local(2026, 12, 8, 10, 30)
+
+
+def test_rescheduling_onto_a_busy_slot_is_rejected_and_keeps_the_old_time(
+    book, company, customer, other_customer
+):
+    appointment = book()
+    book(local(2026, 12, 9, 10), contact=other_customer)
+
+    with pytest.raises(ValidationFailed) as caught:
+        appointment_reschedule(
+            company=company,
+            reference=appointment.reference,
+            contact=customer,
+            starts_at=local(2026, 12, 9, 10),
+            now=MONDAY_8AM,
+        )
+
+    assert caught.value.code == "slot_taken"
+    appointment.refresh_from_db()
+    assert appointment.starts_at == TUESDAY_10
+
+
+@pytest.mark.postgres
+def test_the_database_refuses_overlapping_scheduled_appointments(book, other_customer):
+    first = book()
+    overlapping = Appointment(
+        company=first.company,
+        reference="AP-TEST22",
+        contact=other_customer,
+        service=first.service,
+        professional=first.professional,
+        starts_at=first.starts_at + timedelta(minutes=15),
+        ends_at=first.ends_at + timedelta(minutes=15),
+        blocked_from=first.blocked_from + timedelta(minutes=15),
+        blocked_until=first.blocked_until + timedelta(minutes=15),
+        created_via="staff",
+    )
+
+    with pytest.raises(IntegrityError, match="appointment_no_overlap"), transaction.atomic():
+        overlapping.save()
+
+
+@pytest.mark.postgres
+def test_a_booking_that_loses_the_race_gets_a_validation_error_with_free_slots(
+    book, other_customer, monkeypatch
+):
+    """When the availability read misses a concurrent booking, the constraint catches it."""
+    assert connection.vendor == "postgresql"
+    book()
+    monkeypatch.setattr(services, "slot_validate", lambda **kwargs: None)
+
+    with pytest.raises(ValidationFailed) as caught:
+        book(local(2026, 12, 8, 10, 15), contact=other_customer)
+
+    assert caught.value.code == "slot_taken"
+    assert caught.value.as_dict()["nearest_free_slots"]
+    assert Appointment.objects.count() == 1
