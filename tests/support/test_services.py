@@ -187,3 +187,17 @@ def test_a_contact_of_another_company_cannot_open_a_case_here(company, other_com
 
     with pytest.raises(PermissionRefused):
         services.case_open(company=company, contact=stranger, subject="S", description="x")
+
+
+def test_the_sandbox_gets_open_and_closed_cases_for_its_contacts_once(company, contact):
+    from support import sandbox
+
+    contact_create(company=company, first_name="Bruno", document_number="X1234567L")
+
+    sandbox.seed(company)
+    sandbox.seed(company)
+
+    states = list(Case.objects.filter(company=company).values_list("state", flat=True))
+    assert len(states) == len(sandbox.CASES)
+    assert {S.OPEN, S.CLOSED} <= set(states)
+    assert Case.objects.filter(contact=contact, state=S.CLOSED).exists()

@@ -1,0 +1,297 @@
+"""Staff admin for support: the case queue, transition buttons and comments, all via services."""
+
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.translation import gettext_lazy as _
+from django_fsm.admin import FSMAdminMixin
+from django_fsm_log.admin import StateLogInline
+
+from core.admin import CompanyScopedAdmin, staff_company_ids
+from core.errors import GaranteError
+from core.models import StaffMembership
+from support import services
+from support.models import Case, CaseComment, SupportSettings
+
+# The admin's transition buttons, each mapped to the service that applies it.
+STAFF_TRANSITIONS: dict[str, Callable[..., Case]] = {
+    "start": services.case_start,
+    "wait_for_customer": services.case_wait_for_customer,
+    "resume": services.case_resume,
+    "resolve": services.case_resolve,
+    "reopen": services.case_reopen,
+    "close": services.case_close,
+}
+
+
+class AssigneeFilter(admin.SimpleListFilter):
+    title = _("assignee")
+    parameter_name = "assignee"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        assigned = (
+            get_user_model()
+            .objects.filter(assigned_cases__in=model_admin.get_queryset(request))
+            .distinct()
+            .order_by("username")
+        )
+        return [
+            ("me", _("Assigned to me")),
+            ("none", _("Unassigned")),
+            *[(str(user.pk), user.get_full_name() or user.get_username()) for user in assigned],
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value == "me":
+            return queryset.filter(assignee=request.user)
+        if value == "none":
+            return queryset.filter(assignee__isnull=True)
+        if value and value.isdigit():
+            return queryset.filter(assignee_id=int(value))
+        return queryset
+
+
+class CaseAdminForm(forms.ModelForm):
+    class Meta:
+        model = Case
+        fields = [
+            "company",
+            "contact",
+            "subject",
+            "description",
+            "channel",
+            "priority",
+            "assignee",
+            "related_case",
+            "internal_notes",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        # The service enforces this too; checking here turns it into a form error, not a 500.
+        data = super().clean()
+        company = data.get("company") or getattr(self.instance, "company", None)
+        assignee = data.get("assignee")
+        if (
+            company is not None
+            and assignee is not None
+            and not StaffMembership.objects.filter(company=company, user=assignee).exists()
+        ):
+            self.add_error("assignee", _("That user is not staff of this company."))
+        contact = data.get("contact")
+        if company is not None and contact is not None and contact.company_id != company.pk:
+            self.add_error("contact", _("That contact belongs to another company."))
+        related = data.get("related_case")
+        if related is not None and contact is not None and related.contact_id != contact.pk:
+            self.add_error("related_case", _("The related case must be of the same contact."))
+        return data
+
+
+class CaseCommentInline(admin.StackedInline):
+    """Comments in order; new ones are added through the service, old ones never edited."""
+
+    model = CaseComment
+    extra = 1
+    can_delete = False
+    fields = ["author", "created_at", "body", "public"]
+    readonly_fields = ["author", "created_at"]
+    verbose_name = _("comment")
+    verbose_name_plural = _("comments (public ones are read by the customer)")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # No comments before the case exists (add form) or after it closed (terminal).
+        return obj is not None and obj.state != Case.State.CLOSED
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)
+        # Staff notes default to internal: making a comment public is a deliberate act.
+        formset.form.base_fields["public"].initial = False
+        return formset
+
+    @admin.display(description=_("author"))
+    def author(self, comment: CaseComment) -> str:
+        if comment.author_contact_id:
+            return _("%(name)s (customer)") % {"name": comment.author_contact}
+        if comment.author_user_id:
+            return comment.author_user.get_full_name() or comment.author_user.get_username()
+        return "—"
+
+
+@admin.register(Case)
+class CaseAdmin(FSMAdminMixin, CompanyScopedAdmin):
+    form = CaseAdminForm
+    fsm_fields = ["state"]
+    list_display = [
+        "reference",
+        "subject",
+        "contact",
+        "state",
+        "priority",
+        "assignee",
+        "channel",
+        "created_at",
+        "updated_at",
+    ]
+    list_filter = ["state", "priority", AssigneeFilter, "channel", "company"]
+    list_select_related = ["contact", "assignee"]
+    search_fields = [
+        "reference",
+        "subject",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__email",
+        "contact__phone",
+    ]
+    date_hierarchy = "created_at"
+    inlines = [CaseCommentInline, StateLogInline]
+    add_fields = [
+        "company",
+        "contact",
+        "subject",
+        "description",
+        "channel",
+        "priority",
+        "assignee",
+        "related_case",
+        "internal_notes",
+    ]
+    change_fields = [
+        "reference",
+        "state",
+        "company",
+        "contact",
+        "channel",
+        "subject",
+        "description",
+        "priority",
+        "assignee",
+        "related_case",
+        "internal_notes",
+        "conversation",
+        "created_at",
+        "updated_at",
+        "resolved_at",
+        "closed_at",
+    ]
+    # Once open, only triage fields change; the customer's own words and links stay as given.
+    change_readonly_fields = [
+        "reference",
+        "company",
+        "contact",
+        "channel",
+        "description",
+        "related_case",
+        "conversation",
+        "created_at",
+        "updated_at",
+        "resolved_at",
+        "closed_at",
+    ]
+
+    def get_fields(self, request: HttpRequest, obj: Case | None = None) -> list[str]:
+        return self.change_fields if obj is not None else self.add_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Case | None = None) -> tuple:
+        readonly = super().get_readonly_fields(request, obj)
+        return (*readonly, *self.change_readonly_fields) if obj is not None else readonly
+
+    def get_inlines(self, request: HttpRequest, obj: Case | None) -> list:
+        return self.inlines if obj is not None else []
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "assignee":
+            ids = staff_company_ids(request)
+            users = get_user_model().objects.filter(memberships__isnull=False)
+            if ids is not None:
+                users = users.filter(memberships__company__in=ids)
+            kwargs["queryset"] = users.distinct().order_by("username")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Case, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        if change:
+            services.case_update(
+                case=obj,
+                priority=data["priority"],
+                assignee=data.get("assignee"),
+                internal_notes=data.get("internal_notes", ""),
+                subject=data.get("subject"),
+            )
+            return
+        case = services.case_open(
+            company=data["company"],
+            contact=data["contact"],
+            subject=data["subject"],
+            description=data["description"],
+            channel=data["channel"],
+            priority=data["priority"],
+            related_case=data.get("related_case"),
+            assignee=data.get("assignee"),
+        )
+        if data.get("internal_notes"):
+            case = services.case_update(
+                case=case,
+                priority=case.priority,
+                assignee=case.assignee,
+                internal_notes=data["internal_notes"],
+            )
+        # The admin goes on with `obj` (redirect, history): make it the case just created.
+        obj.pk = case.pk
+        obj.reference = case.reference
+        obj._state.adding = False
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is not CaseComment:
+            formset.save()
+            return
+        created = []
+        for comment_form in formset.extra_forms:
+            if not comment_form.has_changed() or not comment_form.cleaned_data.get("body"):
+                continue
+            try:
+                created.append(
+                    services.case_comment_add(
+                        case=formset.instance,
+                        body=comment_form.cleaned_data["body"],
+                        author_user=request.user,
+                        public=comment_form.cleaned_data.get("public", False),
+                    )
+                )
+            except GaranteError as error:
+                messages.error(request, str(error.user_message))
+        # The admin's change message reads these, which formset.save() would have set.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = created, [], []
+
+    def response_change(self, request: HttpRequest, obj: Case) -> HttpResponse:
+        """Apply a transition button through its service (never the model method directly)."""
+        name = request.POST.get(self.fsm_post_param)
+        if not name:
+            return super().response_change(request, obj)
+        service = STAFF_TRANSITIONS.get(name)
+        if service is None:
+            messages.error(request, _("Unknown transition."))
+        else:
+            try:
+                case = service(case=obj, by=request.user)
+            except GaranteError as error:
+                messages.error(request, str(error.user_message))
+            else:
+                messages.success(
+                    request,
+                    _("Case %(reference)s is now %(state)s.")
+                    % {"reference": case.reference, "state": case.get_state_display()},
+                )
+        return HttpResponseRedirect(request.path)
+
+
+@admin.register(SupportSettings)
+class SupportSettingsAdmin(CompanyScopedAdmin):
+    list_display = ["company", "auto_close_after_days"]

@@ -1,0 +1,210 @@
+"""The support admin: a scoped case queue whose buttons and comments go through the services."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django_fsm_log.models import StateLog
+
+from support.models import Case, CaseComment
+
+pytestmark = pytest.mark.django_db
+S = Case.State
+
+
+@pytest.fixture
+def agent(make_staff):
+    user = make_staff("marta", email="marta@sol.example", first_name="Marta")
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="support"))
+    return user
+
+
+@pytest.fixture
+def agent_client(client, agent):
+    client.force_login(agent)
+    return client
+
+
+def change_url(case: Case) -> str:
+    return reverse("admin:support_case_change", args=[case.pk])
+
+
+def transition_buttons(response) -> set[str]:
+    return set(re.findall(r'name="_fsm_transition_to"\s+value="(\w+)"', response.content.decode()))
+
+
+def change_form_data(client, case: Case, **overrides) -> dict:
+    """What the browser would post back from the change page, plus the overrides."""
+    response = client.get(change_url(case))
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    data = {
+        name: ("" if value is None else getattr(value, "pk", value))
+        for name, value in form.initial.items()
+        if name in form.fields
+    }
+    for inline in response.context["inline_admin_formsets"]:
+        management = inline.formset.management_form
+        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
+            data[f"{management.prefix}-{name}"] = management[name].value()
+        for existing in inline.formset.initial_forms:
+            for name in existing.fields:
+                value = existing[name].value()
+                if value is not None:
+                    data[existing.add_prefix(name)] = getattr(value, "pk", value)
+    data.update(overrides)
+    return data
+
+
+def with_new_comment(data: dict, body: str, *, public: bool) -> dict:
+    index = int(data["comments-INITIAL_FORMS"])
+    data[f"comments-{index}-body"] = body
+    if public:
+        data[f"comments-{index}-public"] = "on"
+    return data
+
+
+def test_the_queue_shows_only_the_staff_members_companies(
+    agent_client, make_case, other_company, make_staff
+):
+    from core.services import contact_create
+    from support.services import case_open
+
+    mine = make_case(S.OPEN, subject="Mi caso")
+    stranger = contact_create(company=other_company, first_name="Eva", email="e@example.com")
+    theirs = case_open(company=other_company, contact=stranger, subject="Ajeno", description="x")
+
+    response = agent_client.get(reverse("admin:support_case_changelist"))
+
+    assert mine.reference in response.content.decode()
+    assert theirs.reference not in response.content.decode()
+    assert agent_client.get(change_url(theirs)).status_code == 302
+
+
+def test_the_queue_filters_by_state_priority_and_assignee(agent_client, agent, make_case):
+    from support.services import case_update
+
+    waiting = make_case(S.WAITING_CUSTOMER, subject="Esperando")
+    urgent = make_case(S.OPEN, subject="Urgente")
+    case_update(case=urgent, priority="urgent", assignee=agent, internal_notes="")
+    url = reverse("admin:support_case_changelist")
+
+    def shown(query: str) -> set[str]:
+        response = agent_client.get(f"{url}?{query}")
+        return {case.reference for case in response.context["cl"].result_list}
+
+    assert shown("state__exact=waiting_customer") == {waiting.reference}
+    assert shown("priority__exact=urgent") == {urgent.reference}
+    assert shown("assignee=me") == {urgent.reference}
+    assert shown("assignee=none") == {waiting.reference}
+
+
+def test_the_change_page_offers_only_the_transitions_allowed_now(agent_client, make_case):
+    case = make_case(S.IN_PROGRESS)
+
+    response = agent_client.get(change_url(case))
+
+    assert transition_buttons(response) == {"wait_for_customer", "resolve"}
+
+
+def test_a_transition_button_goes_through_the_service_and_records_who(
+    agent_client, agent, make_case
+):
+    case = make_case(S.OPEN)
+
+    response = agent_client.post(
+        change_url(case), change_form_data(agent_client, case, _fsm_transition_to="start")
+    )
+
+    assert response.status_code == 302
+    case.refresh_from_db()
+    assert case.state == S.IN_PROGRESS
+    assert StateLog.objects.for_(case).get().by == agent
+
+
+def test_a_forbidden_transition_posted_anyway_changes_nothing(agent_client, make_case):
+    case = make_case(S.OPEN)
+
+    response = agent_client.post(
+        change_url(case),
+        change_form_data(agent_client, case, _fsm_transition_to="close"),
+        follow=True,
+    )
+
+    case.refresh_from_db()
+    assert case.state == S.OPEN
+    assert any("abierto" in str(m) for m in response.context["messages"])
+
+
+def test_staff_add_internal_and_public_comments_from_the_case_page(agent_client, agent, make_case):
+    case = make_case(S.IN_PROGRESS)
+
+    for body, public in [("Revisar garantía", False), ("Le llamamos mañana", True)]:
+        data = with_new_comment(change_form_data(agent_client, case), body, public=public)
+        assert agent_client.post(change_url(case), data).status_code == 302
+
+    comments = list(CaseComment.objects.filter(case=case).values_list("body", "public"))
+    assert comments == [("Revisar garantía", False), ("Le llamamos mañana", True)]
+    assert CaseComment.objects.filter(author_user=agent).count() == 2
+
+
+def test_a_closed_case_page_takes_no_new_comments(agent_client, make_case):
+    case = make_case(S.CLOSED)
+
+    response = agent_client.get(change_url(case))
+
+    comments_inline = next(
+        i for i in response.context["inline_admin_formsets"] if i.formset.model is CaseComment
+    )
+    assert comments_inline.formset.extra_forms == []
+    assert transition_buttons(response) == set()
+
+
+def test_triage_edits_go_through_the_service(agent_client, agent, make_case):
+    case = make_case(S.OPEN)
+
+    agent_client.post(
+        change_url(case),
+        change_form_data(
+            agent_client, case, priority="high", assignee=agent.pk, internal_notes="VIP"
+        ),
+    )
+
+    case.refresh_from_db()
+    assert (case.priority, case.assignee, case.internal_notes) == ("high", agent, "VIP")
+
+
+def test_an_assignee_from_another_company_is_a_form_error(
+    agent_client, make_case, make_staff, other_company
+):
+    case = make_case(S.OPEN)
+    outsider = make_staff("pedro", of=other_company)
+
+    response = agent_client.post(
+        change_url(case), change_form_data(agent_client, case, assignee=outsider.pk)
+    )
+
+    assert response.status_code == 200
+    case.refresh_from_db()
+    assert case.assignee is None
+
+
+def test_staff_open_a_case_from_the_admin_through_the_service(agent_client, company, contact):
+    response = agent_client.post(
+        reverse("admin:support_case_add"),
+        {
+            "company": company.pk,
+            "contact": contact.pk,
+            "subject": "Llamó por teléfono",
+            "description": "La factura está duplicada.",
+            "channel": "phone",
+            "priority": "normal",
+            "internal_notes": "",
+        },
+    )
+
+    assert response.status_code == 302
+    case = Case.objects.get()
+    assert case.reference.startswith("CS-")
+    assert (case.channel, case.state) == ("phone", S.OPEN)
