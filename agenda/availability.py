@@ -7,6 +7,7 @@ scheduled appointment's blocked range and no time off. Reads are bounded to the 
 """
 
 import bisect
+import hashlib
 import math
 import re
 from collections import defaultdict
@@ -32,6 +33,8 @@ from agenda.models import (
 from agenda.selectors import agenda_settings_for, fold_text
 from core.errors import ValidationFailed
 from core.models import Company
+from core.references import ALPHABET as REFERENCE_ALPHABET
+from core.references import LENGTH as REFERENCE_LENGTH
 
 # Longer than any appointment's blocked range can be (checked by Service's constraints), so
 # "blocked_from >= window start - MAX_BLOCKED_SPAN" bounds the index scan from below.
@@ -54,6 +57,39 @@ class Slot:
     def label(self, tz: ZoneInfo) -> str:
         """The loose human key of a slot: local "YYYY-MM-DD HH:MM"."""
         return local_label(self.starts_at, tz)
+
+
+def slot_reference(company: Company, professional_id: int, starts_at: datetime) -> str:
+    """A short public code for a slot, stable across searches (the same slot keeps its code,
+    so repeated searches do not flood the ledger). It reveals nothing: a digest, not an id."""
+    seed = f"{company.pk}:{professional_id}:{int(starts_at.timestamp())}".encode()
+    number = int.from_bytes(hashlib.sha256(seed).digest()[:8], "big")
+    code = []
+    for _i in range(REFERENCE_LENGTH):
+        number, digit = divmod(number, len(REFERENCE_ALPHABET))
+        code.append(REFERENCE_ALPHABET[digit])
+    return "SL-" + "".join(code)
+
+
+def slot_ledger_data(slot: "Slot") -> dict[str, object]:
+    """What the exposure ledger keeps about a slot (server-side only, never shown)."""
+    return {"professional": slot.professional.pk, "start": slot.starts_at.isoformat()}
+
+
+def slot_from_ledger(*, company: Company, data: dict | None) -> tuple[Professional, datetime]:
+    """The professional and start instant of a slot the conversation was shown."""
+    data = data or {}
+    professional = Professional.objects.filter(company=company, pk=data.get("professional")).first()
+    try:
+        starts_at = datetime.fromisoformat(str(data.get("start")))
+    except ValueError:
+        starts_at = None
+    if professional is None or starts_at is None:
+        raise ValidationFailed(
+            _("Esa franja ya no está disponible. Consulte de nuevo la disponibilidad."),
+            code="slot_unavailable",
+        )
+    return professional, starts_at
 
 
 def local_label(instant: datetime, tz: ZoneInfo) -> str:

@@ -7,7 +7,8 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from agenda.models import CUSTOMER_STATE_LABELS, AgendaSettings, Appointment, Professional, Service
-from core.errors import Ambiguous, NotFound, PermissionRefused, ValidationFailed
+from core.errors import Ambiguous, NotFound, ValidationFailed
+from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
 
@@ -105,13 +106,13 @@ def appointment_list_for_contact(
 def appointment_check_not_foreign(*, company: Company, contact: Contact, given: str) -> None:
     """PermissionRefused when `given` is exactly the reference of another customer's
     appointment: ownership is the truthful answer there, before "not seen here"."""
-    reference = normalize_reference(given)
-    if (
-        Appointment.objects.filter(company=company, reference=reference)
-        .exclude(contact=contact)
-        .exists()
-    ):
-        raise PermissionRefused(_("Esa cita no está a nombre de quien me habla."), code="not_owner")
+    owner_id = (
+        Appointment.objects.filter(company=company, reference=normalize_reference(given))
+        .values_list("contact_id", flat=True)
+        .first()
+    )
+    if owner_id is not None:
+        check_owner(contact=contact, owner_id=owner_id)
 
 
 def appointments_for_day(*, professional: Professional, day: date) -> QuerySet[Appointment]:

@@ -24,7 +24,8 @@ from agenda.models import (
     WorkingHours,
 )
 from agenda.selectors import agenda_settings_for
-from core.errors import NotFound, PermissionRefused, ValidationFailed
+from core.errors import NotFound, ValidationFailed
+from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.references import new_reference, normalize_reference
 
@@ -109,8 +110,8 @@ def _locked(company: Company, reference: str) -> Appointment:
 
 def _check_owner(contact: Contact | None, appointment: Appointment) -> None:
     """Customers act only on their own appointments; staff (contact=None) on any."""
-    if contact is not None and appointment.contact_id != contact.pk:
-        raise PermissionRefused(_("Esa cita no está a nombre de quien me habla."), code="not_owner")
+    if contact is not None:
+        check_owner(contact=contact, owner_id=appointment.contact_id)
 
 
 def _check_scheduled(appointment: Appointment) -> None:

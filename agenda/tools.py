@@ -1,11 +1,70 @@
-"""Agenda tools for the Gateway: thin wrappers over agenda selectors and services."""
+"""Agenda tools for the Gateway: thin wrappers over agenda selectors and services.
+
+Each handler resolves what it is given (identity, references the conversation saw), makes one
+service or selector call, and shapes a minimal answer: public references, names customers see,
+local date and time, state. Never primary keys, never other customers' data.
+"""
+
+from typing import Any
 
 from pydantic import Field
 
-from agenda.selectors import service_list
+from agenda import clock
+from agenda.availability import (
+    describe_instant,
+    local_label,
+    search_window,
+    slot_from_ledger,
+    slot_ledger_data,
+    slot_reference,
+    slots_available,
+)
+from agenda.models import CUSTOMER_STATE_LABELS, Appointment
+from agenda.selectors import (
+    appointment_check_not_foreign,
+    appointment_list_for_contact,
+    appointment_state_parse,
+    professional_resolve,
+    service_list,
+    service_resolve,
+)
+from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
+from core.identity import contact_for_conversation, require_step_up
 from tooling.context import ToolContext
+from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve
 from tooling.output import listing, page
 from tooling.registry import ToolInput, tool
+
+IDENTIFIER_HELP = (
+    "The customer's document number, phone or email: the same one used with identify_contact."
+)
+APPOINTMENT_HELP = (
+    "An appointment reference shown in this conversation (e.g. AP-7K2F9Q), its last "
+    "characters, or its date and time as shown ('YYYY-MM-DD HH:MM')."
+)
+SLOT_HELP = (
+    "A slot reference returned by find_available_slots in this conversation (e.g. SL-3NQ8RT), "
+    "or its date and time as shown ('YYYY-MM-DD HH:MM')."
+)
+
+
+def _appointment_out(ctx: ToolContext, appointment: Appointment) -> dict[str, Any]:
+    return {
+        "appointment": appointment.reference,
+        "service": appointment.service.name,
+        "professional": appointment.professional.display_name,
+        **describe_instant(appointment.starts_at, ctx.company.tz),
+        "state": str(CUSTOMER_STATE_LABELS[appointment.state]),
+    }
+
+
+def _record_appointments(ctx: ToolContext, appointments: list[Appointment]) -> None:
+    tz = ctx.company.tz
+    ledger_record(
+        ctx,
+        "appointment",
+        [LedgerEntry(a.reference, local_label(a.starts_at, tz)) for a in appointments],
+    )
 
 
 class ListServicesIn(ToolInput):
@@ -28,3 +87,205 @@ def list_services(ctx: ToolContext, params: ListServicesIn) -> dict:
         for s in services
     ]
     return listing(items, has_more=has_more)
+
+
+class FindAvailableSlotsIn(ToolInput):
+    service: str = Field(min_length=1, max_length=150, description="The service name.")
+    from_: str = Field(
+        alias="from",
+        min_length=1,
+        max_length=40,
+        description=(
+            "First day to search, as a date: YYYY-MM-DD (also 'hoy' or 'mañana'). The system "
+            "resolves dates in the company's time zone and returns each slot's weekday: do not "
+            "compute weekdays yourself."
+        ),
+    )
+    to: str | None = Field(
+        default=None,
+        max_length=40,
+        description="Last day to search, inclusive (YYYY-MM-DD). Default two weeks; max 31 days.",
+    )
+    professional: str | None = Field(
+        default=None, max_length=100, description="Only this professional (name as shown)."
+    )
+    limit: int = Field(default=10, ge=1, le=30, description="Maximum number of slots.")
+
+
+@tool(
+    name="find_available_slots",
+    title="Find free appointment slots",
+    description=(
+        "Free start times for a service, soonest first, each with a slot reference to book it, "
+        "its local date, weekday and time, and the professional. Only these references can "
+        "be booked in this conversation."
+    ),
+    input=FindAvailableSlotsIn,
+)
+def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict:
+    now, company = clock.now(), ctx.company
+    service = service_resolve(company=company, name=params.service)
+    professional = (
+        professional_resolve(company=company, service=service, name=params.professional)
+        if params.professional
+        else None
+    )
+    start, end = search_window(company=company, from_text=params.from_, to_text=params.to, now=now)
+    found = slots_available(
+        company=company,
+        service=service,
+        starts_at=start,
+        ends_at=end,
+        now=now,
+        professional=professional,
+        limit=params.limit + 1,
+    )
+    slots, has_more = page(found, params.limit)
+    entries = [
+        LedgerEntry(
+            slot_reference(company, s.professional.pk, s.starts_at),
+            s.label(company.tz),
+            slot_ledger_data(s),
+        )
+        for s in slots
+    ]
+    ledger_record(ctx, "slot", entries)
+    items = [
+        {
+            "slot": e.reference,
+            **describe_instant(s.starts_at, company.tz),
+            "professional": s.professional.display_name,
+        }
+        for e, s in zip(entries, slots, strict=True)
+    ]
+    return listing(items, has_more=has_more, service=service.name)
+
+
+class ListMyAppointmentsIn(ToolInput):
+    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    status: str | None = Field(
+        default=None,
+        max_length=30,
+        description="Only this state: agendada, cancelada, atendida or no asistida.",
+    )
+    limit: int = Field(default=10, ge=1, le=30, description="Maximum number of appointments.")
+
+
+@tool(
+    name="list_my_appointments",
+    title="List the customer's appointments",
+    description=(
+        "The identified customer's appointments with their reference, service, professional, "
+        "local date, weekday, time and state. Scheduled ones soonest first; otherwise newest "
+        "first."
+    ),
+    input=ListMyAppointmentsIn,
+)
+def list_my_appointments(ctx: ToolContext, params: ListMyAppointmentsIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="list_my_appointments")
+    state = appointment_state_parse(params.status) if params.status else None
+    appointments, has_more = page(
+        appointment_list_for_contact(contact=contact, state=state)[: params.limit + 1],
+        params.limit,
+    )
+    _record_appointments(ctx, appointments)
+    return listing([_appointment_out(ctx, a) for a in appointments], has_more=has_more)
+
+
+class BookAppointmentIn(ToolInput):
+    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    service: str = Field(min_length=1, max_length=150, description="The service name.")
+    slot: str = Field(min_length=1, max_length=60, description=SLOT_HELP)
+
+
+@tool(
+    name="book_appointment",
+    title="Book an appointment",
+    description=(
+        "Books a slot seen in this conversation for the identified customer. The system "
+        "re-checks the slot at this instant: if it was taken or has passed, the error lists "
+        "the nearest free times; call find_available_slots again to get their references."
+    ),
+    input=BookAppointmentIn,
+    write=True,
+)
+def book_appointment(ctx: ToolContext, params: BookAppointmentIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="book_appointment")
+    slot = ledger_resolve(ctx, "slot", params.slot)
+    service = service_resolve(company=ctx.company, name=params.service)
+    professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
+    appointment = appointment_book(
+        company=ctx.company,
+        contact=contact,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        created_via=Appointment.Via.GATEWAY,
+        conversation=ctx.conversation,
+    )
+    _record_appointments(ctx, [appointment])
+    return _appointment_out(ctx, appointment)
+
+
+class RescheduleAppointmentIn(ToolInput):
+    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    appointment: str = Field(min_length=1, max_length=60, description=APPOINTMENT_HELP)
+    slot: str = Field(min_length=1, max_length=60, description=SLOT_HELP)
+
+
+@tool(
+    name="reschedule_appointment",
+    title="Move an appointment to another slot",
+    description=(
+        "Moves one of the identified customer's scheduled appointments to a slot seen in this "
+        "conversation. Not possible for cancelled or past appointments, nor within the "
+        "company's cut-off before the start."
+    ),
+    input=RescheduleAppointmentIn,
+    write=True,
+)
+def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="reschedule_appointment")
+    appointment_check_not_foreign(company=ctx.company, contact=contact, given=params.appointment)
+    target = ledger_resolve(ctx, "appointment", params.appointment)
+    slot = ledger_resolve(ctx, "slot", params.slot)
+    professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
+    appointment = appointment_reschedule(
+        company=ctx.company,
+        reference=target.reference,
+        contact=contact,
+        professional=professional,
+        starts_at=starts_at,
+    )
+    _record_appointments(ctx, [appointment])
+    return _appointment_out(ctx, appointment)
+
+
+class CancelAppointmentIn(ToolInput):
+    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    appointment: str = Field(min_length=1, max_length=60, description=APPOINTMENT_HELP)
+
+
+@tool(
+    name="cancel_appointment",
+    title="Cancel an appointment",
+    description=(
+        "Cancels one of the identified customer's scheduled appointments, if the company's "
+        "cut-off before the start has not passed."
+    ),
+    input=CancelAppointmentIn,
+    write=True,
+    destructive=True,
+)
+def cancel_appointment(ctx: ToolContext, params: CancelAppointmentIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="cancel_appointment")
+    appointment_check_not_foreign(company=ctx.company, contact=contact, given=params.appointment)
+    target = ledger_resolve(ctx, "appointment", params.appointment)
+    appointment = appointment_cancel(
+        company=ctx.company, reference=target.reference, contact=contact
+    )
+    return _appointment_out(ctx, appointment)

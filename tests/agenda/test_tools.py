@@ -1,0 +1,377 @@
+"""The agenda tools over real HTTP (the REST mirror of a live server), with a fixed clock."""
+
+import uuid
+from datetime import time
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django_fsm_log.models import StateLog
+
+from agenda import clock
+from agenda.models import Appointment
+from agenda.services import appointment_book, professional_create
+from core.identity import identify_contact
+from core.models import Conversation
+from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ANA_DOCUMENT = "12345678Z"
+BRUNO_DOCUMENT = "X1234567L"
+APPOINTMENT_KEYS = {"appointment", "service", "professional", "date", "weekday", "time", "state"}
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch):
+    """The agenda's "now", shared with the live server (it runs in this process)."""
+    moment = {"now": MONDAY_8AM}
+    monkeypatch.setattr(clock, "now", lambda: moment["now"])
+    return moment
+
+
+@pytest.fixture
+def identified(company):
+    """Bind a conversation to a contact, as identify_contact would have done."""
+
+    def identify(conversation_id: str, document: str) -> str:
+        conversation, _ = Conversation.objects.get_or_create(
+            company=company, external_id=conversation_id
+        )
+        identify_contact(conversation=conversation, kind="document", value=document)
+        return conversation_id
+
+    return identify
+
+
+@pytest.fixture
+def ana(tool_client, identified, customer):
+    identified(tool_client.conversation_id, ANA_DOCUMENT)
+    return tool_client
+
+
+def key() -> str:
+    return uuid.uuid4().hex
+
+
+def find(client, **arguments):
+    arguments = {"service": "Corte de pelo", "from": "2026-12-08", "to": "2026-12-08"} | arguments
+    response = client.call("find_available_slots", arguments)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def book(client, slot, *, identifier=ANA_DOCUMENT, conversation_id=None, idempotency_key=None):
+    return client.call(
+        "book_appointment",
+        {"identifier": identifier, "service": "Corte de pelo", "slot": slot},
+        key=idempotency_key or key(),
+        conversation_id=conversation_id,
+    )
+
+
+def cancel(client, appointment, *, identifier=ANA_DOCUMENT, idempotency_key=None):
+    return client.call(
+        "cancel_appointment",
+        {"identifier": identifier, "appointment": appointment},
+        key=idempotency_key or key(),
+    )
+
+
+def test_it_lists_free_slots_with_local_date_weekday_and_a_reference(
+    tool_client, marta, frozen_clock
+):
+    body = find(tool_client, limit=3)
+
+    assert body["count"] == 3 and body["has_more"] is True
+    assert body["service"] == "Corte de pelo"
+    first = body["items"][0]
+    assert set(first) == {"slot", "date", "weekday", "time", "professional"}
+    assert first["slot"].startswith("SL-")
+    assert (first["date"], first["weekday"], first["time"]) == ("2026-12-08", "martes", "09:00")
+    assert first["professional"] == "Marta"
+
+
+def test_a_search_without_free_slots_is_a_success_with_an_empty_list(
+    tool_client, marta, frozen_clock
+):
+    body = find(tool_client, **{"from": "2026-12-12", "to": "2026-12-13"})  # a weekend
+
+    assert body["items"] == [] and body["count"] == 0
+
+
+def test_an_unknown_service_is_not_found(tool_client, marta, frozen_clock):
+    response = tool_client.call("find_available_slots", {"service": "Manicura", "from": "hoy"})
+
+    assert response.status_code == 404
+    assert response.json()["error_type"] == "NOT_FOUND"
+
+
+def test_a_date_it_cannot_read_is_a_validation_error(tool_client, marta, frozen_clock):
+    response = tool_client.call(
+        "find_available_slots", {"service": "corte de pelo", "from": "el martes que viene"}
+    )
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_date"
+
+
+def test_it_books_a_slot_the_conversation_saw(ana, marta, frozen_clock):
+    slot = find(ana)["items"][1]
+
+    response = book(ana, slot["slot"])
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == APPOINTMENT_KEYS
+    assert body["appointment"].startswith("AP-")
+    assert (body["date"], body["time"], body["weekday"]) == ("2026-12-08", "09:30", "martes")
+    assert (body["service"], body["professional"], body["state"]) == (
+        "Corte de pelo",
+        "Marta",
+        "agendada",
+    )
+    appointment = Appointment.objects.get(reference=body["appointment"])
+    assert appointment.created_via == Appointment.Via.GATEWAY
+    assert appointment.conversation.external_id == ana.conversation_id
+
+
+def test_it_books_by_the_date_and_time_it_showed(ana, marta, frozen_clock):
+    find(ana)
+
+    response = book(ana, "2026-12-08 10:00")
+
+    assert response.status_code == 200, response.text
+    assert response.json()["time"] == "10:00"
+
+
+def test_a_slot_the_conversation_never_saw_is_rejected(ana, marta, frozen_clock, tool_client):
+    other_conversation = f"conv-{uuid.uuid4().hex[:8]}"
+    seen_elsewhere = tool_client.call(
+        "find_available_slots",
+        {"service": "Corte de pelo", "from": "2026-12-08"},
+        conversation_id=other_conversation,
+    ).json()["items"][0]["slot"]
+
+    response = book(ana, seen_elsewhere)
+
+    assert response.status_code == 422
+    assert response.json()["error_type"] == "VALIDATION"
+    assert response.json()["code"] == "reference_not_seen"
+    assert not Appointment.objects.exists()
+
+
+def test_a_busy_slot_is_rejected_with_the_nearest_free_times(
+    ana, marta, frozen_clock, company, other_customer, service
+):
+    slot = find(ana)["items"][2]  # 10:00
+    appointment_book(
+        company=company,
+        contact=other_customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 10),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+
+    response = book(ana, slot["slot"])
+
+    assert response.status_code == 422
+    body = response.json()
+    assert (body["error_type"], body["code"]) == ("VALIDATION", "slot_taken")
+    assert [s["time"] for s in body["nearest_free_slots"]] == ["09:00", "11:00", "11:30"]
+    assert "Bruno" not in response.text  # nothing about who holds it
+    assert Appointment.objects.count() == 1
+
+
+def test_a_slot_of_today_that_has_passed_is_rejected(ana, marta, frozen_clock):
+    slot = find(ana, **{"from": "hoy", "to": "hoy"})["items"][0]
+    assert slot["time"] == "09:00"
+    frozen_clock["now"] = local(2026, 12, 7, 11)
+
+    response = book(ana, slot["slot"])
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "slot_in_past"
+
+
+def test_cancelling_twice_with_the_same_key_has_one_effect_and_the_same_answer(
+    ana, marta, frozen_clock
+):
+    booked = book(ana, find(ana)["items"][0]["slot"]).json()
+    same_key = key()
+
+    first = cancel(ana, booked["appointment"], idempotency_key=same_key)
+    second = cancel(ana, booked["appointment"], idempotency_key=same_key)
+
+    assert first.status_code == second.status_code == 200
+    assert first.text == second.text
+    assert first.json()["state"] == "cancelada"
+    assert second.headers.get("X-Idempotency-Replayed") == "true"
+    appointment = Appointment.objects.get(reference=booked["appointment"])
+    cancellations = StateLog.objects.filter(
+        content_type=ContentType.objects.get_for_model(Appointment),
+        object_id=appointment.pk,
+        transition="cancel",
+    )
+    assert cancellations.count() == 1
+
+
+def test_cancelling_a_cancelled_appointment_is_a_validation_error_with_its_state(
+    ana, marta, frozen_clock
+):
+    booked = book(ana, find(ana)["items"][0]["slot"]).json()
+    assert cancel(ana, booked["appointment"]).status_code == 200
+
+    response = cancel(ana, booked["appointment"])
+
+    assert response.status_code == 422
+    assert response.json() == {
+        "error_type": "VALIDATION",
+        "user_message": "Esa cita ya está cancelada.",
+        "code": "invalid_transition",
+        "state": "cancelada",
+    }
+
+
+def test_another_customers_appointment_is_a_permission_error(
+    ana, marta, frozen_clock, company, other_customer, service
+):
+    theirs = appointment_book(
+        company=company,
+        contact=other_customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 9, 10),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+
+    response = cancel(ana, theirs.reference)
+
+    assert response.status_code == 403
+    assert response.json()["error_type"] == "PERMISSION"
+    theirs.refresh_from_db()
+    assert theirs.state == Appointment.State.SCHEDULED
+
+
+def test_an_identifier_that_is_not_the_conversations_customer_is_a_permission_error(
+    ana, marta, frozen_clock, other_customer
+):
+    booked = book(ana, find(ana)["items"][0]["slot"]).json()
+
+    response = cancel(ana, booked["appointment"], identifier=BRUNO_DOCUMENT)
+
+    assert response.status_code == 403
+    assert response.json()["error_type"] == "PERMISSION"
+
+
+def test_a_customer_cannot_cancel_inside_the_cut_off(ana, marta, frozen_clock):
+    booked = book(ana, find(ana)["items"][0]["slot"]).json()  # Tuesday 09:00
+    frozen_clock["now"] = local(2026, 12, 8, 7, 30)
+
+    response = cancel(ana, booked["appointment"])
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "cutoff_passed"
+
+
+def test_it_lists_only_the_customers_own_appointments(
+    ana, marta, frozen_clock, company, other_customer, service
+):
+    mine = book(ana, find(ana)["items"][0]["slot"]).json()
+    appointment_book(
+        company=company,
+        contact=other_customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 9, 10),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+
+    body = ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT}).json()
+
+    assert body["items"] == [mine]
+    assert "Bruno" not in str(body)
+
+
+def test_it_filters_appointments_by_state_in_spanish_or_english(ana, marta, frozen_clock):
+    slots = find(ana)["items"]
+    kept = book(ana, slots[0]["slot"]).json()
+    dropped = book(ana, slots[4]["slot"]).json()
+    cancel(ana, dropped["appointment"])
+
+    cancelled = ana.call(
+        "list_my_appointments", {"identifier": ANA_DOCUMENT, "status": "cancelada"}
+    ).json()
+    scheduled = ana.call(
+        "list_my_appointments", {"identifier": ANA_DOCUMENT, "status": "scheduled"}
+    ).json()
+
+    assert [a["appointment"] for a in cancelled["items"]] == [dropped["appointment"]]
+    assert [a["appointment"] for a in scheduled["items"]] == [kept["appointment"]]
+
+
+def test_an_appointment_listed_in_this_conversation_can_be_cancelled_by_its_suffix(
+    ana, marta, frozen_clock, company, customer, service
+):
+    booked_by_staff = appointment_book(
+        company=company,
+        contact=customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 9, 10),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+    assert cancel(ana, booked_by_staff.reference).json()["code"] == "reference_not_seen"
+    ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT})
+
+    response = cancel(ana, booked_by_staff.reference[-4:])
+
+    assert response.status_code == 200, response.text
+    assert response.json()["state"] == "cancelada"
+
+
+def test_it_reschedules_to_a_seen_slot_and_frees_the_old_one(ana, marta, frozen_clock):
+    slots = find(ana)["items"]
+    booked = book(ana, slots[0]["slot"]).json()
+
+    response = ana.call(
+        "reschedule_appointment",
+        {
+            "identifier": ANA_DOCUMENT,
+            "appointment": booked["appointment"],
+            "slot": slots[3]["slot"],
+        },
+        key=key(),
+    )
+
+    assert response.status_code == 200, response.text
+    moved = response.json()
+    assert (moved["appointment"], moved["time"], moved["state"]) == (
+        booked["appointment"],
+        "10:30",
+        "agendada",
+    )
+    assert find(ana)["items"][0]["time"] == "09:00"
+
+
+def test_the_same_time_with_two_professionals_is_ambiguous(
+    ana, marta, frozen_clock, company, service
+):
+    professional_create(
+        company=company,
+        display_name="Luis",
+        services=[service],
+        weekly_hours=[(d, time(9), time(13)) for d in WEEKDAYS],
+    )
+    find(ana)
+
+    response = book(ana, "2026-12-08 09:00")
+
+    assert response.status_code == 409
+    body = response.json()
+    assert body["error_type"] == "AMBIGUOUS"
+    assert len(body["candidates"]) == 2
