@@ -19,34 +19,6 @@ from core.services import contact_create
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def ana(company):
-    return contact_create(
-        company=company,
-        first_name="Ana",
-        last_name="García",
-        document_number="12345678Z",
-        phone="600111222",
-        email="ana@example.com",
-    )
-
-
-@pytest.fixture
-def bruno(company):
-    return contact_create(
-        company=company,
-        first_name="Bruno",
-        document_number="X1234567L",
-        phone="600333444",
-        email="bruno@example.com",
-    )
-
-
-@pytest.fixture
-def conversation(company):
-    return Conversation.objects.create(company=company, external_id="conv-1")
-
-
 def events(conversation, kind=None):
     queryset = SecurityEvent.objects.filter(
         company=conversation.company, conversation_key=conversation.external_id

@@ -1,0 +1,444 @@
+"""Step-up verification codes: sent to a contact's own channel, checked once, never readable.
+
+Codes are six digits from `secrets`, valid for ten minutes, single use, at most five tries.
+Only an HMAC of the code (keyed from SECRET_KEY, bound to the challenge's nonce and the
+contact) is stored, and compared in constant time. The code travels to the Celery worker
+sealed with a one-time pad derived the same way, so neither the broker nor a log line ever
+holds it in clear; only the message to the customer does.
+
+Every write that must survive the failing call that caused it (an attempt counted, a lock, a
+challenge marked not sent) goes through core.durable.
+"""
+
+import hmac
+import logging
+import secrets
+import smtplib
+from datetime import datetime, timedelta
+from email.utils import make_msgid
+from enum import StrEnum
+
+import kombu.exceptions
+import redis.exceptions
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone, translation
+from django.utils.crypto import salted_hmac
+from django.utils.translation import gettext as _g
+from django.utils.translation import gettext_lazy as _
+
+from core.durable import durably
+from core.errors import PermissionRefused, SystemUnavailable, ValidationFailed
+from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
+from core.normalize import mask_email, mask_phone
+from core.sms import SmsPermanentError, SmsTransientError, sms_send
+
+logger = logging.getLogger("garante.verification")
+
+CODE_DIGITS = 6
+_MODULUS = 10**CODE_DIGITS
+Channel = VerificationChallenge.Channel
+Status = VerificationChallenge.Status
+Delivery = VerificationChallenge.Delivery
+
+# Errors of the broker connection when publishing: the code cannot be on its way.
+BROKER_ERRORS = (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
+
+
+class _BrokerUnreachable(Exception):
+    pass
+
+
+def code_hmac(*, nonce: str, contact_id: int, code: str) -> str:
+    """The stored form of a code: an HMAC bound to its challenge and its contact."""
+    return salted_hmac(
+        "garante.verification.code", f"{nonce}:{contact_id}:{code}", algorithm="sha256"
+    ).hexdigest()
+
+
+def _pad(nonce: str) -> int:
+    digest = salted_hmac("garante.verification.seal", nonce, algorithm="sha256").hexdigest()
+    return int(digest, 16) % _MODULUS
+
+
+def seal_code(code: str, nonce: str) -> str:
+    """The code under a one-time pad of its challenge: what the task message carries."""
+    return f"{(int(code) + _pad(nonce)) % _MODULUS:0{CODE_DIGITS}d}"
+
+
+def unseal_code(sealed: str, nonce: str) -> str:
+    return f"{(int(sealed) - _pad(nonce)) % _MODULUS:0{CODE_DIGITS}d}"
+
+
+def _destination(contact: Contact, channel: str) -> str:
+    return contact.phone if channel == Channel.SMS else contact.email
+
+
+def _mask(channel: str, destination: str) -> str:
+    return mask_phone(destination) if channel == Channel.SMS else mask_email(destination)
+
+
+def _send_limit_retry_after(queryset, limit: int, period: timedelta, now: datetime) -> int | None:
+    recent = list(
+        queryset.filter(created_at__gt=now - period)
+        .exclude(delivery_status=Delivery.NOT_SENT)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[:limit]
+    )
+    if len(recent) < limit:
+        return None
+    return max(1, int((recent[-1] + period - now).total_seconds()) + 1)
+
+
+def _check_send_limits(conversation: Conversation | None, contact: Contact, now: datetime) -> None:
+    challenges = VerificationChallenge.objects.all()
+    checks = [(challenges.filter(contact=contact), settings.GARANTE_VERIFICATION_SENDS_PER_CONTACT)]
+    if conversation is not None:
+        checks.append(
+            (
+                challenges.filter(conversation=conversation),
+                settings.GARANTE_VERIFICATION_SENDS_PER_CONVERSATION,
+            )
+        )
+    for queryset, (limit, period) in checks:
+        retry_after = _send_limit_retry_after(queryset, limit, period, now)
+        if retry_after is not None:
+            raise PermissionRefused(
+                _(
+                    "Ya le enviamos varios códigos hace poco. Por seguridad, espere unos "
+                    "minutos antes de pedir otro."
+                ),
+                code="too_many_codes",
+                retry_after_seconds=retry_after,
+            )
+
+
+def _publish(challenge_id: int, sealed: str) -> None:
+    from core.tasks import challenge_deliver  # tasks import this module
+
+    try:
+        challenge_deliver.apply_async(
+            args=[challenge_id, sealed], queue=settings.GARANTE_VERIFICATION_QUEUE
+        )
+    except BROKER_ERRORS as exc:
+        raise _BrokerUnreachable(type(exc).__name__) from None
+
+
+def challenge_issue(
+    *,
+    contact: Contact,
+    channel: str,
+    conversation: Conversation | None = None,
+    issued_by=None,
+) -> VerificationChallenge:
+    """Create a code for `contact` and hand it to the delivery task, on the contact's own
+    registered phone or email (never a channel given in the conversation).
+
+    The challenge is committed on its own connection and published right after that commit,
+    inside this call, so a broker that cannot be reached is known here: the challenge is then
+    marked not sent (a late worker will not deliver it) and SystemUnavailable is raised.
+    Earlier active codes of the same conversation stop working.
+    """
+    if channel not in Channel.values:
+        raise ValidationFailed(_("Puedo enviar el código por SMS o por correo."), code="channel")
+    destination = _destination(contact, channel)
+    if not destination:
+        raise ValidationFailed(
+            _("No tenemos ese canal registrado para usted. Probemos con el otro."),
+            code="channel_unavailable",
+        )
+    now = timezone.now()
+    _check_send_limits(conversation, contact, now)
+    code = f"{secrets.randbelow(_MODULUS):0{CODE_DIGITS}d}"
+    nonce = secrets.token_hex(16)
+
+    def create() -> VerificationChallenge:
+        earlier = VerificationChallenge.objects.filter(contact=contact, status=Status.ACTIVE)
+        if conversation is not None:
+            earlier = earlier.filter(conversation=conversation)
+        earlier.update(status=Status.SUPERSEDED)
+        challenge = VerificationChallenge.objects.create(
+            company_id=contact.company_id,
+            contact=contact,
+            conversation=conversation,
+            channel=channel,
+            destination=destination,
+            masked_destination=_mask(channel, destination),
+            nonce=nonce,
+            code_hmac=code_hmac(nonce=nonce, contact_id=contact.pk, code=code),
+            expires_at=now + settings.GARANTE_VERIFICATION_CODE_TTL,
+            issued_by=issued_by,
+            created_at=now,
+        )
+        # Runs once the challenge is committed; a failure surfaces from durably() below.
+        transaction.on_commit(lambda: _publish(challenge.pk, seal_code(code, nonce)))
+        return challenge
+
+    try:
+        return durably(create)
+    except _BrokerUnreachable as exc:
+        reason = str(exc)
+        logger.error("verification code not queued: broker unreachable (%s)", reason)
+        durably(
+            lambda: VerificationChallenge.objects.filter(nonce=nonce).update(
+                status=Status.REVOKED,
+                delivery_status=Delivery.NOT_SENT,
+                delivery_error=f"broker unreachable: {reason}",
+            )
+        )
+        raise SystemUnavailable(
+            _(
+                "Ahora mismo no puedo enviarle el código. Por favor, inténtelo de nuevo en "
+                "unos minutos."
+            ),
+            code="delivery_unavailable",
+        ) from None
+
+
+def _latest_challenge(conversation: Conversation, contact: Contact) -> VerificationChallenge:
+    challenge = (
+        VerificationChallenge.objects.filter(conversation=conversation, contact=contact)
+        .exclude(Q(status=Status.SUPERSEDED) | Q(delivery_status=Delivery.NOT_SENT))
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if challenge is None:
+        raise ValidationFailed(
+            _("No hay ningún código pendiente. Primero tengo que enviarle uno."),
+            code="no_code_pending",
+        )
+    return challenge
+
+
+def _locked() -> PermissionRefused:
+    return PermissionRefused(
+        _(
+            "Se superó el número de intentos con ese código y quedó bloqueado. Por seguridad, "
+            "le paso con una persona del equipo."
+        ),
+        code="verification_locked",
+    )
+
+
+def _count_wrong_attempt(
+    challenge: VerificationChallenge, conversation: Conversation
+) -> tuple[int, bool]:
+    """Add one failed attempt, durably; lock the challenge at the maximum. Returns
+    (attempts, locked)."""
+    maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
+
+    def count() -> tuple[int, bool]:
+        row = VerificationChallenge.objects.select_for_update().get(pk=challenge.pk)
+        if row.status != Status.ACTIVE:
+            return row.attempts, row.status == Status.LOCKED
+        row.attempts = F("attempts") + 1
+        row.save(update_fields=["attempts"])
+        row.refresh_from_db(fields=["attempts"])
+        if row.attempts >= maximum:
+            row.status = Status.LOCKED
+            row.save(update_fields=["status"])
+            SecurityEvent.objects.create(
+                company_id=row.company_id,
+                conversation_key=conversation.external_id,
+                kind=SecurityEvent.Kind.VERIFICATION_LOCKED,
+                contact_id=row.contact_id,
+                detail={"channel": row.channel, "attempts": row.attempts},
+            )
+            return row.attempts, True
+        return row.attempts, False
+
+    return durably(count)
+
+
+@transaction.atomic
+def challenge_verify(
+    *, conversation: Conversation, contact: Contact, code: str
+) -> VerificationChallenge:
+    """Check a code against the latest challenge of this conversation for this contact; on
+    success mark the conversation verified for settings.GARANTE_VERIFICATION_VALID_FOR."""
+    code = "".join((code or "").split())
+    if len(code) != CODE_DIGITS or not code.isdigit():
+        raise ValidationFailed(
+            _("El código tiene seis cifras. ¿Puede repetirlo?"), code="invalid_code_format"
+        )
+    challenge = _latest_challenge(conversation, contact)
+    now = timezone.now()
+    if challenge.status == Status.LOCKED:
+        raise _locked()
+    if challenge.status == Status.VERIFIED:
+        raise ValidationFailed(
+            _("Ese código ya se usó. Si lo necesita, le envío otro."), code="code_used"
+        )
+    if challenge.status == Status.REVOKED:
+        raise ValidationFailed(
+            _("Ese código se anuló. Si lo necesita, le envío otro."), code="code_revoked"
+        )
+    if challenge.expires_at <= now:
+        raise ValidationFailed(
+            _("Ese código caducó. Si lo necesita, le envío otro."), code="code_expired"
+        )
+    expected = code_hmac(nonce=challenge.nonce, contact_id=contact.pk, code=code)
+    if not hmac.compare_digest(expected, challenge.code_hmac):
+        attempts, locked = _count_wrong_attempt(challenge, conversation)
+        if locked:
+            raise _locked()
+        raise ValidationFailed(
+            _("El código no es correcto."),
+            code="wrong_code",
+            attempts_left=settings.GARANTE_VERIFICATION_MAX_ATTEMPTS - attempts,
+        )
+    # Conditional: a concurrent wrong guess may have locked it, or a twin call used it.
+    used = VerificationChallenge.objects.filter(
+        pk=challenge.pk,
+        status=Status.ACTIVE,
+        attempts__lt=settings.GARANTE_VERIFICATION_MAX_ATTEMPTS,
+        expires_at__gt=now,
+    ).update(status=Status.VERIFIED, verified_at=now)
+    if not used:
+        raise (
+            _locked()
+            if VerificationChallenge.objects.filter(pk=challenge.pk, status=Status.LOCKED).exists()
+            else ValidationFailed(
+                _("Ese código ya no es válido. Si lo necesita, le envío otro."), code="code_used"
+            )
+        )
+    conversation.verified_at = now
+    conversation.verified_until = now + settings.GARANTE_VERIFICATION_VALID_FOR
+    conversation.save(update_fields=["verified_at", "verified_until"])
+    challenge.status, challenge.verified_at = Status.VERIFIED, now
+    return challenge
+
+
+def challenge_revoke(*, challenge: VerificationChallenge) -> bool:
+    """Make a code unusable (and unsendable, if it has not left yet). True if it changed."""
+    changed = VerificationChallenge.objects.filter(pk=challenge.pk, status=Status.ACTIVE).update(
+        status=Status.REVOKED
+    )
+    VerificationChallenge.objects.filter(
+        pk=challenge.pk, delivery_status__in=[Delivery.QUEUED, Delivery.RETRYING]
+    ).update(delivery_status=Delivery.NOT_SENT, delivery_error="revoked before delivery")
+    return bool(changed)
+
+
+def challenge_resend(*, challenge: VerificationChallenge, issued_by=None) -> VerificationChallenge:
+    """A fresh code to the same contact and channel (the old one cannot be read, and stops
+    working)."""
+    challenge_revoke(challenge=challenge)
+    return challenge_issue(
+        contact=challenge.contact,
+        channel=challenge.channel,
+        conversation=challenge.conversation,
+        issued_by=issued_by,
+    )
+
+
+# Delivery (run by the Celery task) ------------------------------------------------------
+
+
+class DeliveryOutcome(StrEnum):
+    SENT = "sent"
+    RETRY = "retry"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class _Transient(Exception):
+    pass
+
+
+class _Permanent(Exception):
+    pass
+
+
+def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str]:
+    minutes = int(settings.GARANTE_VERIFICATION_CODE_TTL.total_seconds() // 60)
+    company = challenge.company
+    with translation.override(company.language):
+        subject = _g("Su código de verificación de %(company)s") % {"company": company.name}
+        body = _g(
+            "%(company)s: su código de verificación es %(code)s. Caduca en %(minutes)d "
+            "minutos. Si no lo ha pedido usted, ignore este mensaje."
+        ) % {"company": company.name, "code": code, "minutes": minutes}
+    return subject, body
+
+
+def _send_email(challenge: VerificationChallenge, subject: str, body: str) -> tuple[str, str]:
+    message_id = make_msgid(domain="garante.local")
+    message = EmailMessage(
+        subject=subject,
+        body=body,
+        to=[challenge.destination],
+        headers={"Message-ID": message_id},
+    )
+    try:
+        message.send(fail_silently=False)
+    except smtplib.SMTPResponseException as exc:
+        error = f"SMTP {exc.smtp_code}"
+        raise (_Transient(error) if 400 <= exc.smtp_code < 500 else _Permanent(error)) from None
+    except smtplib.SMTPRecipientsRefused:
+        raise _Permanent("SMTP recipient refused") from None
+    except (smtplib.SMTPServerDisconnected, OSError) as exc:
+        raise _Transient(f"SMTP {type(exc).__name__}") from None
+    except smtplib.SMTPException as exc:
+        raise _Permanent(f"SMTP {type(exc).__name__}") from None
+    return message_id, "accepted"
+
+
+def _send_sms(challenge: VerificationChallenge, body: str) -> tuple[str, str]:
+    try:
+        result = sms_send(to=challenge.destination, body=body)
+    except SmsTransientError as exc:
+        raise _Transient(exc.detail) from None
+    except SmsPermanentError as exc:
+        raise _Permanent(exc.detail) from None
+    return result.message_id, result.status
+
+
+def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: bool) -> str:
+    """Claim the challenge's delivery and hand the message to its channel, once.
+
+    The claim is a conditional UPDATE (queued or retrying -> sending), so a duplicated task
+    message or a second worker finds nothing to do. A code that expired, was revoked or was
+    superseded before it could leave is not sent.
+    """
+    now = timezone.now()
+    claimable = VerificationChallenge.objects.filter(
+        pk=challenge_id, delivery_status__in=[Delivery.QUEUED, Delivery.RETRYING]
+    )
+    claimed = claimable.filter(status=Status.ACTIVE, expires_at__gt=now).update(
+        delivery_status=Delivery.SENDING, delivery_attempts=F("delivery_attempts") + 1
+    )
+    if not claimed:
+        claimable.update(delivery_status=Delivery.NOT_SENT, delivery_error="no longer valid")
+        return DeliveryOutcome.SKIPPED
+    challenge = VerificationChallenge.objects.select_related("company").get(pk=challenge_id)
+    subject, body = _message_text(challenge, unseal_code(sealed_code, challenge.nonce))
+    try:
+        if challenge.channel == Channel.EMAIL:
+            message_id, provider_status = _send_email(challenge, subject, body)
+        else:
+            message_id, provider_status = _send_sms(challenge, body)
+    except _Transient as exc:
+        status = Delivery.FAILED if last_try else Delivery.RETRYING
+        VerificationChallenge.objects.filter(pk=challenge_id).update(
+            delivery_status=status, delivery_error=str(exc)[:300]
+        )
+        logger.warning("verification code %s: transient delivery error %s", challenge_id, exc)
+        return DeliveryOutcome.FAILED if last_try else DeliveryOutcome.RETRY
+    except _Permanent as exc:
+        VerificationChallenge.objects.filter(pk=challenge_id).update(
+            delivery_status=Delivery.FAILED, delivery_error=str(exc)[:300]
+        )
+        logger.warning("verification code %s: delivery refused %s", challenge_id, exc)
+        return DeliveryOutcome.FAILED
+    VerificationChallenge.objects.filter(pk=challenge_id).update(
+        delivery_status=Delivery.SENT,
+        delivery_error="",
+        provider_message_id=message_id[:100],
+        provider_status=provider_status[:40],
+        sent_at=timezone.now(),
+    )
+    logger.info("verification code %s delivered by %s", challenge_id, challenge.channel)
+    return DeliveryOutcome.SENT

@@ -1,0 +1,115 @@
+"""Identity tools for the Gateway: identify the customer, send and check a step-up code.
+
+They live in tooling because core must not import the tool registry; the rules are in
+core.identity and core.verification.
+"""
+
+from typing import Literal
+
+from django.conf import settings
+from pydantic import Field, model_validator
+
+from core.identity import contact_for_conversation, identify_contact
+from core.normalize import mask_email, mask_phone
+from core.verification import challenge_issue, challenge_verify
+from tooling.context import ToolContext
+from tooling.registry import ToolInput, tool
+
+IDENTIFIER_DESCRIPTION = (
+    "The document number, phone or email the customer identified with in identify_contact."
+)
+
+
+class IdentifyContactIn(ToolInput):
+    document: str | None = Field(default=None, max_length=40, description="Document number.")
+    phone: str | None = Field(default=None, max_length=40, description="Phone number.")
+    email: str | None = Field(default=None, max_length=254, description="Email address.")
+
+    @model_validator(mode="after")
+    def exactly_one(self) -> "IdentifyContactIn":
+        given = [v for v in (self.document, self.phone, self.email) if v]
+        if len(given) != 1:
+            raise ValueError("give exactly one of document, phone or email")
+        return self
+
+
+@tool(
+    name="identify_contact",
+    title="Identify the customer",
+    description=(
+        "Identifies the customer of this conversation by ONE of: document number, phone or "
+        "email, as registered. Call it before any tool that takes `identifier`. Answers only "
+        "the first name and masked channels. The identity cannot change later in the "
+        "conversation."
+    ),
+    input=IdentifyContactIn,
+    write=True,
+    idempotent=True,
+)
+def identify_contact_tool(ctx: ToolContext, params: IdentifyContactIn) -> dict:
+    kind = "document" if params.document else "phone" if params.phone else "email"
+    value = params.document or params.phone or params.email or ""
+    contact = identify_contact(conversation=ctx.conversation, kind=kind, value=value)
+    channels = [c for c, present in (("sms", contact.phone), ("email", contact.email)) if present]
+    return {
+        "identified": True,
+        "first_name": contact.first_name,
+        "phone": mask_phone(contact.phone) or None,
+        "email": mask_email(contact.email) or None,
+        "verification_channels": channels,
+    }
+
+
+class RequestVerificationCodeIn(ToolInput):
+    identifier: str = Field(min_length=1, max_length=254, description=IDENTIFIER_DESCRIPTION)
+    channel: Literal["sms", "email"] = Field(
+        description="Where to send the code: the customer's registered phone (sms) or email."
+    )
+
+
+@tool(
+    name="request_verification_code",
+    title="Send a verification code",
+    description=(
+        "Sends a 6-digit code to the customer's OWN registered phone (sms) or email, never "
+        "to a number or address given in the chat. Needed before actions that answer "
+        "verification_required. Then ask the customer for the code and call verify_code."
+    ),
+    input=RequestVerificationCodeIn,
+    write=True,
+)
+def request_verification_code(ctx: ToolContext, params: RequestVerificationCodeIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    challenge = challenge_issue(
+        contact=contact, channel=params.channel, conversation=ctx.conversation
+    )
+    minutes = int(settings.GARANTE_VERIFICATION_CODE_TTL.total_seconds() // 60)
+    return {
+        "sent": True,
+        "channel": challenge.channel,
+        "sent_to": challenge.masked_destination,
+        "expires_in_minutes": minutes,
+    }
+
+
+class VerifyCodeIn(ToolInput):
+    identifier: str = Field(min_length=1, max_length=254, description=IDENTIFIER_DESCRIPTION)
+    code: str = Field(min_length=1, max_length=20, description="The code the customer received.")
+
+
+@tool(
+    name="verify_code",
+    title="Check a verification code",
+    description=(
+        "Checks the code the customer received after request_verification_code. On success "
+        "the conversation is verified for a short time and protected actions can proceed."
+    ),
+    input=VerifyCodeIn,
+    write=True,
+)
+def verify_code(ctx: ToolContext, params: VerifyCodeIn) -> dict:
+    conversation = ctx.conversation
+    contact = contact_for_conversation(conversation=conversation, identifier=params.identifier)
+    challenge_verify(conversation=conversation, contact=contact, code=params.code)
+    minutes = int(settings.GARANTE_VERIFICATION_VALID_FOR.total_seconds() // 60)
+    return {"verified": True, "valid_for_minutes": minutes}
