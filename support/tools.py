@@ -1,0 +1,258 @@
+"""Support tools for the Gateway: thin wrappers over support selectors and services.
+
+Every tool takes the identifier the customer identified with; write tools act only on cases
+this conversation has seen (the exposure ledger) and that belong to that customer. Outputs
+carry public references and what the customer may read: never internal comments, priority,
+internal notes, other customers' data or staff beyond a first name.
+"""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from pydantic import Field
+
+from core.errors import NotFound, ValidationFailed
+from core.identity import check_owner, contact_for_conversation, require_step_up
+from core.models import Contact
+from support.models import Case, CaseComment
+from support.selectors import case_get, case_list, case_public_comments
+from support.services import case_close, case_comment_add, case_open, case_reopen
+from tooling.context import ToolContext
+from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve
+from tooling.output import listing, page
+from tooling.registry import ToolInput, tool
+
+LEDGER_KIND = "case"
+# Long texts are clipped so a case with its latest comments fits the 3,000-character cap.
+DESCRIPTION_CHARS = 500
+COMMENT_CHARS = 280
+COMMENTS_SHOWN = 5
+
+Identifier = Field(
+    min_length=3,
+    max_length=120,
+    description="The customer's document number, phone or email, as used with identify_contact.",
+)
+CaseReference = Field(
+    min_length=2,
+    max_length=32,
+    description="The case reference (e.g. CS-7K2F9Q), or its last characters, as shown before.",
+)
+Message = Field(min_length=1, max_length=4000, description="The customer's words.")
+
+
+class OpenCaseIn(ToolInput):
+    identifier: str = Identifier
+    subject: str = Field(min_length=1, max_length=200, description="A short title.")
+    description: str = Field(min_length=1, max_length=4000, description="What happens.")
+    related_case: str | None = Field(
+        default=None,
+        max_length=32,
+        description="An earlier case of this customer this one follows up (a closed case "
+        "cannot be reopened: open a new one linked to it).",
+    )
+
+
+class ListMyCasesIn(ToolInput):
+    identifier: str = Identifier
+    status: Literal["open", "in_progress", "waiting_customer", "resolved", "closed"] | None = Field(
+        default=None, description="Only cases in this status."
+    )
+    limit: int = Field(default=10, ge=1, le=20, description="Maximum number of cases.")
+
+
+class CaseIn(ToolInput):
+    identifier: str = Identifier
+    case: str = CaseReference
+
+
+class CaseMessageIn(CaseIn):
+    message: str = Message
+
+
+@tool(
+    name="open_case",
+    title="Open a support case",
+    description=(
+        "Opens a support case for the identified customer and answers its reference. "
+        "To follow up a closed case, pass its reference as related_case."
+    ),
+    input=OpenCaseIn,
+    write=True,
+)
+def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
+    contact = _speaker(ctx, params.identifier, action="open_case")
+    related = _seen_case(ctx, contact, params.related_case) if params.related_case else None
+    case = case_open(
+        company=ctx.company,
+        contact=contact,
+        subject=params.subject,
+        description=params.description,
+        related_case=related,
+        conversation=ctx.conversation,
+    )
+    ledger_record(ctx, LEDGER_KIND, [_ledger_entry(case)])
+    return _case_summary(ctx, case) | {"related_case": related.reference if related else None}
+
+
+@tool(
+    name="list_my_cases",
+    title="List my support cases",
+    description="Lists the identified customer's support cases, newest first, with their status.",
+    input=ListMyCasesIn,
+)
+def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    cases, has_more = page(
+        case_list(company=ctx.company, contact=contact, state=params.status)[: params.limit + 1],
+        params.limit,
+    )
+    ledger_record(ctx, LEDGER_KIND, [_ledger_entry(case) for case in cases])
+    return listing([_case_summary(ctx, case) for case in cases], has_more=has_more)
+
+
+@tool(
+    name="get_case",
+    title="Show a support case",
+    description=(
+        "Shows one of the identified customer's cases: status, description, who handles it "
+        "and the latest messages the customer can read."
+    ),
+    input=CaseIn,
+)
+def get_case(ctx: ToolContext, params: CaseIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    case = _case_for_reading(ctx, params.case)
+    check_owner(contact=contact, owner_id=case.contact_id)
+    comments, more = case_public_comments(case=case, limit=COMMENTS_SHOWN)
+    related = case.related_case
+    ledger_record(ctx, LEDGER_KIND, [_ledger_entry(c) for c in (case, related) if c is not None])
+    return _case_summary(ctx, case) | {
+        "description": _clip(case.description, DESCRIPTION_CHARS),
+        "handled_by": case.assignee.first_name or None if case.assignee else None,
+        "related_case": related.reference if related else None,
+        "resolved_at": _local(ctx, case.resolved_at),
+        "messages": [_comment(ctx, comment) for comment in comments],
+        "earlier_messages": more,
+    }
+
+
+@tool(
+    name="add_case_comment",
+    title="Add a message to a support case",
+    description=(
+        "Adds the customer's message to one of their cases. A closed case takes no messages: "
+        "offer to open a new case linked to it."
+    ),
+    input=CaseMessageIn,
+    write=True,
+)
+def add_case_comment(ctx: ToolContext, params: CaseMessageIn) -> dict:
+    contact = _speaker(ctx, params.identifier, action="add_case_comment")
+    case = _seen_case(ctx, contact, params.case)
+    comment = case_comment_add(case=case, body=params.message, author_contact=contact)
+    return _case_summary(ctx, comment.case) | {"message_added": True}
+
+
+@tool(
+    name="confirm_case_resolved",
+    title="Confirm a support case is solved",
+    description="The customer confirms a resolved case is solved; the case is closed for good.",
+    input=CaseIn,
+    write=True,
+    destructive=True,
+)
+def confirm_case_resolved(ctx: ToolContext, params: CaseIn) -> dict:
+    contact = _speaker(ctx, params.identifier, action="confirm_case_resolved")
+    case = case_close(case=_seen_case(ctx, contact, params.case), contact=contact)
+    return _case_summary(ctx, case)
+
+
+@tool(
+    name="report_case_not_fixed",
+    title="Report a resolved case is not fixed",
+    description=(
+        "The customer says a resolved case is not actually fixed; it goes back to the team "
+        "with the customer's explanation."
+    ),
+    input=CaseMessageIn,
+    write=True,
+)
+def report_case_not_fixed(ctx: ToolContext, params: CaseMessageIn) -> dict:
+    contact = _speaker(ctx, params.identifier, action="report_case_not_fixed")
+    case = _seen_case(ctx, contact, params.case)
+    case = case_reopen(case=case, contact=contact, message=params.message)
+    return _case_summary(ctx, case)
+
+
+# Reference resolution and output shaping shared by the tools above.
+
+
+def _speaker(ctx: ToolContext, identifier: str, *, action: str) -> Contact:
+    """The identified customer, once the company's step-up policy for `action` is met."""
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=identifier)
+    require_step_up(conversation=ctx.conversation, action=action)
+    return contact
+
+
+def _seen_case(ctx: ToolContext, contact: Contact, given: str) -> Case:
+    """A case this conversation was shown (or created), and the speaker's own."""
+    entry = ledger_resolve(ctx, LEDGER_KIND, given)
+    case = case_get(company=ctx.company, reference=entry.reference)
+    check_owner(contact=contact, owner_id=case.contact_id)
+    return case
+
+
+def _case_for_reading(ctx: ToolContext, given: str) -> Case:
+    """A read may name any case by its full reference, or loosely one the conversation saw."""
+    try:
+        return case_get(company=ctx.company, reference=given)
+    except NotFound:
+        pass
+    try:
+        entry = ledger_resolve(ctx, LEDGER_KIND, given)
+    except ValidationFailed as error:
+        if error.code != "reference_not_seen":
+            raise
+        raise NotFound(_("No encontré ese caso."), code="case_not_found") from None
+    return case_get(company=ctx.company, reference=entry.reference)
+
+
+def _ledger_entry(case: Case) -> LedgerEntry:
+    return LedgerEntry(reference=case.reference, label=case.subject)
+
+
+def _case_summary(ctx: ToolContext, case: Case) -> dict[str, Any]:
+    return {
+        "reference": case.reference,
+        "subject": _clip(case.subject, 120),
+        "status": case.state,
+        "status_label": case.customer_state_label,
+        "opened_at": _local(ctx, case.created_at),
+        "updated_at": _local(ctx, case.updated_at),
+    }
+
+
+def _comment(ctx: ToolContext, comment: CaseComment) -> dict[str, Any]:
+    if comment.by_customer:
+        author = str(_("usted"))
+    else:
+        first_name = comment.author_user.first_name if comment.author_user else ""
+        author = first_name or str(_("equipo de soporte"))
+    return {
+        "from": author,
+        "at": _local(ctx, comment.created_at),
+        "text": _clip(comment.body, COMMENT_CHARS),
+    }
+
+
+def _local(ctx: ToolContext, moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return timezone.localtime(moment, ctx.company.tz).strftime("%Y-%m-%d %H:%M")
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -1,0 +1,363 @@
+"""Support tools over real HTTP (the REST mirror of a live server), as the Gateway calls them."""
+
+import json
+import uuid
+
+import pytest
+from django.core import mail
+
+from core.identity import identify_contact
+from core.models import Conversation
+from support import services
+from support.models import Case, CaseComment
+from tooling.context import CallMeta, ToolContext
+from tooling.ledger import LedgerEntry, ledger_record
+
+pytestmark = pytest.mark.django_db(transaction=True)
+S = Case.State
+ANA = "12345678Z"
+
+
+@pytest.fixture
+def ana(tool_client, company, contact):
+    """The conversation of tool_client, identified as Ana (the `contact` fixture)."""
+    conversation, _ = Conversation.objects.get_or_create(
+        company=company, external_id=tool_client.conversation_id
+    )
+    identify_contact(conversation=conversation, kind="document", value=ANA)
+    return tool_client
+
+
+def key() -> str:
+    return f"k-{uuid.uuid4().hex}"
+
+
+def write(client, name: str, arguments: dict, idempotency_key: str | None = None):
+    return client.call(name, arguments, key=idempotency_key or key())
+
+
+def seen_case(client, state: str, make_case) -> Case:
+    """A case of Ana in `state`, which the conversation has been shown by list_my_cases."""
+    case = make_case(state)
+    assert client.call("list_my_cases", {"identifier": ANA}).status_code == 200
+    return case
+
+
+def test_an_empty_list_of_cases_is_a_success(ana):
+    response = ana.call("list_my_cases", {"identifier": ANA})
+
+    assert response.status_code == 200
+    assert response.json() == {"items": [], "count": 0, "has_more": False}
+
+
+def test_the_list_shows_only_the_customers_own_cases_with_public_fields(
+    ana, make_case, other_contact
+):
+    mine = make_case(S.WAITING_CUSTOMER, subject="Lavadora")
+    theirs = make_case(S.OPEN, for_contact=other_contact, subject="Ajeno")
+
+    response = ana.call("list_my_cases", {"identifier": "ana@example.com"})
+
+    body = response.json()
+    assert [item["reference"] for item in body["items"]] == [mine.reference]
+    [item] = body["items"]
+    assert set(item) == {
+        "reference",
+        "subject",
+        "status",
+        "status_label",
+        "opened_at",
+        "updated_at",
+    }
+    assert (item["status"], item["status_label"]) == (
+        "waiting_customer",
+        "pendiente de su respuesta",
+    )
+    assert theirs.reference not in response.text
+
+
+def test_the_list_filters_by_status_and_honours_the_limit(ana, make_case):
+    for _ in range(3):
+        make_case(S.OPEN)
+    closed = make_case(S.CLOSED)
+
+    closed_only = ana.call("list_my_cases", {"identifier": ANA, "status": "closed"}).json()
+    limited = ana.call("list_my_cases", {"identifier": ANA, "limit": 2}).json()
+
+    assert [i["reference"] for i in closed_only["items"]] == [closed.reference]
+    assert (limited["count"], limited["has_more"]) == (2, True)
+
+
+def test_get_case_shows_public_messages_and_staff_by_first_name_only(
+    ana, make_case, make_staff, contact
+):
+    marta = make_staff("mruiz", email="marta.ruiz@sol.example", first_name="Marta")
+    marta.last_name = "Ruizdíaz"
+    marta.save()
+    case = make_case(S.IN_PROGRESS)
+    services.case_update(
+        case=case, priority="urgent", assignee=marta, internal_notes="NOTA-INTERNA-123"
+    )
+    services.case_comment_add(case=case, body="SECRETO-INTERNO", author_user=marta, public=False)
+    services.case_comment_add(case=case, body="Le enviamos un técnico.", author_user=marta)
+    services.case_comment_add(case=case, body="Gracias", author_contact=contact)
+
+    response = ana.call("get_case", {"identifier": ANA, "case": case.reference})
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["reference"] == case.reference
+    assert body["handled_by"] == "Marta"
+    assert body["messages"] == [
+        {"from": "Marta", "at": body["messages"][0]["at"], "text": "Le enviamos un técnico."},
+        {"from": "usted", "at": body["messages"][1]["at"], "text": "Gracias"},
+    ]
+    for secret in ("SECRETO-INTERNO", "NOTA-INTERNA", "Ruizdíaz", "marta.ruiz", "urgent", "mruiz"):
+        assert secret not in response.text
+    assert not {"id", "pk", "priority", "internal_notes", "assignee", "contact"} & set(body)
+
+
+def test_get_case_of_another_customer_is_permission(ana, make_case, other_contact):
+    theirs = make_case(S.OPEN, for_contact=other_contact)
+
+    response = ana.call("get_case", {"identifier": ANA, "case": theirs.reference})
+
+    assert response.status_code == 403
+    assert response.json()["error_type"] == "PERMISSION"
+    assert theirs.subject not in response.text
+
+
+def test_get_case_of_an_unknown_reference_is_not_found(ana):
+    response = ana.call("get_case", {"identifier": ANA, "case": "CS-ZZZZZZ"})
+
+    assert response.status_code == 404
+    assert response.json()["error_type"] == "NOT_FOUND"
+
+
+def test_get_case_stays_within_the_output_cap_with_long_texts(ana, make_case, contact):
+    case = make_case(S.IN_PROGRESS, description="x" * 4000)
+    for n in range(12):
+        services.case_comment_add(case=case, body=f"{n} " + "y" * 3990, author_contact=contact)
+
+    response = ana.call("get_case", {"identifier": ANA, "case": case.reference})
+
+    body = response.json()
+    assert len(response.text) <= 3000
+    assert len(body["messages"]) == 5
+    assert body["earlier_messages"] is True
+    assert body["messages"][-1]["text"].startswith("11 ")
+
+
+def test_tools_need_the_conversation_to_be_identified_first(tool_client, make_case):
+    response = tool_client.call("list_my_cases", {"identifier": ANA})
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "identification_required"
+
+
+def test_open_case_answers_its_reference_and_it_can_be_commented_at_once(ana, make_staff):
+    make_staff("marta", email="marta@sol.example")
+
+    opened = write(
+        ana,
+        "open_case",
+        {"identifier": ANA, "subject": "No enciende", "description": "La tele no enciende."},
+    )
+
+    assert opened.status_code == 200
+    body = opened.json()
+    assert body["reference"].startswith("CS-")
+    assert (body["status"], body["related_case"]) == ("open", None)
+    case = Case.objects.get(reference=body["reference"])
+    assert case.channel == Case.Channel.AGENT
+    assert case.conversation.external_id == ana.conversation_id
+    commented = write(
+        ana, "add_case_comment", {"identifier": ANA, "case": body["reference"], "message": "+"}
+    )
+    assert commented.status_code == 200
+    opened_mail, comment_mail = mail.outbox
+    assert body["reference"] in opened_mail.subject
+    assert opened_mail.to == comment_mail.to == ["marta@sol.example"]
+
+
+def test_opening_twice_with_the_same_key_opens_one_case_and_emails_once(ana, make_staff):
+    make_staff("marta", email="marta@sol.example")
+    arguments = {"identifier": ANA, "subject": "Ruido", "description": "Hace ruido."}
+    same = key()
+
+    first = write(ana, "open_case", arguments, same)
+    second = write(ana, "open_case", arguments, same)
+
+    assert first.json() == second.json()
+    assert second.headers.get("X-Idempotency-Replayed") == "true"
+    assert Case.objects.count() == 1
+    assert len(mail.outbox) == 1
+
+
+def test_a_follow_up_case_links_to_a_closed_case_the_conversation_saw(ana, make_case):
+    closed = seen_case(ana, S.CLOSED, make_case)
+
+    response = write(
+        ana,
+        "open_case",
+        {
+            "identifier": ANA,
+            "subject": "Vuelve a fallar",
+            "description": "El mismo problema.",
+            "related_case": closed.reference[-4:],
+        },
+    )
+
+    assert response.status_code == 200
+    assert response.json()["related_case"] == closed.reference
+    assert Case.objects.get(reference=response.json()["reference"]).related_case == closed
+
+
+def test_a_follow_up_of_a_case_never_shown_is_refused(ana, make_case):
+    closed = make_case(S.CLOSED)
+
+    response = write(
+        ana,
+        "open_case",
+        {"identifier": ANA, "subject": "S", "description": "d", "related_case": closed.reference},
+    )
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "reference_not_seen"
+    assert Case.objects.count() == 1
+
+
+def test_a_comment_on_a_closed_case_is_validation_with_the_state(ana, make_case):
+    closed = seen_case(ana, S.CLOSED, make_case)
+
+    response = write(
+        ana, "add_case_comment", {"identifier": ANA, "case": closed.reference, "message": "Hola"}
+    )
+
+    assert response.status_code == 422
+    body = response.json()
+    assert (body["error_type"], body["state"]) == ("VALIDATION", "closed")
+    assert "caso nuevo" in body["user_message"]
+    assert not CaseComment.objects.exists()
+
+
+def test_a_comment_on_a_case_never_shown_in_the_conversation_is_validation(ana, make_case):
+    own_but_unseen = make_case(S.IN_PROGRESS)
+
+    response = write(
+        ana,
+        "add_case_comment",
+        {"identifier": ANA, "case": own_but_unseen.reference, "message": "Hola"},
+    )
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "reference_not_seen"
+    assert not CaseComment.objects.exists()
+
+
+def test_writing_to_another_customers_case_is_permission_even_if_it_was_seen(
+    ana, company, make_case, other_contact
+):
+    theirs = make_case(S.RESOLVED, for_contact=other_contact)
+    # However it got into the ledger, ownership is still checked at the write.
+    ctx = ToolContext(company=company, meta=CallMeta(conversation_id=ana.conversation_id))
+    ledger_record(ctx, "case", [LedgerEntry(theirs.reference)])
+
+    for name, extra in [
+        ("add_case_comment", {"message": "x"}),
+        ("confirm_case_resolved", {}),
+        ("report_case_not_fixed", {"message": "x"}),
+    ]:
+        response = write(ana, name, {"identifier": ANA, "case": theirs.reference, **extra})
+        assert response.status_code == 403, name
+        assert response.json()["error_type"] == "PERMISSION"
+    theirs.refresh_from_db()
+    assert theirs.state == S.RESOLVED
+    assert not theirs.comments.exists()
+
+
+def test_the_customers_answer_by_suffix_moves_a_waiting_case_back_to_work(ana, make_case):
+    case = seen_case(ana, S.WAITING_CUSTOMER, make_case)
+
+    response = write(
+        ana,
+        "add_case_comment",
+        {"identifier": ANA, "case": case.reference[-3:].lower(), "message": "Modelo X200"},
+    )
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "in_progress"
+    case.refresh_from_db()
+    assert case.state == S.IN_PROGRESS
+
+
+def test_confirming_a_resolved_case_closes_it_and_a_retry_replays_the_success(ana, make_case):
+    case = seen_case(ana, S.RESOLVED, make_case)
+    arguments = {"identifier": ANA, "case": case.reference}
+    same = key()
+
+    first = write(ana, "confirm_case_resolved", arguments, same)
+    retry = write(ana, "confirm_case_resolved", arguments, same)
+    again = write(ana, "confirm_case_resolved", arguments)
+
+    assert first.status_code == retry.status_code == 200
+    assert first.json()["status"] == "closed"
+    assert retry.json() == first.json()
+    assert again.status_code == 422
+    assert again.json()["state"] == "closed"
+
+
+def test_confirming_a_case_that_is_not_resolved_is_validation_with_its_state(ana, make_case):
+    case = seen_case(ana, S.IN_PROGRESS, make_case)
+
+    response = write(ana, "confirm_case_resolved", {"identifier": ANA, "case": case.reference})
+
+    assert response.status_code == 422
+    assert response.json()["state"] == "in_progress"
+    case.refresh_from_db()
+    assert case.state == S.IN_PROGRESS
+
+
+def test_reporting_not_fixed_sends_a_resolved_case_back_with_the_explanation(
+    ana, make_case, make_staff
+):
+    make_staff("marta", email="marta@sol.example")
+    case = seen_case(ana, S.RESOLVED, make_case)
+    mail.outbox.clear()
+
+    response = write(
+        ana,
+        "report_case_not_fixed",
+        {"identifier": ANA, "case": case.reference, "message": "Sigue sin centrifugar"},
+    )
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "in_progress"
+    assert case.comments.get().body == "Sigue sin centrifugar"
+    [message] = mail.outbox
+    assert "Sigue sin centrifugar" in message.body
+
+
+def test_reporting_not_fixed_on_a_closed_case_offers_a_new_linked_case(ana, make_case):
+    case = seen_case(ana, S.CLOSED, make_case)
+
+    response = write(
+        ana, "report_case_not_fixed", {"identifier": ANA, "case": case.reference, "message": "x"}
+    )
+
+    assert response.status_code == 422
+    assert response.json()["state"] == "closed"
+    assert "caso nuevo" in response.json()["user_message"]
+
+
+def test_no_output_carries_internal_ids(ana, make_case):
+    case = seen_case(ana, S.RESOLVED, make_case)
+    outputs = [
+        ana.call("list_my_cases", {"identifier": ANA}).json(),
+        ana.call("get_case", {"identifier": ANA, "case": case.reference}).json(),
+        write(ana, "confirm_case_resolved", {"identifier": ANA, "case": case.reference}).json(),
+    ]
+
+    text = json.dumps(outputs)
+    for forbidden in ('"id"', '"pk"', '"contact_id"', "company", "conversation"):
+        assert forbidden not in text
