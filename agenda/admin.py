@@ -1,0 +1,381 @@
+"""Staff admin for the agenda: catalogue, professionals with their hours and time off, a day view,
+and appointments whose transition buttons go through agenda.services."""
+
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+from django_fsm.admin import FSMAdminMixin
+from django_fsm_log.admin import StateLogInline
+
+from agenda import clock, services
+from agenda.availability import describe_instant, slot_validate, working_intervals
+from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
+from agenda.selectors import appointments_for_day
+from core.admin import CompanyScopedAdmin, staff_company_ids
+from core.errors import GaranteError
+from core.models import Company
+
+
+def _staff_timezone(request: HttpRequest, obj: Any = None) -> ZoneInfo | None:
+    """The timezone to show times in: the object's company, else the staff member's only one."""
+    company = getattr(obj, "company", None)
+    if company is None:
+        ids = staff_company_ids(request)
+        if ids is not None and len(ids) == 1:
+            company = Company.objects.filter(pk=ids[0]).first()
+    return company.tz if company is not None else None
+
+
+class CompanyLocalTimeMixin:
+    """Shows and reads date-times in the company's timezone, not the server's UTC."""
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id) if object_id else None
+        tz = _staff_timezone(request, obj)
+        if tz is None:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        with timezone.override(tz):
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def changelist_view(self, request, extra_context=None):
+        tz = _staff_timezone(request)
+        if tz is None:
+            return super().changelist_view(request, extra_context)
+        with timezone.override(tz):
+            return super().changelist_view(request, extra_context)
+
+
+def _local(instant: datetime, company: Company) -> str:
+    return instant.astimezone(company.tz).strftime("%Y-%m-%d %H:%M")
+
+
+@admin.register(Service)
+class ServiceAdmin(CompanyScopedAdmin):
+    list_display = [
+        "name",
+        "company",
+        "duration_minutes",
+        "buffer_before_minutes",
+        "buffer_after_minutes",
+        "active",
+    ]
+    list_filter = ["active", "company"]
+    search_fields = ["name"]
+
+
+class WorkingHoursInline(admin.TabularInline):
+    model = WorkingHours
+    extra = 0
+    verbose_name_plural = _("weekly working hours (company local time)")
+
+
+class TimeOffInline(admin.TabularInline):
+    model = TimeOff
+    extra = 0
+    fields = ["starts_at", "ends_at", "reason"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Past time off is history; the inline shows what still matters.
+        return super().get_queryset(request).filter(ends_at__gte=clock.now())
+
+
+@admin.register(Professional)
+class ProfessionalAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
+    list_display = ["display_name", "company", "active", "day_view_link"]
+    list_filter = ["active", "company"]
+    search_fields = ["display_name"]
+    filter_horizontal = ["services"]
+    inlines = [WorkingHoursInline, TimeOffInline]
+
+    @admin.display(description=_("agenda"))
+    def day_view_link(self, professional: Professional) -> str:
+        url = reverse("admin:agenda_professional_day", args=[professional.pk])
+        return format_html('<a href="{}">{}</a>', url, _("Day view"))
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "<int:professional_id>/day/",
+                self.admin_site.admin_view(self.day_view),
+                name="agenda_professional_day",
+            ),
+            *super().get_urls(),
+        ]
+
+    def day_view(self, request: HttpRequest, professional_id: int) -> HttpResponse:
+        """One professional's day: working hours and appointments, in local time."""
+        professional = get_object_or_404(self.get_queryset(request), pk=professional_id)
+        if not self.has_view_permission(request, professional):
+            return HttpResponse(status=403)
+        company = professional.company
+        tz = company.tz
+        try:
+            day = date.fromisoformat(request.GET.get("date", ""))
+        except ValueError:
+            day = clock.now().astimezone(tz).date()
+        weekly: dict[int, list] = {}
+        for hours in professional.working_hours.all():
+            weekly.setdefault(hours.weekday, []).append((hours.start_time, hours.end_time))
+        intervals = [
+            f"{_local(start, company)[-5:]}-{_local(end, company)[-5:]}"
+            for start, end in working_intervals(weekly, day, tz)
+        ]
+        appointments = [
+            {
+                "reference": a.reference,
+                "url": reverse("admin:agenda_appointment_change", args=[a.pk]),
+                "time": f"{_local(a.starts_at, company)[-5:]}-{_local(a.ends_at, company)[-5:]}",
+                "service": a.service.name,
+                "contact": str(a.contact),
+                "state": a.get_state_display(),
+            }
+            for a in appointments_for_day(professional=professional, day=day)
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": _("%(name)s — %(day)s")
+            % {"name": professional.display_name, "day": describe_instant_day(day, tz)},
+            "professional": professional,
+            "day": day,
+            "previous_day": (day - timedelta(days=1)).isoformat(),
+            "next_day": (day + timedelta(days=1)).isoformat(),
+            "intervals": intervals,
+            "appointments": appointments,
+        }
+        return TemplateResponse(request, "admin/agenda/professional_day.html", context)
+
+
+def describe_instant_day(day: date, tz: ZoneInfo) -> str:
+    noon = datetime(day.year, day.month, day.day, 12, tzinfo=tz)
+    described = describe_instant(noon, tz)
+    return f"{described['weekday']} {described['date']}"
+
+
+@admin.register(TimeOff)
+class TimeOffAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
+    company_path = "professional__company"
+    list_display = ["professional", "starts_at", "ends_at", "reason"]
+    list_filter = ["professional__company", "professional"]
+    date_hierarchy = "starts_at"
+
+
+@admin.register(AgendaSettings)
+class AgendaSettingsAdmin(CompanyScopedAdmin):
+    list_display = [
+        "company",
+        "minimum_notice_minutes",
+        "booking_horizon_days",
+        "slot_step_minutes",
+        "cancellation_cutoff_minutes",
+        "auto_no_show",
+    ]
+
+
+class AppointmentAddForm(forms.ModelForm):
+    """A staff booking: the date and time are read in the company's own timezone."""
+
+    day = forms.DateField(label=_("date"), widget=admin.widgets.AdminDateWidget)
+    at = forms.TimeField(label=_("time (company local)"), widget=admin.widgets.AdminTimeWidget)
+
+    class Meta:
+        model = Appointment
+        fields = ["company", "contact", "service", "professional"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        company = data.get("company")
+        if company is None or any(data.get(f) is None for f in ("contact", "service", "day")):
+            return data
+        for name in ("contact", "service", "professional"):
+            if data.get(name) is not None and data[name].company_id != company.pk:
+                self.add_error(name, _("It belongs to another company."))
+        if self.errors or data.get("professional") is None or data.get("at") is None:
+            return data
+        data["starts_at"] = datetime.combine(data["day"], data["at"], tzinfo=company.tz)
+        try:
+            # The service checks again when it books; here it becomes a form error.
+            slot_validate(
+                company=company,
+                service=data["service"],
+                professional=data["professional"],
+                starts_at=data["starts_at"],
+                now=clock.now(),
+                enforce_customer_rules=False,
+            )
+        except GaranteError as error:
+            raise forms.ValidationError(str(error.user_message)) from None
+        return data
+
+
+class RescheduleForm(forms.ModelForm):
+    """The reschedule button's form: a new professional, date and local time."""
+
+    day = forms.DateField(label=_("date"), widget=admin.widgets.AdminDateWidget)
+    at = forms.TimeField(label=_("time (company local)"), widget=admin.widgets.AdminTimeWidget)
+
+    class Meta:
+        model = Appointment
+        fields = ["professional"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        appointment = self.instance
+        self.fields["professional"].queryset = Professional.objects.filter(
+            company_id=appointment.company_id, active=True, services=appointment.service_id
+        )
+        local = appointment.starts_at.astimezone(appointment.company.tz)
+        self.fields["day"].initial = local.date()
+        self.fields["at"].initial = local.time()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("day") and data.get("at"):
+            tz = self.instance.company.tz
+            data["starts_at"] = datetime.combine(data["day"], data["at"], tzinfo=tz)
+        return data
+
+
+# Each transition button, and the service call it makes for a staff member.
+STAFF_TRANSITIONS: dict[str, Callable[[Appointment, Any, dict[str, Any]], Appointment]] = {
+    "cancel": lambda a, user, _kw: services.appointment_cancel(
+        company=a.company, reference=a.reference, enforce_cutoff=False, by=user
+    ),
+    "mark_attended": lambda a, user, _kw: services.appointment_mark_attended(
+        company=a.company, reference=a.reference, by=user
+    ),
+    "mark_no_show": lambda a, user, _kw: services.appointment_mark_no_show(
+        company=a.company, reference=a.reference, by=user
+    ),
+    "reschedule": lambda a, user, kw: services.appointment_reschedule(
+        company=a.company,
+        reference=a.reference,
+        starts_at=kw["starts_at"],
+        professional=kw.get("professional"),
+        enforce_customer_rules=False,
+        by=user,
+    ),
+}
+
+
+@admin.register(Appointment)
+class AppointmentAdmin(CompanyLocalTimeMixin, FSMAdminMixin, CompanyScopedAdmin):
+    fsm_fields = ["state"]
+    fsm_forms = {"reschedule": RescheduleForm}
+    list_display = [
+        "reference",
+        "local_start",
+        "professional",
+        "service",
+        "contact",
+        "state",
+        "created_via",
+    ]
+    list_filter = ["state", "created_via", "professional", "company"]
+    list_select_related = ["company", "professional", "service", "contact"]
+    search_fields = ["reference", "contact__first_name", "contact__last_name", "contact__phone"]
+    date_hierarchy = "starts_at"
+    ordering = ["-starts_at"]
+    inlines = [StateLogInline]
+    readonly_fields = [
+        "reference",
+        "company",
+        "contact",
+        "service",
+        "professional",
+        "local_start",
+        "local_end",
+        "state",
+        "created_via",
+        "conversation",
+        "created_at",
+        "updated_at",
+    ]
+
+    @admin.display(description=_("starts (local)"), ordering="starts_at")
+    def local_start(self, appointment: Appointment) -> str:
+        return _local(appointment.starts_at, appointment.company)
+
+    @admin.display(description=_("ends (local)"))
+    def local_end(self, appointment: Appointment) -> str:
+        return _local(appointment.ends_at, appointment.company)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs):
+        if obj is None:
+            kwargs["form"] = AppointmentAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        if obj is None:
+            return ["company", "contact", "service", "professional", "day", "at"]
+        return self.readonly_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        return tuple(self.readonly_fields) if obj is not None else ()
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> list:
+        return self.inlines if obj is not None else []
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # appointments are cancelled, never deleted: the history stays
+
+    def save_model(self, request: HttpRequest, obj: Appointment, form: Any, change: bool) -> None:
+        if change:
+            return  # nothing is edited in place; changes are transitions
+        data = form.cleaned_data
+        appointment = services.appointment_book(
+            company=data["company"],
+            contact=data["contact"],
+            service=data["service"],
+            professional=data["professional"],
+            starts_at=data["starts_at"],
+            created_via=Appointment.Via.STAFF,
+            enforce_customer_rules=False,
+        )
+        # The admin goes on with `obj` (redirect, log entry): make it the appointment booked.
+        obj.pk = appointment.pk
+        obj.reference = appointment.reference
+        obj._state.adding = False
+
+    def _apply_fsm_transition(
+        self,
+        *,
+        obj: Appointment,
+        transition_name: str,
+        request: HttpRequest,
+        kwargs: Any = None,
+    ) -> bool:
+        """Both the buttons and the reschedule form end here (django-fsm-2's one hook for
+        applying a transition): run the service instead of the bare model method."""
+        service = STAFF_TRANSITIONS.get(transition_name)
+        if service is None:
+            self.message_user(request, _("Unknown transition."), level=messages.ERROR)
+            return False
+        try:
+            appointment = service(obj, request.user, dict(kwargs or {}))
+        except GaranteError as error:
+            self.message_user(request, str(error.user_message), level=messages.ERROR)
+            return False
+        self.message_user(
+            request,
+            _("Appointment %(reference)s is now %(state)s, %(start)s.")
+            % {
+                "reference": appointment.reference,
+                "state": appointment.get_state_display(),
+                "start": _local(appointment.starts_at, appointment.company),
+            },
+            level=messages.SUCCESS,
+        )
+        return True

@@ -1,0 +1,236 @@
+"""The agenda admin: scoped lists, transition buttons and staff bookings through the services."""
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
+from django.urls import reverse
+from django_fsm_log.models import StateLog
+
+from agenda import clock
+from agenda.models import Appointment
+from agenda.services import appointment_book
+from core.models import StaffMembership
+from core.services import contact_create
+from tests.agenda.conftest import MONDAY_8AM, local
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock(monkeypatch):
+    monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
+
+
+@pytest.fixture
+def staff(company):
+    user = get_user_model().objects.create_user(username="recepcion", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="agenda"))
+    StaffMembership.objects.create(user=user, company=company)
+    return user
+
+
+@pytest.fixture
+def staff_client(client, staff):
+    client.force_login(staff)
+    return client
+
+
+@pytest.fixture
+def appointment(company, service, marta, customer):
+    return appointment_book(
+        company=company,
+        contact=customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 10),
+        created_via="gateway",
+        now=MONDAY_8AM,
+    )
+
+
+def change_url(appointment: Appointment) -> str:
+    return reverse("admin:agenda_appointment_change", args=[appointment.pk])
+
+
+def buttons(response) -> set[str]:
+    return set(re.findall(r'name="_fsm_transition_to"\s+value="(\w+)"', response.content.decode()))
+
+
+def press(client, appointment: Appointment, transition: str):
+    """Post the change page back with one transition button pressed, as a browser would."""
+    page = client.get(change_url(appointment))
+    data = {"_fsm_transition_to": transition}
+    for inline in page.context["inline_admin_formsets"]:
+        management = inline.formset.management_form
+        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
+            data[f"{management.prefix}-{name}"] = management[name].value()
+    return client.post(change_url(appointment), data, follow=True)
+
+
+def history(appointment: Appointment):
+    return StateLog.objects.filter(
+        content_type=ContentType.objects.get_for_model(Appointment), object_id=appointment.pk
+    ).order_by("timestamp")
+
+
+def test_staff_see_only_their_companys_appointments(
+    staff_client, appointment, other_company, agenda_settings
+):
+    from agenda.models import Service
+    from agenda.services import professional_create
+
+    elsewhere_service = Service.objects.create(company=other_company, name="Radiografía")
+    elsewhere = professional_create(
+        company=other_company,
+        display_name="Dr. Vidal",
+        services=[elsewhere_service],
+        weekly_hours=[(1, local(2026, 1, 1, 9).time(), local(2026, 1, 1, 13).time())],
+    )
+    stranger = contact_create(company=other_company, first_name="Eva", email="e@example.com")
+    theirs = appointment_book(
+        company=other_company,
+        contact=stranger,
+        service=elsewhere_service,
+        professional=elsewhere,
+        starts_at=local(2026, 12, 8, 10),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+
+    page = staff_client.get(reverse("admin:agenda_appointment_changelist")).content.decode()
+
+    assert appointment.reference in page
+    assert theirs.reference not in page
+    assert "2026-12-08 10:00" in page  # local time, not UTC
+    assert staff_client.get(change_url(theirs)).status_code == 302  # not theirs: redirected
+
+
+def test_a_scheduled_appointment_offers_its_transitions_and_a_terminal_one_none(
+    staff_client, appointment
+):
+    assert buttons(staff_client.get(change_url(appointment))) == {
+        "cancel",
+        "mark_attended",
+        "mark_no_show",
+        "reschedule",
+    }
+
+    press(staff_client, appointment, "cancel")
+
+    assert buttons(staff_client.get(change_url(appointment))) == set()
+
+
+def test_the_cancel_button_goes_through_the_service_and_records_who(
+    staff_client, staff, appointment
+):
+    response = press(staff_client, appointment, "cancel")
+
+    appointment.refresh_from_db()
+    assert appointment.state == Appointment.State.CANCELLED
+    assert "is now Cancelled" in response.content.decode()
+    assert [(log.transition, log.by) for log in history(appointment)] == [("cancel", staff)]
+
+
+def test_a_button_the_service_refuses_shows_why_and_changes_nothing(staff_client, appointment):
+    response = press(staff_client, appointment, "mark_attended")  # it has not started yet
+
+    appointment.refresh_from_db()
+    assert appointment.state == Appointment.State.SCHEDULED
+    assert "Esa cita todavía no ha comenzado." in response.content.decode()
+    assert not history(appointment).exists()
+
+
+def test_the_reschedule_form_moves_the_appointment_in_local_time(staff_client, appointment, marta):
+    url = reverse(
+        "admin:agenda_appointment_transition",
+        kwargs={"object_id": appointment.pk, "transition_name": "reschedule"},
+    )
+    assert staff_client.get(url).status_code == 200
+
+    staff_client.post(url, {"professional": marta.pk, "day": "2026-12-09", "at": "11:30"})
+
+    appointment.refresh_from_db()
+    assert appointment.starts_at == local(2026, 12, 9, 11, 30)
+    assert appointment.state == Appointment.State.SCHEDULED
+    assert [log.transition for log in history(appointment)] == ["reschedule"]
+
+
+def test_the_reschedule_form_refuses_a_busy_time(
+    staff_client, appointment, company, service, marta, other_customer
+):
+    appointment_book(
+        company=company,
+        contact=other_customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 9, 11),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+    url = reverse(
+        "admin:agenda_appointment_transition",
+        kwargs={"object_id": appointment.pk, "transition_name": "reschedule"},
+    )
+
+    response = staff_client.post(
+        url, {"professional": marta.pk, "day": "2026-12-09", "at": "11:15"}, follow=True
+    )
+
+    assert "Esa franja ya está ocupada." in response.content.decode()
+    appointment.refresh_from_db()
+    assert appointment.starts_at == local(2026, 12, 8, 10)
+
+
+def test_staff_book_through_the_add_form_in_company_local_time(
+    staff_client, company, service, marta, customer
+):
+    response = staff_client.post(
+        reverse("admin:agenda_appointment_add"),
+        {
+            "company": company.pk,
+            "contact": customer.pk,
+            "service": service.pk,
+            "professional": marta.pk,
+            "day": "2026-12-07",
+            "at": "09:00",  # inside the customers' notice: staff may
+        },
+    )
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    appointment = Appointment.objects.get()
+    assert appointment.starts_at == local(2026, 12, 7, 9)
+    assert appointment.created_via == Appointment.Via.STAFF
+    assert appointment.reference.startswith("AP-")
+
+
+def test_the_add_form_refuses_a_busy_slot(staff_client, company, service, marta, appointment):
+    response = staff_client.post(
+        reverse("admin:agenda_appointment_add"),
+        {
+            "company": company.pk,
+            "contact": appointment.contact.pk,
+            "service": service.pk,
+            "professional": marta.pk,
+            "day": "2026-12-08",
+            "at": "10:15",
+        },
+    )
+
+    assert response.status_code == 200
+    assert "Esa franja ya está ocupada." in response.content.decode()
+    assert Appointment.objects.count() == 1
+
+
+def test_the_day_view_shows_hours_and_appointments_in_local_time(staff_client, marta, appointment):
+    response = staff_client.get(
+        reverse("admin:agenda_professional_day", args=[marta.pk]), {"date": "2026-12-08"}
+    )
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "09:00-13:00, 15:00-19:00" in page
+    assert appointment.reference in page and "10:00-10:30" in page
+    assert "martes 2026-12-08" in page
