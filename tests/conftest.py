@@ -3,7 +3,7 @@
 import itertools
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -13,6 +13,8 @@ from django.db import connection
 
 from core.models import Company
 from core.services import gateway_credential_issue
+
+pytest_plugins = ["tests.servers"]  # gunicorn_server, sqlite_database (see its docstring)
 
 _counter = itertools.count(1)
 
@@ -99,3 +101,89 @@ def tool_client(live_server: Any, token: str) -> ToolClient:
 @pytest.fixture
 def is_postgres() -> bool:
     return connection.vendor == "postgresql"
+
+
+class McpClient:
+    """Speaks JSON-RPC to POST /mcp of a live server, as the Gateway would.
+
+    `request(..., modern=False)` sends a legacy-era request (MCP-Protocol-Version 2025-11-25);
+    `modern=True` adds the 2026-07-28 `_meta` envelope and the matching routing headers.
+    Every response is checked for the one header this stateless server must never send.
+    """
+
+    LEGACY = "2025-11-25"
+    MODERN = "2026-07-28"
+
+    def __init__(self, base_url: str, token: str | None, conversation_id: str) -> None:
+        self.url = f"{base_url}/mcp"
+        self.conversation_id = conversation_id
+        headers = {"Accept": "application/json, text/event-stream"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        self.http = httpx.Client(
+            headers=headers, timeout=30, event_hooks={"response": [self._no_session_id]}
+        )
+        self._ids = itertools.count(1)
+
+    def __enter__(self) -> "McpClient":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        # Closing the socket lets the live server's thread release its database connection.
+        self.http.close()
+
+    @staticmethod
+    def _no_session_id(response: httpx.Response) -> None:
+        assert "mcp-session-id" not in response.headers, "a stateless server minted a session"
+
+    def post(self, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+        if isinstance(body, bytes | str):
+            headers = {"Content-Type": "application/json", **(headers or {})}
+            return self.http.post(self.url, content=body, headers=headers)
+        return self.http.post(self.url, json=body, headers=headers)
+
+    def request(
+        self,
+        method: str,
+        params: dict | None = None,
+        *,
+        modern: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        params = dict(params or {})
+        sent = {"MCP-Protocol-Version": self.MODERN if modern else self.LEGACY}
+        if modern:
+            params["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": self.MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                **params.get("_meta", {}),
+            }
+            sent["Mcp-Method"] = method
+            if method == "tools/call":
+                sent["Mcp-Name"] = params["name"]
+        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        return self.post(body, {**sent, **(headers or {})})
+
+    def call(
+        self,
+        name: str,
+        arguments: dict | None = None,
+        *,
+        key: str | None = None,
+        conversation_id: str | None = None,
+        meta: dict | None = None,
+        modern: bool = False,
+    ) -> httpx.Response:
+        """tools/call with the Gateway's `_meta` keys (conversation id unless overridden)."""
+        call_meta = {"com.asixto/conversationId": conversation_id or self.conversation_id}
+        if key is not None:
+            call_meta["com.asixto/idempotencyKey"] = key
+        call_meta.update(meta or {})
+        params = {"name": name, "arguments": arguments or {}, "_meta": call_meta}
+        return self.request("tools/call", params, modern=modern)
+
+
+@pytest.fixture
+def mcp(live_server: Any, token: str) -> Iterator[McpClient]:
+    with McpClient(live_server.url, token, f"conv-{uuid.uuid4().hex[:8]}") as client:
+        yield client

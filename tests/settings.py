@@ -22,6 +22,7 @@ os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 
 from core.settings import *  # noqa: E402, F403
 
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]  # noqa: F405  (test-only tools)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 CELERY_TASK_ALWAYS_EAGER = True

@@ -52,10 +52,12 @@ def json_response(
 
 
 def outcome_response(outcome: Outcome) -> HttpResponse:
+    """The HTTP answer of a tool outcome (seed 2): a replay keeps the original status and body
+    and says so; a retryable error (request_in_progress) carries Retry-After."""
     headers = {}
     if outcome.replayed:
         headers["X-Idempotency-Replayed"] = "true"
-    if "retry_after_seconds" in outcome.body:
+    if outcome.is_error and "retry_after_seconds" in outcome.body:
         headers["Retry-After"] = str(outcome.body["retry_after_seconds"])
     return json_response(outcome.body, outcome.status, headers)
 

@@ -69,14 +69,7 @@ def call_tool(
     params = parse_arguments(tool, arguments)
     started = time.monotonic()
     with translation.override(company.language):
-        outcome = _run(
-            tool,
-            company=company,
-            arguments=arguments or {},
-            params=params,
-            meta=meta,
-            surface=surface,
-        )
+        outcome = _run(tool, company=company, params=params, meta=meta, surface=surface)
     logger.info(
         "tool=%s company=%s outcome=%s replayed=%s ms=%.1f",
         tool.name,
@@ -88,15 +81,13 @@ def call_tool(
     return outcome
 
 
-def _run(
-    tool: Tool,
-    *,
-    company: Company,
-    arguments: dict[str, Any],
-    params: Any,
-    meta: CallMeta,
-    surface: str,
-) -> Outcome:
+def canonical_request(params: pydantic.BaseModel) -> dict[str, Any]:
+    """The validated request the idempotency fingerprint covers (seed 2: "la petición canónica
+    validada"): coerced values, but an omitted field stays omitted and an explicit null stays."""
+    return params.model_dump(mode="json", exclude_unset=True)
+
+
+def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: str) -> Outcome:
     ctx = ToolContext(company=company, meta=meta, surface=surface)
     try:
         if not meta.conversation_id or not isinstance(meta.conversation_id, str):
@@ -114,7 +105,11 @@ def _run(
                 return cap_output(tool.handler(ctx, params)), 200
 
             result = idempotent_execute(
-                company=company, key=key, operation=tool.name, request=arguments, effect=effect
+                company=company,
+                key=key,
+                operation=tool.name,
+                request=canonical_request(params),
+                effect=effect,
             )
             return Outcome(
                 body=result.body, is_error=False, status=result.status, replayed=result.replayed

@@ -8,13 +8,16 @@ then replays its answer; the wait is bounded (CONFLICT request_in_progress past 
 """
 
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import rfc8785
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -26,29 +29,48 @@ from tooling.models import IdempotencyRecord
 
 HTTP_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_KEY_LENGTH = 255
+_LOCK_NOT_AVAILABLE = "55P03"
 
 
 @dataclass(frozen=True)
 class IdempotentResult:
+    """A success, first-hand or replayed. `text` is the exact JSON text stored for replays."""
+
     body: dict[str, Any]
     status: int
     replayed: bool
+    text: str
 
 
 class _AlreadyRecorded(Exception):
     """Another transaction committed the same key while we waited on the unique index."""
 
 
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 (JCS) canonical JSON: sorted keys, no whitespace, canonical numbers."""
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, TypeError) as exc:
+        # Integers beyond IEEE-754 doubles, NaN, or non-JSON values have no canonical form.
+        raise ValidationFailed(
+            _("Los argumentos de la herramienta no son válidos."), code="invalid_arguments"
+        ) from exc
+
+
 def request_fingerprint(operation: str, request: Any) -> str:
-    """SHA-256 of the RFC 8785 canonical JSON: key order and spacing do not count; values,
-    array order and null-versus-omitted do."""
-    canonical = rfc8785.dumps({"operation": operation, "request": request})
-    return hashlib.sha256(canonical).hexdigest()
+    """SHA-256 of the canonical JSON of the operation and its request: key order and spacing
+    do not count; values, array order and null-versus-omitted do."""
+    return hashlib.sha256(canonical_json({"operation": operation, "request": request})).hexdigest()
 
 
 def check_http_key(key: str | None) -> str:
     """Validate an Idempotency-Key header value (seed 2): 422 invalid_idempotency_key."""
-    if key is None or not HTTP_KEY_PATTERN.match(key):
+    if key is None:
+        raise ValidationFailed(
+            _("Falta la clave de idempotencia de esta operación."),
+            code="missing_idempotency_key",
+        )
+    if not HTTP_KEY_PATTERN.match(key):
         raise ValidationFailed(
             _("La clave de idempotencia no tiene un formato válido."),
             code="invalid_idempotency_key",
@@ -63,7 +85,7 @@ def check_gateway_key(key: Any) -> str:
             _("Falta la clave de idempotencia de esta operación."),
             code="missing_idempotency_key",
         )
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH:
+    if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_LENGTH:
         raise ValidationFailed(
             _("La clave de idempotencia no tiene un formato válido."),
             code="invalid_idempotency_key",
@@ -79,27 +101,42 @@ def in_progress() -> Conflict:
     )
 
 
+def response_text(body: dict[str, Any]) -> str:
+    """The JSON text a success is stored and answered as (compact, UTF-8 kept)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), cls=DjangoJSONEncoder)
+
+
 def _lookup(company: Company, key: str) -> IdempotencyRecord | None:
     return IdempotencyRecord.objects.filter(company=company, key=key).first()
 
 
-def _replay(record: IdempotencyRecord, operation: str, fingerprint: str) -> IdempotentResult:
+def _replay(
+    record: IdempotencyRecord, operation: str, fingerprint: str, now: datetime
+) -> IdempotentResult:
     if record.operation != operation or record.fingerprint != fingerprint:
         raise Conflict(
             _("Esa clave ya se usó para otra operación con datos distintos."),
             code="idempotency_conflict",
         )
-    now = timezone.now()
     if record.response is None or record.replay_until <= now:
         raise Conflict(
-            _("Esa operación ya se hizo hace tiempo y su resultado ya no está disponible."),
+            _(
+                "Esa operación ya se hizo hace tiempo y su resultado ya no está disponible. "
+                "Consulte su estado antes de pedirla de nuevo."
+            ),
             code="idempotency_expired",
             http_status=410,
         )
+    # Bookkeeping for the admin; one indexed UPDATE, no lock held beyond the statement.
     IdempotencyRecord.objects.filter(pk=record.pk).update(
         replay_count=F("replay_count") + 1, last_replayed_at=now
     )
-    return IdempotentResult(body=record.response, status=record.status_code, replayed=True)
+    return IdempotentResult(
+        body=json.loads(record.response),
+        status=record.status_code,
+        replayed=True,
+        text=record.response,
+    )
 
 
 def _set_lock_timeout(milliseconds: int | None) -> None:
@@ -113,10 +150,43 @@ def _set_lock_timeout(milliseconds: int | None) -> None:
 
 
 def _is_lock_wait_exceeded(exc: OperationalError) -> bool:
-    cause = exc.__cause__
-    if getattr(cause, "sqlstate", None) == "55P03":  # lock_not_available
+    if getattr(exc.__cause__, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
         return True
-    return "database is locked" in str(exc)
+    return connection.vendor == "sqlite" and "database is locked" in str(exc)
+
+
+def _claim(
+    *,
+    company: Company,
+    key: str,
+    operation: str,
+    fingerprint: str,
+    now: datetime,
+    forgotten: IdempotencyRecord | None,
+) -> IdempotencyRecord:
+    """Insert the record in the current transaction; wait (bounded) for a concurrent twin."""
+    _set_lock_timeout(settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS)
+    if forgotten is not None:
+        # Past its tombstone period but not purged yet: the key starts a new operation.
+        IdempotencyRecord.objects.filter(pk=forgotten.pk, expires_at__lte=now).delete()
+    replay_until = now + settings.GARANTE_IDEMPOTENCY_REPLAY_WINDOW
+    try:
+        # A savepoint, so a unique violation leaves the outer transaction usable.
+        with transaction.atomic():
+            record = IdempotencyRecord.objects.create(
+                company=company,
+                key=key,
+                operation=operation,
+                fingerprint=fingerprint,
+                created_at=now,
+                replay_until=replay_until,
+                expires_at=replay_until + settings.GARANTE_IDEMPOTENCY_TOMBSTONE_PERIOD,
+            )
+    except IntegrityError:
+        raise _AlreadyRecorded from None
+    # The effect's own locks are not ours to bound.
+    _set_lock_timeout(None)
+    return record
 
 
 def idempotent_execute(
@@ -129,49 +199,47 @@ def idempotent_execute(
 ) -> IdempotentResult:
     """Run `effect` at most once per (company, key); replay its stored success otherwise.
 
-    `effect` runs inside this function's transaction and returns (body, status). It raises
-    to fail: then nothing is stored and the same key may be retried.
+    `request` is the validated request (JSON-compatible) whose fingerprint guards the key.
+    `effect` runs inside this function's transaction, after the record is inserted, and
+    returns (body, status). It raises to fail: then nothing is stored, its writes are rolled
+    back, and the same key may be retried.
     """
     fingerprint = request_fingerprint(operation, request)
-    record = _lookup(company, key)
-    if record is not None:
-        return _replay(record, operation, fingerprint)
     now = timezone.now()
-    replay_until = now + settings.GARANTE_IDEMPOTENCY_REPLAY_WINDOW
+    record = _lookup(company, key)
+    if record is not None and record.expires_at > now:
+        return _replay(record, operation, fingerprint, now)
+    claimed = False
     try:
         with transaction.atomic():
-            _set_lock_timeout(settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS)
-            try:
-                with transaction.atomic():
-                    record = IdempotencyRecord.objects.create(
-                        company=company,
-                        key=key,
-                        operation=operation,
-                        fingerprint=fingerprint,
-                        created_at=now,
-                        replay_until=replay_until,
-                        expires_at=replay_until + settings.GARANTE_IDEMPOTENCY_TOMBSTONE_PERIOD,
-                    )
-            except IntegrityError:
-                raise _AlreadyRecorded from None
-            _set_lock_timeout(None)
+            record = _claim(
+                company=company,
+                key=key,
+                operation=operation,
+                fingerprint=fingerprint,
+                now=now,
+                forgotten=record,
+            )
+            claimed = True
             body, status = effect()
-            record.response = body
-            record.status_code = status
-            record.save(update_fields=["response", "status_code"])
+            text = response_text(body)
+            IdempotencyRecord.objects.filter(pk=record.pk).update(response=text, status_code=status)
     except _AlreadyRecorded:
         record = _lookup(company, key)
         if record is None:  # purged in between: vanishingly rare; let the caller retry
             raise in_progress() from None
-        return _replay(record, operation, fingerprint)
+        return _replay(record, operation, fingerprint, timezone.now())
     except OperationalError as exc:
-        if _is_lock_wait_exceeded(exc):
+        # Waiting for the twin's transaction (PostgreSQL lock_timeout at the insert, SQLite's
+        # busy timeout at BEGIN IMMEDIATE) is "still in progress"; later failures are SYSTEM.
+        if not claimed and _is_lock_wait_exceeded(exc):
             raise in_progress() from exc
         raise
-    return IdempotentResult(body=body, status=status, replayed=False)
+    # Answer the stored text's reading, so the first answer and every replay are identical.
+    return IdempotentResult(body=json.loads(text), status=status, replayed=False, text=text)
 
 
-def idempotency_records_purge(*, now: Any = None) -> tuple[int, int]:
+def idempotency_records_purge(*, now: datetime | None = None) -> tuple[int, int]:
     """Drop responses past their replay window (keeping tombstones) and forget expired keys.
 
     Returns (tombstoned, deleted).

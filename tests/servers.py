@@ -1,0 +1,261 @@
+"""Real multi-process servers for concurrency tests: gunicorn against the test database.
+
+pytest-django's `live_server` is one process with threads; races between processes (and the
+database locks they take) need a real gunicorn with several workers. Registered from
+tests/conftest.py (`pytest_plugins = ["tests.servers"]`), so every test can use:
+
+- `gunicorn_server` — a factory. `gunicorn_server(workers=3, threads=4, env={...})` starts
+  `gunicorn core.wsgi` with DJANGO_SETTINGS_MODULE=tests.settings (so the same settings and
+  the test-only tools) on a free port, against the CURRENT test database (the one
+  pytest-django created, e.g. test_idem on PostgreSQL), waits until `/api/ping` answers, and
+  returns a `GunicornServer` (`.url`, `.log()`, `.stop()`). Every server is stopped when the
+  test ends, before the database is flushed. `env` adds or overrides environment variables
+  of the server (for example `{"GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS": "300"}`, read by the
+  settings at start-up); `database_url=` points it at another database.
+  The fixture needs `transactional_db` (it requests it): the server is another process and
+  sees only committed rows, so build your data through services as usual and it is visible.
+
+- `sqlite_database` — a factory for the demo configuration: `sqlite_database()` creates a
+  temporary, migrated SQLite file (a copy of one migrated once per session) and returns a
+  `SqliteDatabase` (`.url` for `gunicorn_server(database_url=...)`, `.run(code)` to run
+  Python against it in a Django subprocess — the test process stays on the test database).
+
+Example::
+
+    def test_fifty_duplicates_have_one_effect(gunicorn_server, company, token):
+        server = gunicorn_server(workers=3, threads=8)
+        with httpx.Client(base_url=server.url) as http:
+            ...
+
+Keep workers x threads modest (the machines have 2 cores and PostgreSQL's connections are
+shared by everybody's test runs).
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_TIMEOUT_SECONDS = 60
+
+
+def database_url_of_current_connection() -> str:
+    """The URL of the database this test process uses now (the test database)."""
+    conf = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{conf['NAME']}"
+    user = conf.get("USER") or ""
+    password = f":{conf['PASSWORD']}" if conf.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    port = f":{conf['PORT']}" if conf.get("PORT") else ""
+    return f"postgres://{auth}{conf.get('HOST') or '127.0.0.1'}{port}/{conf['NAME']}"
+
+
+def server_environment(database_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": database_url,
+            "PYTHONPATH": str(ROOT),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class GunicornServer:
+    process: subprocess.Popen
+    url: str
+    log_path: Path
+    _stopped: bool = field(default=False, repr=False)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        """Stop the master (it stops its workers); kill it if it lingers."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+
+def _listening_socket() -> socket.socket:
+    # Bound here and handed to gunicorn as fd://N: no window in which another process could
+    # take the port between choosing it and binding it.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def start_gunicorn(
+    *,
+    database_url: str,
+    log_dir: Path,
+    workers: int = 2,
+    threads: int = 1,
+    env: dict[str, str] | None = None,
+    timeout: int = 60,
+) -> GunicornServer:
+    sock = _listening_socket()
+    port = sock.getsockname()[1]
+    log_path = log_dir / f"gunicorn-{port}.log"
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "core.wsgi:application",
+        "--bind",
+        f"fd://{sock.fileno()}",
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        "--timeout",
+        str(timeout),
+        "--graceful-timeout",
+        "5",
+        # Tests often connect first and send later (to release many requests at once);
+        # gunicorn's default of 2 s would close those idle connections in between.
+        "--keep-alive",
+        "60",
+        "--log-level",
+        "warning",
+    ]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=server_environment(database_url, env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(sock.fileno(),),
+            start_new_session=True,  # its own process group, so a lingering tree can be killed
+        )
+    sock.close()
+    server = GunicornServer(process=process, url=f"http://127.0.0.1:{port}", log_path=log_path)
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"gunicorn exited with {process.returncode}:\n{server.log()}")
+        try:
+            if httpx.get(f"{server.url}/api/ping", timeout=2).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"gunicorn did not become ready:\n{server.log()}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def gunicorn_server(
+    transactional_db: None, tmp_path: Path
+) -> Iterator[Callable[..., GunicornServer]]:
+    servers: list[GunicornServer] = []
+
+    def start(
+        *,
+        workers: int = 2,
+        threads: int = 1,
+        env: dict[str, str] | None = None,
+        database_url: str | None = None,
+    ) -> GunicornServer:
+        server = start_gunicorn(
+            database_url=database_url or database_url_of_current_connection(),
+            log_dir=tmp_path,
+            workers=workers,
+            threads=threads,
+            env=env,
+        )
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@dataclass
+class SqliteDatabase:
+    path: Path
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def run(self, code: str) -> Any:
+        """Run Python `code` with Django set up against this database; return the JSON value
+        the code assigns to `result`."""
+        script = (
+            f"import django, json\ndjango.setup()\n{code}\nprint('RESULT:' + json.dumps(result))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env=server_environment(self.url),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"SQLite helper failed:\n{done.stdout}\n{done.stderr}")
+        line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT:"))
+        return json.loads(line.removeprefix("RESULT:"))
+
+
+def _migrated_sqlite(path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+        cwd=ROOT,
+        env=server_environment(f"sqlite:///{path}"),
+        check=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="session")
+def _sqlite_template() -> Iterator[Path]:
+    # Migrating takes a while; do it once per session and copy the file for each test.
+    with tempfile.TemporaryDirectory(prefix="garante-sqlite-template-") as directory:
+        path = Path(directory) / "template.sqlite3"
+        _migrated_sqlite(path)
+        yield path
+
+
+@pytest.fixture
+def sqlite_database(
+    _sqlite_template: Path, tmp_path: Path
+) -> Iterator[Callable[[], SqliteDatabase]]:
+    def create() -> SqliteDatabase:
+        database = SqliteDatabase(tmp_path / f"demo-{time.monotonic_ns()}.sqlite3")
+        shutil.copyfile(_sqlite_template, database.path)
+        return database
+
+    yield create

@@ -1,0 +1,9 @@
+"""App config of the test-only app (installed by tests/settings.py only)."""
+
+from django.apps import AppConfig
+
+
+class TestAppConfig(AppConfig):
+    name = "tests.testapp"
+    label = "testapp"
+    default_auto_field = "django.db.models.BigAutoField"

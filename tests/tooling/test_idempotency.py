@@ -1,0 +1,486 @@
+"""Idempotency of every write (seed 1 §1, seed 2), over the REST mirror and the execution path."""
+
+import json
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connection, connections
+from django.utils import timezone
+
+from core.models import Company
+from tests.testapp import services
+from tests.testapp.models import Counter, Reservation
+from tooling.context import CallMeta
+from tooling.execution import call_tool
+from tooling.idempotency import idempotency_records_purge, idempotent_execute
+from tooling.models import IdempotencyRecord
+from tooling.registry import registry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INCREMENT = "testapp_increment_counter"
+CANCEL = "testapp_cancel_reservation"
+
+
+def counter_value(company: Company, name: str = "visits") -> int:
+    counter = Counter.objects.filter(company=company, name=name).first()
+    return counter.value if counter else 0
+
+
+# --- The key is looked up before any guard -----------------------------------------------
+
+
+def test_a_retried_cancellation_returns_the_same_success_not_already_cancelled(
+    tool_client, company
+):
+    """The seed's sequence: 1st attempt cancels; the 2nd must not hear «ya cancelada»."""
+    reservation = services.reservation_create(company=company, owner=tool_client.conversation_id)
+
+    first = tool_client.call(CANCEL, {"reference": reservation.reference}, key="cancel-1")
+    second = tool_client.call(CANCEL, {"reference": reservation.reference}, key="cancel-1")
+
+    assert first.status_code == 200
+    assert first.json() == {"reference": reservation.reference, "state": "cancelled"}
+    assert second.status_code == 200
+    assert second.content == first.content
+    assert second.headers["X-Idempotency-Replayed"] == "true"
+    reservation.refresh_from_db()
+    assert reservation.cancellations == 1
+
+
+def test_a_new_key_on_a_cancelled_reservation_gets_the_state_guard_error(tool_client, company):
+    reservation = services.reservation_create(company=company, owner=tool_client.conversation_id)
+    tool_client.call(CANCEL, {"reference": reservation.reference}, key="cancel-1")
+
+    again = tool_client.call(CANCEL, {"reference": reservation.reference}, key="cancel-2")
+
+    assert again.status_code == 422
+    assert again.json()["error_type"] == "VALIDATION"
+    assert again.json()["state"] == "cancelled"
+    assert "X-Idempotency-Replayed" not in again.headers
+
+
+def test_the_same_key_from_another_owner_replays_and_another_key_meets_the_ownership_guard(
+    tool_client, company
+):
+    reservation = services.reservation_create(company=company, owner=tool_client.conversation_id)
+    first = tool_client.call(CANCEL, {"reference": reservation.reference}, key="cancel-1")
+
+    same_key = tool_client.call(
+        CANCEL, {"reference": reservation.reference}, key="cancel-1", conversation_id="stranger"
+    )
+    other_key = tool_client.call(
+        CANCEL, {"reference": reservation.reference}, key="cancel-9", conversation_id="stranger"
+    )
+
+    assert same_key.status_code == 200
+    assert same_key.content == first.content
+    assert same_key.headers["X-Idempotency-Replayed"] == "true"
+    assert other_key.status_code == 403
+    assert other_key.json()["error_type"] == "PERMISSION"
+
+
+# --- Replay, conflict, fingerprint ----------------------------------------------------------
+
+
+def test_a_replay_returns_the_original_status_and_text_and_says_it_is_a_replay(
+    tool_client, company
+):
+    first = tool_client.call(INCREMENT, {"name": "visits"}, key="visit-1")
+    second = tool_client.call(INCREMENT, {"name": "visits"}, key="visit-1")
+
+    assert first.status_code == second.status_code == 200
+    assert "X-Idempotency-Replayed" not in first.headers
+    assert second.headers["X-Idempotency-Replayed"] == "true"
+    # The same text byte for byte, key order included (seed 2: "mismo estado, mismo texto").
+    assert first.content == second.content == b'{"counter":"visits","value":1,"by":1}'
+    assert counter_value(company) == 1
+    record = IdempotencyRecord.objects.get(company=company, key="visit-1")
+    assert record.replay_count == 1
+    assert record.operation == INCREMENT
+
+
+def test_the_same_key_with_other_arguments_is_a_conflict_and_executes_nothing(tool_client, company):
+    tool_client.call(INCREMENT, {"name": "visits"}, key="visit-1")
+
+    other_value = tool_client.call(INCREMENT, {"name": "visits", "by": 2}, key="visit-1")
+    other_tool = tool_client.call(CANCEL, {"reference": "RS-222222"}, key="visit-1")
+
+    for response in (other_value, other_tool):
+        assert response.status_code == 409
+        assert response.json()["error_type"] == "CONFLICT"
+        assert response.json()["code"] == "idempotency_conflict"
+        assert "X-Idempotency-Replayed" not in response.headers
+    assert counter_value(company) == 1
+
+
+def test_key_order_and_whitespace_do_not_make_another_request(tool_client, company):
+    tool_client.call(INCREMENT, {"name": "visits", "tags": ["a", "b"], "by": 3}, key="k-1")
+
+    reordered = tool_client.http.post(
+        f"/api/tools/{INCREMENT}",
+        content=b'{ "by" : 3,\n  "tags": [ "a","b" ] ,"name":"visits" }',
+        headers={
+            "X-Conversation-Id": tool_client.conversation_id,
+            "Idempotency-Key": "k-1",
+            "Content-Type": "application/json",
+        },
+    )
+
+    assert reordered.status_code == 200
+    assert reordered.headers["X-Idempotency-Replayed"] == "true"
+    assert counter_value(company) == 3
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"name": "visits", "tags": ["b", "a"]},  # array order
+        {"name": "visits", "tags": ["a", "b"], "note": None},  # null is not omitted
+        {"name": "visits", "tags": ["a", "b"], "by": 2},  # a value
+        {"name": "visits", "tags": ["a", "b", "c"]},  # an element more
+    ],
+)
+def test_array_order_values_and_null_versus_omitted_make_another_request(
+    tool_client, company, changed
+):
+    tool_client.call(INCREMENT, {"name": "visits", "tags": ["a", "b"]}, key="k-1")
+
+    response = tool_client.call(INCREMENT, changed, key="k-1")
+
+    assert response.status_code == 409
+    assert response.json()["code"] == "idempotency_conflict"
+    assert counter_value(company) == 1
+
+
+def test_an_explicit_null_replays_an_explicit_null(tool_client, company):
+    first = tool_client.call(INCREMENT, {"name": "visits", "note": None}, key="k-1")
+    second = tool_client.call(INCREMENT, {"note": None, "name": "visits"}, key="k-1")
+
+    assert second.status_code == 200
+    assert second.content == first.content
+    assert counter_value(company) == 1
+
+
+def test_keys_are_scoped_per_company(live_server, company, other_company, token, other_token):
+    answers = []
+    for bearer in (token, other_token):
+        answers.append(
+            httpx.post(
+                f"{live_server.url}/api/tools/{INCREMENT}",
+                json={"name": "visits", "by": 5 if bearer == token else 7},
+                headers={
+                    "Authorization": f"Bearer {bearer}",
+                    "X-Conversation-Id": "conv-1",
+                    "Idempotency-Key": "shared-key",
+                },
+            )
+        )
+
+    # Other arguments under the same key: a conflict if keys were global; two operations here.
+    assert [a.status_code for a in answers] == [200, 200]
+    assert "X-Idempotency-Replayed" not in answers[1].headers
+    assert answers[0].json()["value"] == 5
+    assert answers[1].json()["value"] == 7
+    assert counter_value(company) == 5
+    assert counter_value(other_company) == 7
+    assert IdempotencyRecord.objects.filter(key="shared-key").count() == 2
+
+
+# --- Keys required and well-formed ------------------------------------------------------------
+
+
+def test_a_write_without_a_key_is_refused_and_never_executed(tool_client, company):
+    response = tool_client.call(INCREMENT, {"name": "visits"})
+
+    assert response.status_code == 422
+    assert response.json()["error_type"] == "VALIDATION"
+    assert response.json()["code"] == "missing_idempotency_key"
+    assert counter_value(company) == 0
+    assert not IdempotencyRecord.objects.exists()
+
+
+def test_a_read_needs_no_key(tool_client, company):
+    tool_client.call(INCREMENT, {"name": "visits", "by": 4}, key="k-1")
+
+    response = tool_client.call("testapp_read_counter", {"name": "visits"})
+
+    assert response.status_code == 200
+    assert response.json() == {"counter": "visits", "value": 4}
+
+
+@pytest.mark.parametrize(
+    "key", ["", "-starts-with-dash", ".dot", "has space", "slash/inside", "a@b", "a" * 129]
+)
+def test_a_key_outside_the_pattern_is_422_invalid_idempotency_key(tool_client, company, key):
+    response = tool_client.call(INCREMENT, {"name": "visits"}, key=key)
+
+    assert response.status_code == 422
+    assert response.json()["error_type"] == "VALIDATION"
+    assert response.json()["code"] == "invalid_idempotency_key"
+    assert counter_value(company) == 0
+
+
+@pytest.mark.parametrize(
+    "key", ["a", "A" * 128, "3f7c1a52-9c1e-4b8d-8a41-2d5b6e7f9a01", "op:2026.12_01-x"]
+)
+def test_a_key_inside_the_pattern_is_accepted(tool_client, company, key):
+    response = tool_client.call(INCREMENT, {"name": "visits"}, key=key)
+
+    assert response.status_code == 200
+    assert IdempotencyRecord.objects.get(company=company).key == key
+
+
+def test_the_gateway_key_is_required_on_writes_and_checked_for_shape(company):
+    tool = registry.get(INCREMENT)
+
+    def call(key):
+        meta = CallMeta(conversation_id="conv-1", idempotency_key=key)
+        return call_tool(tool, company=company, arguments={"name": "v"}, meta=meta, surface="mcp")
+
+    assert call(None).body["code"] == "missing_idempotency_key"
+    assert call(None).error_type == "VALIDATION"
+    for bad in ("", "   ", 42, "k" * 256):
+        assert call(bad).body["code"] == "invalid_idempotency_key"
+    assert counter_value(company, "v") == 0
+    # The Gateway's keys are used as given: any non-empty string, not only seed 2's pattern.
+    assert call("gw/ñ key 1").is_error is False
+    assert call("gw/ñ key 1").replayed is True
+    assert counter_value(company, "v") == 1
+
+
+# --- Only successes are stored; effect and record commit together -----------------------
+
+
+def test_a_business_error_stores_nothing_and_the_retry_executes(tool_client, company):
+    missing = tool_client.call(CANCEL, {"reference": "RS-777777"}, key="cancel-1")
+    services.reservation_create(
+        company=company, owner=tool_client.conversation_id, reference="RS-777777"
+    )
+    retry = tool_client.call(CANCEL, {"reference": "RS-777777"}, key="cancel-1")
+
+    assert missing.status_code == 404
+    assert missing.json()["error_type"] == "NOT_FOUND"
+    assert retry.status_code == 200
+    assert "X-Idempotency-Replayed" not in retry.headers
+    assert Reservation.objects.get(reference="RS-777777").state == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("failure", "status", "error_type"),
+    [("business", 422, "VALIDATION"), ("database", 503, "SYSTEM"), ("unexpected", 503, "SYSTEM")],
+)
+def test_a_write_that_fails_after_writing_leaves_neither_its_row_nor_a_record(
+    tool_client, company, failure, status, error_type
+):
+    response = tool_client.call(
+        "testapp_fail_after_write", {"name": "visits", "failure": failure}, key="k-1"
+    )
+
+    assert response.status_code == status
+    assert response.json()["error_type"] == error_type
+    assert not Counter.objects.filter(company=company).exists()
+    assert not IdempotencyRecord.objects.exists()
+
+
+def test_a_database_error_in_the_handler_stores_nothing_and_the_retry_executes(
+    tool_client, company, monkeypatch
+):
+    real_increment = services.counter_increment
+    attempts = []
+
+    def flaky_increment(**kwargs):
+        attempts.append(kwargs)
+        counter = real_increment(**kwargs)
+        if len(attempts) == 1:  # the first attempt writes, then the database fails
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT * FROM testapp_table_that_does_not_exist")
+        return counter
+
+    monkeypatch.setattr(services, "counter_increment", flaky_increment)
+
+    failed = tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+    retried = tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+
+    assert failed.status_code == 503
+    assert failed.json()["error_type"] == "SYSTEM"
+    assert failed.json()["code"] == "database_unavailable"
+    assert retried.status_code == 200
+    assert "X-Idempotency-Replayed" not in retried.headers
+    assert retried.json()["value"] == 1  # the failed attempt's write was rolled back
+    assert len(attempts) == 2
+
+
+def test_a_simulated_database_outage_stores_nothing_and_the_retry_executes(company):
+    tool = registry.get(INCREMENT)
+
+    def call(fault):
+        meta = CallMeta(conversation_id="conv-1", idempotency_key="k-1", fault=fault)
+        return call_tool(tool, company=company, arguments={"name": "v"}, meta=meta, surface="mcp")
+
+    down = call("database")
+    up = call(None)
+
+    assert down.error_type == "SYSTEM"
+    assert up.is_error is False
+    assert up.replayed is False
+    assert counter_value(company, "v") == 1
+
+
+def test_an_unexpected_failure_is_system_and_logged_with_its_trace(tool_client, company, caplog):
+    response = tool_client.call(
+        "testapp_fail_after_write", {"name": "visits", "failure": "unexpected"}, key="k-1"
+    )
+
+    assert response.status_code == 503
+    assert "RuntimeError" not in response.text  # no trace on the wire
+    logged = [r for r in caplog.records if r.name == "garante.tools" and r.exc_info]
+    assert logged and logged[0].exc_info[0] is RuntimeError
+
+
+def test_the_record_is_inserted_in_the_effects_transaction_and_invisible_until_commit(company):
+    seen = {}
+
+    def effect():
+        seen["in_transaction"] = connection.in_atomic_block
+        seen["here"] = IdempotencyRecord.objects.filter(company=company, key="k-1").exists()
+        other = connections.create_connection("default")
+        try:
+            with other.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM tooling_idempotencyrecord WHERE key = %s", ["k-1"]
+                )
+                seen["elsewhere"] = cursor.fetchone()[0]
+        finally:
+            other.close()
+        return {"done": True}, 200
+
+    result = idempotent_execute(
+        company=company, key="k-1", operation="op", request={}, effect=effect
+    )
+
+    assert seen == {"in_transaction": True, "here": True, "elsewhere": 0}
+    assert result.replayed is False
+    assert IdempotencyRecord.objects.get(key="k-1").response == '{"done":true}'
+
+
+def test_an_oversized_write_result_is_capped_before_it_is_stored(tool_client, company):
+    arguments = {"name": "visits", "note": "x" * 5000}  # echoed back: too long an answer
+
+    first = tool_client.call(INCREMENT, arguments, key="k-1")
+    second = tool_client.call(INCREMENT, arguments, key="k-1")
+
+    assert first.status_code == 200
+    assert len(first.text) <= settings.GARANTE_OUTPUT_MAX_CHARS
+    assert first.json()["truncated"] is True
+    assert second.content == first.content
+    assert IdempotencyRecord.objects.get(key="k-1").response == first.text
+    assert counter_value(company) == 1
+
+
+# --- Replay window, tombstones, purge ---------------------------------------------------------
+
+
+def test_the_replay_window_is_at_least_seven_days(tool_client, company):
+    assert timedelta(days=7) <= settings.GARANTE_IDEMPOTENCY_REPLAY_WINDOW
+    first = tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+    record = IdempotencyRecord.objects.get(key="k-1")
+    assert record.replay_until - record.created_at == settings.GARANTE_IDEMPOTENCY_REPLAY_WINDOW
+    # Six days and 23 hours later, the retry still replays.
+    IdempotencyRecord.objects.filter(pk=record.pk).update(
+        created_at=record.created_at - timedelta(days=6, hours=23),
+        replay_until=timezone.now() + timedelta(hours=1),
+    )
+
+    retry = tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+
+    assert retry.status_code == 200
+    assert retry.content == first.content
+    assert counter_value(company) == 1
+
+
+def past_its_replay_window(key: str) -> None:
+    IdempotencyRecord.objects.filter(key=key).update(
+        replay_until=timezone.now() - timedelta(seconds=1)
+    )
+
+
+def test_a_key_past_its_replay_window_answers_410_idempotency_expired(tool_client, company):
+    tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+    past_its_replay_window("k-1")
+
+    before_purge = tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+    tombstoned, deleted = idempotency_records_purge()
+    after_purge = tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+
+    for response in (before_purge, after_purge):
+        assert response.status_code == 410
+        assert response.json()["error_type"] == "CONFLICT"
+        assert response.json()["code"] == "idempotency_expired"
+    assert (tombstoned, deleted) == (1, 0)
+    assert IdempotencyRecord.objects.get(key="k-1").response is None
+    assert counter_value(company) == 1
+
+
+def test_an_expired_key_with_other_arguments_is_still_a_conflict(tool_client, company):
+    tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+    past_its_replay_window("k-1")
+
+    response = tool_client.call(INCREMENT, {"name": "visits", "by": 9}, key="k-1")
+
+    assert response.json()["code"] == "idempotency_conflict"
+
+
+def test_past_the_tombstone_period_the_key_starts_a_new_operation(tool_client, company):
+    tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+    IdempotencyRecord.objects.filter(key="k-1").update(
+        replay_until=timezone.now() - timedelta(days=40),
+        expires_at=timezone.now() - timedelta(seconds=1),
+    )
+
+    # Not purged yet: the engine forgets it all the same.
+    again = tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+    replay = tool_client.call(INCREMENT, {"name": "visits"}, key="k-1")
+
+    assert again.status_code == 200
+    assert "X-Idempotency-Replayed" not in again.headers
+    assert again.json()["value"] == 2
+    assert replay.headers["X-Idempotency-Replayed"] == "true"
+    assert counter_value(company) == 2
+    assert IdempotencyRecord.objects.filter(key="k-1").count() == 1
+
+
+def test_the_purge_tombstones_then_forgets_and_keeps_what_is_live(company, other_company):
+    now = timezone.now()
+
+    def record(key, replay_until, expires_at, company=company):
+        return IdempotencyRecord.objects.create(
+            company=company,
+            key=key,
+            operation="op",
+            fingerprint="f" * 64,
+            response="{}",
+            created_at=now - timedelta(days=1),
+            replay_until=replay_until,
+            expires_at=expires_at,
+        )
+
+    live = record("live", now + timedelta(days=6), now + timedelta(days=36))
+    stale = record("stale", now - timedelta(days=1), now + timedelta(days=29), other_company)
+    gone = record("gone", now - timedelta(days=31), now - timedelta(days=1))
+
+    assert idempotency_records_purge(now=now) == (2, 1)  # "gone" is tombstoned, then deleted
+
+    assert IdempotencyRecord.objects.get(pk=live.pk).response == "{}"
+    assert IdempotencyRecord.objects.get(pk=stale.pk).response is None
+    assert not IdempotencyRecord.objects.filter(pk=gone.pk).exists()
+
+
+def test_stored_answers_are_json_text_exactly_as_sent(tool_client, company):
+    response = tool_client.call(INCREMENT, {"name": "visits", "by": 2}, key="k-1")
+
+    stored = IdempotencyRecord.objects.get(key="k-1").response
+    assert stored == response.text
+    assert json.loads(stored) == {"counter": "visits", "value": 2, "by": 2}

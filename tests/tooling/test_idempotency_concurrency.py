@@ -1,0 +1,165 @@
+"""Concurrent duplicates against real multi-process servers (gunicorn), PostgreSQL and SQLite.
+
+The Gateway's model can emit the same call twice in one turn; the two copies may land on two
+worker processes at the same instant. One effect, identical answers; a copy that waits too
+long for its twin is told to retry (request_in_progress), never executed a second time.
+"""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from tests.testapp.models import Counter
+from tooling.models import IdempotencyRecord
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INCREMENT = "/api/tools/testapp_increment_counter"
+CALLS = 50
+
+
+def post_all_at_once(url: str, token: str, bodies_and_keys: list[tuple[dict, str]]) -> list:
+    """Send every request from its own connection, released together by a barrier."""
+    barrier = threading.Barrier(len(bodies_and_keys))
+
+    def send(body_and_key: tuple[dict, str]) -> httpx.Response:
+        body, key = body_and_key
+        with httpx.Client(base_url=url, timeout=60) as http:
+            http.get("/api/ping")  # connect first, so the barrier releases requests, not dials
+            barrier.wait()
+            return http.post(
+                INCREMENT,
+                json=body,
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "X-Conversation-Id": "conv-1",
+                    "Idempotency-Key": key,
+                },
+            )
+
+    with ThreadPoolExecutor(max_workers=len(bodies_and_keys)) as pool:
+        return list(pool.map(send, bodies_and_keys))
+
+
+@pytest.mark.postgres
+def test_fifty_identical_calls_at_once_have_one_effect_and_fifty_identical_answers(
+    gunicorn_server, company, token
+):
+    server = gunicorn_server(workers=3, threads=8)
+    body = {"name": "visits", "hold_ms": 300}  # the first holds its transaction open a while
+
+    responses = post_all_at_once(server.url, token, [(body, "same-op")] * CALLS)
+
+    assert [r.status_code for r in responses] == [200] * CALLS, server.log()
+    assert {r.content for r in responses} == {b'{"counter":"visits","value":1,"by":1}'}
+    replayed = [r for r in responses if r.headers.get("X-Idempotency-Replayed") == "true"]
+    assert len(replayed) == CALLS - 1
+    assert Counter.objects.get(company=company, name="visits").value == 1
+    assert IdempotencyRecord.objects.get(company=company, key="same-op").replay_count == CALLS - 1
+
+
+@pytest.mark.postgres
+def test_fifty_different_calls_at_once_each_take_effect_once(gunicorn_server, company, token):
+    server = gunicorn_server(workers=3, threads=8)
+    Counter.objects.create(company=company, name="visits")
+
+    responses = post_all_at_once(
+        server.url, token, [({"name": "visits"}, f"op-{n}") for n in range(CALLS)]
+    )
+
+    assert [r.status_code for r in responses] == [200] * CALLS, server.log()
+    assert sorted(r.json()["value"] for r in responses) == list(range(1, CALLS + 1))
+    assert not any("X-Idempotency-Replayed" in r.headers for r in responses)
+    assert Counter.objects.get(company=company, name="visits").value == CALLS
+
+
+@pytest.mark.postgres
+def test_a_duplicate_that_waits_past_the_bound_is_told_to_retry_and_its_retry_replays(
+    gunicorn_server, company, token
+):
+    server = gunicorn_server(
+        workers=2, threads=2, env={"GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS": "300"}
+    )
+    body = {"name": "visits", "hold_ms": 3000}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "X-Conversation-Id": "conv-1",
+        "Idempotency-Key": "slow-op",
+    }
+    with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            first = pool.submit(http.post, INCREMENT, json=body)
+            time.sleep(1)  # the first has inserted its record and is holding it
+            with httpx.Client(base_url=server.url, headers=headers, timeout=30) as twin:
+                started = time.monotonic()
+                waited = twin.post(INCREMENT, json=body)
+                waited_for = time.monotonic() - started
+            first = first.result()
+        retry = http.post(INCREMENT, json=body)
+
+    assert waited.status_code == 409, server.log()
+    assert waited.json()["error_type"] == "CONFLICT"
+    assert waited.json()["code"] == "request_in_progress"
+    assert waited.headers["Retry-After"] == str(waited.json()["retry_after_seconds"])
+    assert int(waited.headers["Retry-After"]) > 0
+    assert 0.3 <= waited_for < 2.5  # bounded by the lock timeout, not by the 3 s effect
+    assert first.status_code == 200
+    assert retry.status_code == 200
+    assert retry.headers["X-Idempotency-Replayed"] == "true"
+    assert retry.content == first.content
+    assert Counter.objects.get(company=company, name="visits").value == 1
+
+
+# --- SQLite, the demo configuration: BEGIN IMMEDIATE and a busy timeout -------------------
+
+SEED_SQLITE = """
+from core.models import Company
+from core.services import gateway_credential_issue
+company = Company.objects.create(name="Demo", slug="demo", environment="sandbox")
+result = gateway_credential_issue(company=company, name="gateway")[1]
+"""
+
+
+@pytest.fixture
+def sqlite_server(gunicorn_server, sqlite_database):
+    database = sqlite_database()
+    token = database.run(SEED_SQLITE)
+    server = gunicorn_server(workers=3, threads=4, database_url=database.url)
+    return server, token
+
+
+def read_counter(server, token: str) -> int:
+    response = httpx.post(
+        f"{server.url}/api/tools/testapp_read_counter",
+        json={"name": "visits"},
+        headers={"Authorization": f"Bearer {token}", "X-Conversation-Id": "conv-1"},
+    )
+    return response.json()["value"]
+
+
+def test_on_sqlite_fifty_identical_calls_have_one_effect_and_identical_answers(sqlite_server):
+    server, token = sqlite_server
+    body = {"name": "visits", "hold_ms": 200}
+
+    responses = post_all_at_once(server.url, token, [(body, "same-op")] * CALLS)
+
+    assert [r.status_code for r in responses] == [200] * CALLS, server.log()
+    assert {r.content for r in responses} == {b'{"counter":"visits","value":1,"by":1}'}
+    assert read_counter(server, token) == 1
+    assert "database is locked" not in server.log()
+
+
+def test_on_sqlite_fifty_different_calls_are_serialised_without_lock_errors(sqlite_server):
+    server, token = sqlite_server
+
+    responses = post_all_at_once(
+        server.url, token, [({"name": "visits", "hold_ms": 10}, f"op-{n}") for n in range(CALLS)]
+    )
+
+    assert [r.status_code for r in responses] == [200] * CALLS, server.log()
+    assert sorted(r.json()["value"] for r in responses) == list(range(1, CALLS + 1))
+    assert read_counter(server, token) == CALLS
+    assert "database is locked" not in server.log()

@@ -1,0 +1,143 @@
+"""The request fingerprint: RFC 8785 canonical JSON, as seed 2 describes what counts."""
+
+import json
+import random
+import re
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from core.errors import ValidationFailed
+from tooling.idempotency import canonical_json, request_fingerprint
+
+SAFE_INTEGER = 2**53 - 1  # RFC 8785 numbers are IEEE-754 doubles
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-SAFE_INTEGER, max_value=SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
+json_values = st.recursive(
+    scalars,
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
+    max_leaves=25,
+)
+requests = st.dictionaries(st.text(max_size=8), json_values, max_size=6)
+
+
+def shuffled(value, rng: random.Random):
+    """The same JSON value with every object's keys in another order."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        rng.shuffle(items)
+        return {k: shuffled(v, rng) for k, v in items}
+    if isinstance(value, list):
+        return [shuffled(v, rng) for v in value]
+    return value
+
+
+@given(requests, st.randoms(use_true_random=False))
+def test_key_order_does_not_change_the_fingerprint(request, rng):
+    assert request_fingerprint("op", shuffled(request, rng)) == request_fingerprint("op", request)
+
+
+@given(requests, st.sampled_from([None, 0, 1, 2, 4, "\t"]), st.booleans())
+def test_whitespace_and_escaping_of_the_json_text_do_not_change_it(request, indent, ascii_only):
+    text = json.dumps(request, indent=indent, ensure_ascii=ascii_only, separators=None)
+
+    assert request_fingerprint("op", json.loads(text)) == request_fingerprint("op", request)
+
+
+def keys_sorted_everywhere(value) -> bool:
+    if isinstance(value, dict):
+        keys = list(value)
+        # Sorted by UTF-16 code units, as RFC 8785 §3.2.3 says.
+        return keys == sorted(keys, key=lambda k: k.encode("utf-16-be")) and all(
+            keys_sorted_everywhere(v) for v in value.values()
+        )
+    if isinstance(value, list):
+        return all(keys_sorted_everywhere(v) for v in value)
+    return True
+
+
+STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+@given(requests)
+def test_the_canonical_form_is_compact_sorted_faithful_and_a_fixed_point(request):
+    canonical = canonical_json(request)
+    # RFC 8785 numbers are doubles: a large float is written with integer digits.
+    parsed = json.loads(canonical, parse_int=float)
+
+    assert parsed == request
+    assert canonical_json(parsed) == canonical
+    assert keys_sorted_everywhere(parsed)
+    assert not re.search(rb"\s", STRING_LITERAL.sub(b'""', canonical))
+
+
+@given(st.lists(json_values, min_size=2, max_size=6), st.randoms(use_true_random=False))
+def test_array_order_changes_the_fingerprint(items, rng):
+    reordered = list(items)
+    rng.shuffle(reordered)
+    assume(canonical_json(reordered) != canonical_json(items))
+
+    assert request_fingerprint("op", {"items": reordered}) != request_fingerprint(
+        "op", {"items": items}
+    )
+
+
+@given(requests, st.text(max_size=8))
+def test_null_is_not_the_same_as_omitted(request, key):
+    assume(key not in request)
+
+    assert request_fingerprint("op", {**request, key: None}) != request_fingerprint("op", request)
+
+
+@given(requests, st.text(max_size=8), scalars, scalars)
+def test_a_different_value_changes_the_fingerprint(request, key, one, other):
+    assume(canonical_json(one) != canonical_json(other))
+
+    assert request_fingerprint("op", {**request, key: one}) != request_fingerprint(
+        "op", {**request, key: other}
+    )
+
+
+@given(requests)
+def test_the_operation_is_part_of_the_fingerprint(request):
+    assert request_fingerprint("cancel", request) != request_fingerprint("create", request)
+
+
+def test_numbers_compare_as_rfc8785_numbers():
+    # 1 and 1.0 are one JSON number; true is not 1; "1" is not 1.
+    assert request_fingerprint("op", {"n": 1}) == request_fingerprint("op", {"n": 1.0})
+    assert request_fingerprint("op", {"n": 1}) != request_fingerprint("op", {"n": True})
+    assert request_fingerprint("op", {"n": 1}) != request_fingerprint("op", {"n": "1"})
+
+
+def test_the_canonical_form_matches_the_rfc_8785_example():
+    # RFC 8785 §3.2.2 / appendix: numbers, escapes and sorted keys.
+    value = {"numbers": [333333333.33333329, 1e30, 4.50, 2e-3, 0.000000000000000000000000001]}
+    value["string"] = "\u20ac$\u000f\u000aA'\u0042\u0022\u005c\\\"/"
+    value["literals"] = [None, True, False]
+
+    assert (
+        canonical_json(value)
+        == (
+            '{"literals":[null,true,false],'
+            '"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],'
+            '"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}'
+        ).encode()
+    )
+
+
+@pytest.mark.parametrize("value", [2**60, float("nan"), float("inf"), {1, 2}])
+def test_a_request_without_a_canonical_form_is_a_validation_error(value):
+    with pytest.raises(ValidationFailed) as caught:
+        request_fingerprint("op", {"v": value})
+
+    assert caught.value.code == "invalid_arguments"
