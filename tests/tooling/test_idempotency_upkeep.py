@@ -1,0 +1,137 @@
+"""Idempotency records for staff and upkeep: the read-only admin and the periodic purge."""
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.utils import timezone
+
+from core.models import StaffMembership
+from tooling.idempotency import idempotent_execute
+from tooling.models import IdempotencyRecord
+from tooling.tasks import PURGE_TASK_NAME, idempotency_records_purge_task
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET_ANSWER = "Reserva RS-SECRET de Ana Pérez"
+
+
+def executed(company, key: str, operation: str = "testapp_cancel_reservation"):
+    return idempotent_execute(
+        company=company,
+        key=key,
+        operation=operation,
+        request={"reference": "RS-2"},
+        effect=lambda: ({"detail": SECRET_ANSWER}, 200),
+    )
+
+
+@pytest.fixture
+def staff(company):
+    user = User.objects.create_user("lucia", password="pw-lucia-123", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename="view_idempotencyrecord"))
+    StaffMembership.objects.create(user=user, company=company, role="admin")
+    return user
+
+
+def test_staff_see_their_companys_records_with_their_lifetimes_and_replays(
+    client, staff, company, other_company
+):
+    executed(company, "k-1")
+    executed(company, "k-1")  # a replay
+    executed(other_company, "k-9", operation="other_company_operation")
+    client.force_login(staff)
+
+    page = client.get("/admin/tooling/idempotencyrecord/").content.decode()
+
+    assert "testapp_cancel_reservation" in page
+    assert "other_company_operation" not in page
+    for column in ("column-company", "column-created_at", "column-expires_at"):
+        assert column in page
+    assert '<td class="field-replay_count">1</td>' in page
+
+
+def test_the_list_never_shows_the_stored_answers(client, admin_user, company):
+    executed(company, "k-1")
+    client.force_login(admin_user)
+
+    page = client.get("/admin/tooling/idempotencyrecord/").content.decode()
+
+    assert "testapp_cancel_reservation" in page
+    assert "RS-SECRET" not in page
+
+
+def test_staff_cannot_open_another_companys_record(client, staff, other_company):
+    executed(other_company, "k-9")
+    record = IdempotencyRecord.objects.get()
+    client.force_login(staff)
+
+    response = client.get(f"/admin/tooling/idempotencyrecord/{record.pk}/change/")
+
+    assert response.status_code == 302  # the admin redirects: "does not exist"
+
+
+def test_records_are_read_only_even_for_superusers(client, admin_user, company):
+    executed(company, "k-1")
+    record = IdempotencyRecord.objects.get()
+    client.force_login(admin_user)
+    url = f"/admin/tooling/idempotencyrecord/{record.pk}"
+
+    assert client.get("/admin/tooling/idempotencyrecord/add/").status_code == 403
+    assert client.get(f"{url}/delete/").status_code == 403
+    detail = client.get(f"{url}/change/")
+    client.post(f"{url}/change/", {"operation": "tampered", "response": "{}"})
+
+    assert detail.status_code == 200
+    assert 'name="operation"' not in detail.content.decode()  # shown, not editable
+    record.refresh_from_db()
+    assert record.operation == "testapp_cancel_reservation"
+    assert json.loads(record.response) == {"detail": SECRET_ANSWER}
+
+
+def test_the_purge_task_tombstones_and_forgets_what_has_expired(company):
+    executed(company, "live")
+    executed(company, "stale")
+    executed(company, "gone")
+    now = timezone.now()
+    IdempotencyRecord.objects.filter(key="stale").update(replay_until=now - timedelta(hours=1))
+    IdempotencyRecord.objects.filter(key="gone").update(
+        replay_until=now - timedelta(days=40), expires_at=now - timedelta(days=1)
+    )
+
+    result = idempotency_records_purge_task.delay().get()
+
+    assert result == {"tombstoned": 2, "deleted": 1}
+    remaining = dict(IdempotencyRecord.objects.values_list("key", "response"))
+    assert set(remaining) == {"live", "stale"}
+    assert json.loads(remaining["live"]) == {"detail": SECRET_ANSWER}
+    assert remaining["stale"] is None
+
+
+def test_celery_beat_schedules_the_purge(tmp_path):
+    """What `celery -A core beat` does at start-up, in a fresh process: import the apps'
+    task modules, finalise the app, build the scheduler from the merged schedule."""
+    script = (
+        "from core.celery import app\n"
+        "app.loader.init_worker()\n"
+        "app.finalize()\n"
+        "from celery.beat import Scheduler\n"
+        f"entry = Scheduler(app=app, lazy=False).schedule[{PURGE_TASK_NAME!r}]\n"
+        "print(entry.task, entry.schedule.remaining_estimate(entry.last_run_at).total_seconds())\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "core.settings", "PYTHONPATH": str(ROOT)}
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+    assert done.returncode == 0, done.stderr
+    task, seconds_to_next_run = done.stdout.split()
+    assert task == PURGE_TASK_NAME
+    assert 0 <= float(seconds_to_next_run) <= 3600  # at least hourly

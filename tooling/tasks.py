@@ -1,0 +1,37 @@
+"""Periodic upkeep of the tool API: purging idempotency records past their lifetimes."""
+
+import logging
+from typing import Any
+
+from celery import Celery
+from celery.schedules import crontab
+
+from core.celery import app
+from tooling.idempotency import idempotency_records_purge
+
+logger = logging.getLogger("garante.tools")
+
+PURGE_TASK_NAME = "tooling.idempotency_records_purge"
+# Off the top of the hour, where other housekeeping tends to pile up.
+PURGE_SCHEDULE = crontab(minute=17)
+
+
+@app.task(name=PURGE_TASK_NAME, ignore_result=True)
+def idempotency_records_purge_task() -> dict[str, int]:
+    """Tombstone responses past their replay window; delete records past their tombstone."""
+    tombstoned, deleted = idempotency_records_purge()
+    logger.info("idempotency purge: tombstoned=%s deleted=%s", tombstoned, deleted)
+    return {"tombstoned": tombstoned, "deleted": deleted}
+
+
+def schedule_periodic_tasks(sender: Celery, **kwargs: Any) -> None:
+    # Registered here rather than in CELERY_BEAT_SCHEDULE: each app schedules its own tasks.
+    sender.add_periodic_task(
+        PURGE_SCHEDULE, idempotency_records_purge_task.s(), name=PURGE_TASK_NAME
+    )
+
+
+if app.finalized:  # imported after finalisation (rare): the signal has already been sent
+    schedule_periodic_tasks(app)
+else:
+    app.on_after_finalize.connect(schedule_periodic_tasks, weak=False)
