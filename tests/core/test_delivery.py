@@ -1,0 +1,367 @@
+"""Delivery of verification codes: a real SMTP server, a real HTTP SMS provider, a real broker
+and a real Celery worker process."""
+
+import email
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from aiosmtpd.controller import Controller
+from django.conf import settings as django_settings
+from django.db import connection
+from werkzeug import Response
+
+from core.celery import app as celery_app
+from core.errors import SystemUnavailable
+from core.identity import conversation_is_verified
+from core.models import VerificationChallenge
+from core.sms import SmsMessage, SmsPermanentError, SmsTransientError, TwilioBackend
+from core.verification import challenge_issue, challenge_verify
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+Delivery = VerificationChallenge.Delivery
+TWILIO_PATH = "/2010-04-01/Accounts/AC123/Messages.json"
+REDIS_DB = 11  # this test module's own Redis database: other sessions' workers never see it
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def code_in(text: str) -> str:
+    return re.search(r"\b(\d{6})\b", text).group(1)
+
+
+def wait_for(predicate, timeout=60.0, interval=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out waiting")
+
+
+class Inbox:
+    """An aiosmtpd handler keeping what it receives."""
+
+    def __init__(self) -> None:
+        self.messages: list[email.message.Message] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.messages.append(email.message_from_bytes(envelope.content))
+        return "250 Message accepted"
+
+
+@pytest.fixture(scope="module")
+def smtp_server():
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    yield controller.hostname, controller.port, inbox
+    controller.stop()
+
+
+@pytest.fixture
+def smtp_inbox(smtp_server, settings):
+    host, port, inbox = smtp_server
+    inbox.messages.clear()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = host, port
+    return inbox
+
+
+@pytest.fixture
+def twilio(httpserver, settings):
+    settings.GARANTE_SMS_BACKEND = "twilio"
+    settings.GARANTE_TWILIO_API_URL = httpserver.url_for("/")
+    settings.GARANTE_TWILIO_ACCOUNT_SID = "AC123"
+    settings.GARANTE_TWILIO_AUTH_TOKEN = "secret-token"
+    settings.GARANTE_TWILIO_FROM = "+34911000000"
+    settings.GARANTE_SMS_TIMEOUT_SECONDS = 1
+    return httpserver
+
+
+def sms_accepted(sid: str = "SM0001"):
+    return {"sid": sid, "status": "queued"}
+
+
+@pytest.fixture
+def ana_conv(ana, make_identified):
+    return make_identified(ana, "conv-ana")
+
+
+# The SMS provider over real HTTP ----------------------------------------------------------
+
+
+def test_twilio_gets_a_form_post_with_basic_auth_and_answers_a_message_id(twilio):
+    twilio.expect_oneshot_request(TWILIO_PATH, method="POST").respond_with_json(
+        sms_accepted("SM42"), status=201
+    )
+
+    result = TwilioBackend().send(SmsMessage(to="+34600111222", body="Hola 123456"))
+
+    assert (result.message_id, result.status) == ("SM42", "queued")
+    request, _ = twilio.log[0]
+    assert request.authorization.username == "AC123"
+    assert request.authorization.password == "secret-token"
+    assert request.form.to_dict() == {
+        "To": "+34600111222",
+        "Body": "Hola 123456",
+        "From": "+34911000000",
+    }
+
+
+def test_a_provider_5xx_or_timeout_is_transient_and_a_4xx_is_permanent(twilio):
+    twilio.expect_oneshot_request(TWILIO_PATH).respond_with_data("down", status=503)
+    twilio.expect_oneshot_request(TWILIO_PATH).respond_with_json(
+        {"code": 21211, "message": "Invalid 'To' Phone Number: Hola 123456"}, status=400
+    )
+    twilio.expect_oneshot_request(TWILIO_PATH).respond_with_handler(
+        lambda request: time.sleep(2) or Response("late")
+    )
+    message = SmsMessage(to="+34600111222", body="Hola 123456")
+
+    with pytest.raises(SmsTransientError):
+        TwilioBackend().send(message)
+    with pytest.raises(SmsPermanentError) as permanent:
+        TwilioBackend().send(message)
+    with pytest.raises(SmsTransientError) as timeout:
+        TwilioBackend().send(message)
+
+    assert permanent.value.detail == "HTTP 400 (twilio 21211)"  # the body is never echoed
+    assert timeout.value.detail.startswith("timeout")
+
+
+def test_the_task_retries_a_5xx_and_stores_the_providers_message_id(ana, ana_conv, twilio):
+    twilio.expect_ordered_request(TWILIO_PATH).respond_with_data("busy", status=502)
+    twilio.expect_ordered_request(TWILIO_PATH).respond_with_json(sms_accepted("SM77"), 201)
+
+    challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+
+    challenge = VerificationChallenge.objects.get()
+    assert challenge.delivery_status == Delivery.SENT
+    assert (challenge.provider_message_id, challenge.provider_status) == ("SM77", "queued")
+    assert challenge.delivery_attempts == 2
+    assert len(twilio.log) == 2
+
+
+def test_a_permanent_refusal_is_not_retried(ana, ana_conv, twilio):
+    twilio.expect_request(TWILIO_PATH).respond_with_json({"code": 20003}, status=401)
+
+    challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+
+    challenge = VerificationChallenge.objects.get()
+    assert (challenge.delivery_status, challenge.delivery_attempts) == (Delivery.FAILED, 1)
+    assert challenge.delivery_error == "HTTP 401 (twilio 20003)"
+    assert len(twilio.log) == 1
+
+
+def test_retries_are_bounded(ana, ana_conv, twilio, settings):
+    settings.GARANTE_VERIFICATION_DELIVERY_RETRIES = 2
+    twilio.expect_request(TWILIO_PATH).respond_with_data("down", status=503)
+
+    challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+
+    challenge = VerificationChallenge.objects.get()
+    assert (challenge.delivery_status, challenge.delivery_attempts) == (Delivery.FAILED, 3)
+    assert len(twilio.log) == 3
+
+
+# Email over real SMTP ---------------------------------------------------------------------
+
+
+def test_the_code_arrives_by_smtp_and_verifies(ana, ana_conv, smtp_inbox):
+    challenge_issue(contact=ana, channel="email", conversation=ana_conv)
+
+    (message,) = smtp_inbox.messages
+    assert message["To"] == "ana@example.com"
+    challenge = VerificationChallenge.objects.get()
+    assert challenge.provider_message_id == message["Message-ID"]
+    challenge_verify(conversation=ana_conv, contact=ana, code=code_in(message.get_payload()))
+    ana_conv.refresh_from_db()
+    assert conversation_is_verified(ana_conv)
+
+
+def test_an_smtp_server_that_is_down_ends_in_a_failed_delivery(ana, ana_conv, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", free_port()
+    settings.GARANTE_VERIFICATION_DELIVERY_RETRIES = 1
+
+    challenge_issue(contact=ana, channel="email", conversation=ana_conv)
+
+    challenge = VerificationChallenge.objects.get()
+    assert (challenge.delivery_status, challenge.delivery_attempts) == (Delivery.FAILED, 2)
+    assert challenge.delivery_error == "SMTP ConnectionRefusedError"
+
+
+# The broker -------------------------------------------------------------------------------
+
+
+def use_broker(url: str | None, *, eager: bool) -> tuple:
+    """Point this process's Celery publisher at `url`; returns what to restore."""
+    conf = celery_app.conf
+    previous = (conf.broker_url, conf.task_always_eager)
+    # Drop the cached pools (kombu keeps one per URL, so the old one stays usable).
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+    conf.broker_url, conf.task_always_eager = url, eager
+    return previous
+
+
+@pytest.fixture
+def broker():
+    """Publishing for real (not eager) to the given broker URL, restored afterwards."""
+    saved = []
+
+    def point(url: str) -> None:
+        saved.append(use_broker(url, eager=False))
+
+    yield point
+    if saved:
+        url, eager = saved[0]
+        use_broker(url, eager=eager)
+
+
+def test_an_unreachable_broker_is_a_system_error_and_the_code_is_never_sent(
+    ana, ana_conv, broker, sms_outbox
+):
+    broker(f"redis://127.0.0.1:{free_port()}/0")
+
+    with pytest.raises(SystemUnavailable) as unavailable:
+        challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+
+    assert unavailable.value.code == "delivery_unavailable"
+    challenge = VerificationChallenge.objects.get()
+    assert challenge.delivery_status == Delivery.NOT_SENT
+    assert challenge.status == VerificationChallenge.Status.REVOKED
+    assert sms_outbox == []
+
+
+def database_url() -> str:
+    conf = connection.settings_dict
+    host, port = conf["HOST"] or "127.0.0.1", conf["PORT"] or 5432
+    return f"postgres://{conf['USER']}@{host}:{port}/{conf['NAME']}"
+
+
+@pytest.fixture(scope="module")
+def celery_worker(
+    django_db_setup, django_db_blocker, smtp_server, make_httpserver, tmp_path_factory
+):
+    """`celery -A core worker` in its own process, on this module's Redis database and queue,
+    against the test database, sending email to `smtp_server` and SMS to the HTTP server."""
+    with django_db_blocker.unblock():
+        if connection.vendor != "postgresql":
+            pytest.skip("the worker process needs the PostgreSQL test database")
+        url = database_url()
+    queue = f"test-ident-{uuid.uuid4().hex[:8]}"
+    broker_url = f"redis://127.0.0.1:6379/{REDIS_DB}"
+    host, port, _ = smtp_server
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "core.settings",
+        "PYTHONPATH": str(ROOT),
+        "DATABASE_URL": url,
+        "CELERY_BROKER_URL": broker_url,
+        "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,  # to unseal the codes it is given
+        "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "EMAIL_HOST": host,
+        "EMAIL_PORT": str(port),
+        "GARANTE_SMS_BACKEND": "twilio",
+        "GARANTE_TWILIO_API_URL": make_httpserver.url_for("/"),
+        "GARANTE_TWILIO_ACCOUNT_SID": "AC123",
+        "GARANTE_TWILIO_AUTH_TOKEN": "secret-token",
+        "GARANTE_TWILIO_FROM": "+34911000000",
+        "GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS": "0.3",
+        "GARANTE_LOG_LEVEL": "DEBUG",
+    }
+    env.pop("CELERY_TASK_ALWAYS_EAGER", None)
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "celery"),
+                "-A",
+                "core",
+                "worker",
+                "--pool=solo",
+                "--queues",
+                queue,
+                "--loglevel=DEBUG",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--hostname",
+                f"{queue}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: process.poll() is not None or b" ready." in log.read_bytes(), 90)
+        if process.poll() is not None:
+            pytest.fail(f"the worker exited:\n{log.read_text()}")
+        yield {"queue": queue, "broker_url": broker_url, "log": log}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def worker(celery_worker, broker, settings):
+    broker(celery_worker["broker_url"])
+    settings.GARANTE_VERIFICATION_QUEUE = celery_worker["queue"]
+    return celery_worker
+
+
+def delivered(challenge_id: int):
+    challenge = VerificationChallenge.objects.get(pk=challenge_id)
+    return challenge if challenge.delivery_status in (Delivery.SENT, Delivery.FAILED) else None
+
+
+@pytest.mark.redis
+def test_a_worker_delivers_the_code_by_email_through_the_broker(ana, ana_conv, worker, smtp_inbox):
+    issued = challenge_issue(contact=ana, channel="email", conversation=ana_conv)
+
+    challenge = wait_for(lambda: delivered(issued.pk))
+    assert challenge.delivery_status == Delivery.SENT
+    (message,) = smtp_inbox.messages
+    assert message["To"] == "ana@example.com"
+    code = code_in(message.get_payload())
+    challenge_verify(conversation=ana_conv, contact=ana, code=code)
+    assert code not in worker["log"].read_text()
+
+
+@pytest.mark.redis
+def test_a_worker_retries_the_sms_provider_after_a_5xx_and_sends_once(
+    ana, ana_conv, worker, httpserver
+):
+    httpserver.expect_ordered_request(TWILIO_PATH).respond_with_data("down", status=503)
+    httpserver.expect_ordered_request(TWILIO_PATH).respond_with_json(sms_accepted("SM99"), 201)
+
+    issued = challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+
+    challenge = wait_for(lambda: delivered(issued.pk))
+    assert challenge.delivery_status == Delivery.SENT
+    assert (challenge.provider_message_id, challenge.delivery_attempts) == ("SM99", 2)
+    time.sleep(1)  # a duplicate delivery would show up as a third request
+    assert len(httpserver.log) == 2
+    request, _ = httpserver.log[-1]
+    assert request.form["To"] == "+34600111222"
+    assert code_in(request.form["Body"]) not in worker["log"].read_text()
