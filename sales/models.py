@@ -4,6 +4,7 @@ State fields are protected django-fsm-2 fields: only the transition methods chan
 only the services in sales.services call those, under a row lock.
 """
 
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -291,6 +292,13 @@ class Quote(FSMModelMixin, models.Model):
 
     def __str__(self) -> str:
         return self.reference
+
+    def effective_state(self, now: datetime) -> str:
+        """The state a customer should be told: an open quote past its validity is expired
+        at that instant, even before the beat task records it."""
+        if self.state in self.OPEN_STATES and self.valid_until <= now:
+            return self.State.EXPIRED.value
+        return str(self.state)
 
     @fsm_log_by
     @transition(field=state, source=State.DRAFT, target=State.SENT, custom={"label": _("Send")})

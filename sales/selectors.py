@@ -48,24 +48,51 @@ def product_unit_prices(*, price_list: PriceList, product_ids: list[int]) -> dic
     )
 
 
-def quote_list(*, contact: Contact, state: str | None = None) -> QuerySet[Quote]:
-    """A contact's quotes, newest first, optionally only those in one state."""
-    quotes = Quote.objects.filter(company_id=contact.company_id, contact=contact)
-    if state:
+def quote_list(
+    *, contact: Contact, state: str | None = None, now: datetime | None = None
+) -> QuerySet[Quote]:
+    """A contact's quotes, newest first; drafts (not yet sent) are not the customer's to see.
+
+    `state` filters by the state the customer would be told: an open quote past its validity
+    counts as expired even before the beat task marks it.
+    """
+    now = now or timezone.now()
+    quotes = Quote.objects.filter(company_id=contact.company_id, contact=contact).exclude(
+        state=Quote.State.DRAFT
+    )
+    if state == Quote.State.EXPIRED:
+        quotes = quotes.filter(
+            Q(state=Quote.State.EXPIRED) | Q(state=Quote.State.SENT, valid_until__lte=now)
+        )
+    elif state == Quote.State.SENT:
+        quotes = quotes.filter(state=Quote.State.SENT, valid_until__gt=now)
+    elif state:
         quotes = quotes.filter(state=state)
     return quotes.order_by("-created_at", "-pk")
 
 
 def quote_get(*, company: Company, reference: str) -> Quote:
-    """The company's quote with this public reference, with its lines; NotFound otherwise."""
+    """The company's sent (or resolved) quote with this public reference, with its lines;
+    NotFound otherwise. Drafts are staff work in progress and not found here."""
     quote = (
         Quote.objects.filter(company=company, reference=normalize_reference(reference))
+        .exclude(state=Quote.State.DRAFT)
+        .select_related("company")
         .prefetch_related("lines")
         .first()
     )
     if quote is None:
         raise NotFound(_("No encontré esa cotización."), code="quote_not_found")
     return quote
+
+
+def quote_owner_id(*, company: Company, reference: str) -> int | None:
+    """The contact id of the company's quote with exactly this reference, if there is one."""
+    return (
+        Quote.objects.filter(company=company, reference=normalize_reference(reference))
+        .values_list("contact_id", flat=True)
+        .first()
+    )
 
 
 def opportunity_get(*, company: Company, reference: str) -> Opportunity:

@@ -93,9 +93,6 @@ def price_list_create(
     valid_from: datetime | None = None,
     valid_until: datetime | None = None,
 ) -> PriceList:
-    if is_default:
-        # Only one default per company (a partial unique index enforces it too).
-        PriceList.objects.filter(company=company, is_default=True).update(is_default=False)
     price_list = PriceList(
         company=company,
         name=name,
@@ -104,7 +101,19 @@ def price_list_create(
         valid_from=valid_from,
         valid_until=valid_until,
     )
-    price_list.full_clean()
+    price_list.full_clean(exclude=["is_default"])
+    return price_list_save(price_list=price_list)
+
+
+@transaction.atomic
+def price_list_save(*, price_list: PriceList) -> PriceList:
+    """Save a price list; if it is the default, the company's previous default stops being one
+    (a partial unique index allows one default per company)."""
+    if price_list.is_default:
+        PriceList.objects.filter(company=price_list.company, is_default=True).exclude(
+            pk=price_list.pk
+        ).update(is_default=False)
+    price_list.currency = price_list.currency.upper()
     price_list.save()
     return price_list
 
@@ -395,10 +404,15 @@ def quote_accept(
     *,
     quote: Quote,
     expected_total: Decimal | str | None = None,
+    authorize: Callable[[], None] | None = None,
     by: Any = None,
     now: datetime | None = None,
 ) -> Quote:
     """Accept a sent, still valid quote: reserve its stock and win its opportunity.
+
+    `authorize`, if given, runs after the state, validity and total checks and before any
+    effect (the tool's step-up check): a quote that cannot be accepted anyway says why
+    without asking the customer for a code first.
 
     Stock is checked and reserved here, under row locks on the products taken in primary-key
     order, so concurrent acceptances serialise per product and never oversell.
@@ -407,6 +421,8 @@ def quote_accept(
     quote = _lock_quote(quote)
     _guard_quote(quote, quote.accept, now)
     _check_expected_total(expected_total, quote.total, quote.currency)
+    if authorize is not None:
+        authorize()
     opportunity = None
     if quote.opportunity_id is not None:
         opportunity = Opportunity.objects.select_for_update().get(pk=quote.opportunity_id)

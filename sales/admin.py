@@ -1,0 +1,456 @@
+"""Staff admin for sales: catalog and stock, price lists, quotes and the opportunity pipeline.
+
+Every transition button, stock count and quote goes through sales.services; no admin form
+writes a state, a reservation or a total by itself.
+"""
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+from django_fsm.admin import FSMAdminMixin
+from django_fsm_log.admin import StateLogInline
+
+from core.admin import CompanyScopedAdmin, staff_company_ids
+from core.errors import GaranteError
+from core.models import Contact
+from sales import money, services
+from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
+
+
+class ServiceTransitionsMixin(FSMAdminMixin):
+    """FSM buttons (and transition forms) applied by a service, never by the model method.
+
+    `fsm_services` maps a transition name to `service(obj, user, **form_data) -> obj`.
+    """
+
+    fsm_fields = ["state"]
+    fsm_services: dict[str, Callable[..., Any]] = {}
+
+    def _apply_fsm_transition(
+        self, *, obj: Any, transition_name: str, request: HttpRequest, kwargs: Any = None
+    ) -> bool:
+        service = self.fsm_services.get(transition_name)
+        if service is None:
+            self.message_user(request, _("Unknown transition."), level=messages.ERROR)
+            return False
+        try:
+            done = service(obj, request.user, **(kwargs or {}))
+        except GaranteError as error:
+            self.message_user(request, str(error.user_message), level=messages.ERROR)
+            return False
+        self.message_user(
+            request,
+            _("%(object)s is now %(state)s.") % {"object": done, "state": done.get_state_display()},
+            level=messages.SUCCESS,
+        )
+        return True
+
+
+def _company_filter(request: HttpRequest, queryset: Any, path: str = "company") -> Any:
+    ids = staff_company_ids(request)
+    return queryset if ids is None else queryset.filter(**{f"{path}__in": ids})
+
+
+# --- Catalog -------------------------------------------------------------------------------------
+
+
+class ProductForm(forms.ModelForm):
+    class Meta:
+        model = Product
+        fields = [
+            "company",
+            "sku",
+            "name",
+            "description",
+            "unit",
+            "tax_rate",
+            "active",
+            "track_stock",
+            "quantity_on_hand",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        company = data.get("company") or (self.instance.company if self.instance.pk else None)
+        sku = (data.get("sku") or "").strip()
+        if company is not None and sku:
+            clash = Product.objects.filter(company=company, sku__iexact=sku)
+            if clash.exclude(pk=self.instance.pk).exists():
+                self.add_error("sku", _("Another product of this company has that SKU."))
+        return data
+
+    def clean_quantity_on_hand(self) -> int:
+        # The service re-checks under a row lock; this turns the usual case into a form error.
+        counted = self.cleaned_data["quantity_on_hand"]
+        if self.instance.pk and counted < self.instance.quantity_reserved:
+            raise forms.ValidationError(
+                _("%(n)d units are reserved by accepted quotes; stock cannot go below that.")
+                % {"n": self.instance.quantity_reserved}
+            )
+        return counted
+
+
+@admin.register(Product)
+class ProductAdmin(CompanyScopedAdmin):
+    form = ProductForm
+    list_display = [
+        "sku",
+        "name",
+        "company",
+        "active",
+        "track_stock",
+        "quantity_on_hand",
+        "quantity_reserved",
+        "available",
+    ]
+    list_filter = ["active", "track_stock", "company"]
+    search_fields = ["sku", "name"]
+    readonly_fields = ["quantity_reserved"]
+
+    @admin.display(description=_("available"))
+    def available(self, product: Product) -> int | str:
+        return product.quantity_available if product.track_stock else "—"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Product | None = None) -> list:
+        return ["company", "quantity_reserved"] if obj is not None else ["quantity_reserved"]
+
+    def save_model(self, request: HttpRequest, obj: Product, form: Any, change: bool) -> None:
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        # Save only what the form changed: a full save would write back a stale reservation.
+        plain = [f for f in form.changed_data if f != "quantity_on_hand"]
+        if plain:
+            obj.save(update_fields=plain)
+        if "quantity_on_hand" in form.changed_data:
+            try:
+                services.product_stock_set(product=obj, quantity_on_hand=obj.quantity_on_hand)
+            except GaranteError as error:
+                messages.error(request, str(error.user_message))
+
+
+class ScopedProductInline(admin.TabularInline):
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "product":
+            kwargs["queryset"] = _company_filter(request, Product.objects.filter(active=True))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class PriceListItemForm(forms.ModelForm):
+    class Meta:
+        model = PriceListItem
+        fields = ["product", "unit_price"]
+
+
+class PriceListItemInline(ScopedProductInline):
+    model = PriceListItem
+    form = PriceListItemForm
+    extra = 1
+
+
+class PriceListForm(forms.ModelForm):
+    class Meta:
+        model = PriceList
+        fields = ["company", "name", "currency", "valid_from", "valid_until", "is_default"]
+
+    def _get_validation_exclusions(self) -> set[str]:
+        # Making this list the default takes it from the current one (price_list_save), so
+        # "another list is the default" is not an error here.
+        return {*super()._get_validation_exclusions(), "is_default"}
+
+
+@admin.register(PriceList)
+class PriceListAdmin(CompanyScopedAdmin):
+    form = PriceListForm
+    list_display = ["name", "company", "currency", "is_default", "valid_from", "valid_until"]
+    list_filter = ["is_default", "currency", "company"]
+    search_fields = ["name"]
+    inlines = [PriceListItemInline]
+
+    def save_model(self, request: HttpRequest, obj: PriceList, form: Any, change: bool) -> None:
+        services.price_list_save(price_list=obj)
+
+
+# --- Quotes --------------------------------------------------------------------------------------
+
+
+class QuoteCreateForm(forms.ModelForm):
+    """Staff create a draft quote: who, and which SKUs. Prices come from the price list."""
+
+    items = forms.CharField(
+        label=_("items"),
+        widget=forms.Textarea(attrs={"rows": 5}),
+        help_text=_('One per line: "SKU quantity", e.g. "CAF-001 3".'),
+    )
+
+    class Meta:
+        model = Quote
+        fields = ["company", "contact", "opportunity"]
+
+    def clean_items(self) -> list[services.QuoteItem]:
+        items = []
+        for number, line in enumerate(self.cleaned_data["items"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            sku, _sep, quantity = line.strip().rpartition(" ")
+            if not sku or not quantity.isdigit():
+                raise forms.ValidationError(_("Line %(n)d is not 'SKU quantity'.") % {"n": number})
+            items.append(services.QuoteItem(sku=sku.strip(), quantity=int(quantity)))
+        return items
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        company, contact = data.get("company"), data.get("contact")
+        if company and contact and contact.company_id != company.pk:
+            self.add_error("contact", _("That contact belongs to another company."))
+        opportunity = data.get("opportunity")
+        if opportunity and contact and opportunity.contact_id != contact.pk:
+            self.add_error("opportunity", _("That opportunity is of another contact."))
+        if not self.errors and data.get("items"):
+            self._dry_run(data)
+        return data
+
+    def _dry_run(self, data: dict[str, Any]) -> None:
+        """Run the real service and roll it back, so every rule shows as a form error."""
+        try:
+            with transaction.atomic():
+                services.quote_create(
+                    company=data["company"],
+                    contact=data["contact"],
+                    items=data["items"],
+                    opportunity=data.get("opportunity"),
+                    send=False,
+                )
+                raise _DryRunDone
+        except _DryRunDone:
+            pass
+        except GaranteError as error:
+            self.add_error(None, str(error.user_message))
+
+
+class _DryRunDone(Exception):
+    pass
+
+
+class RejectQuoteForm(forms.Form):
+    reason = forms.CharField(label=_("reason"), max_length=300, required=False)
+
+
+class LoseOpportunityForm(forms.Form):
+    reason = forms.CharField(label=_("lost reason"), max_length=300)
+
+
+class QuoteLineInline(admin.TabularInline):
+    model = QuoteLine
+    extra = 0
+    can_delete = False
+    fields = ["sku", "name", "quantity", "unit_price", "tax_rate", "subtotal", "tax", "total"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Quote)
+class QuoteAdmin(ServiceTransitionsMixin, CompanyScopedAdmin):
+    fsm_services = {
+        "send": lambda q, user: services.quote_send(quote=q, by=user),
+        "accept": lambda q, user: services.quote_accept(quote=q, by=user),
+        "reject": lambda q, user, reason="": services.quote_reject(quote=q, reason=reason, by=user),
+        "expire": lambda q, user: services.quote_expire(quote=q, by=user),
+    }
+    fsm_forms = {"reject": RejectQuoteForm}
+    list_display = [
+        "reference",
+        "contact",
+        "state",
+        "amount",
+        "valid_until",
+        "opportunity",
+        "created_at",
+    ]
+    list_filter = ["state", "currency", "company"]
+    list_select_related = ["contact", "opportunity"]
+    search_fields = ["reference", "contact__first_name", "contact__last_name", "contact__email"]
+    date_hierarchy = "created_at"
+    inlines = [QuoteLineInline, StateLogInline]
+    change_fields = [
+        "reference",
+        "state",
+        "company",
+        "contact",
+        "opportunity",
+        "price_list",
+        "currency",
+        "subtotal",
+        "tax_total",
+        "total",
+        "valid_until",
+        "rejection_reason",
+        "conversation",
+        "created_at",
+        "sent_at",
+        "resolved_at",
+        "emailed_at",
+    ]
+
+    @admin.display(description=_("total"), ordering="total")
+    def amount(self, quote: Quote) -> str:
+        return money.spoken(quote.total, quote.currency)
+
+    def get_form(self, request: HttpRequest, obj: Quote | None = None, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = QuoteCreateForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Quote | None = None) -> list[str]:
+        if obj is None:
+            return ["company", "contact", "opportunity", "items"]
+        return self.change_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Quote | None = None) -> Any:
+        # A quote's content is decided by the service at creation; staff only move its state.
+        return self.change_fields if obj is not None else []
+
+    def get_inlines(self, request: HttpRequest, obj: Quote | None) -> list:
+        return self.inlines if obj is not None else []
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "opportunity":
+            kwargs["queryset"] = _company_filter(
+                request, Opportunity.objects.filter(state__in=Opportunity.OPEN_STATES)
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Quote, form: Any, change: bool) -> None:
+        if change:
+            return  # nothing is editable; transitions go through their services
+        data = form.cleaned_data
+        quote = services.quote_create(
+            company=data["company"],
+            contact=data["contact"],
+            items=data["items"],
+            opportunity=data.get("opportunity"),
+            send=False,
+            by=request.user,
+        )
+        obj.pk, obj.reference = quote.pk, quote.reference
+        obj._state.adding = False
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        if change:
+            super().save_related(request, form, formsets, change)
+
+
+# --- Opportunities -------------------------------------------------------------------------------
+
+
+class OpportunityForm(forms.ModelForm):
+    class Meta:
+        model = Opportunity
+        fields = ["company", "contact", "title", "notes", "amount", "currency", "owner"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        company, contact = data.get("company"), data.get("contact")
+        if company and contact and contact.company_id != company.pk:
+            self.add_error("contact", _("That contact belongs to another company."))
+        if not data.get("currency") and company is not None:
+            data["currency"] = company.currency  # blank means the company's currency
+        data["currency"] = currency = (data.get("currency") or "").upper()
+        amount = data.get("amount")
+        if amount is not None and currency and not money.is_exact(Decimal(amount), currency):
+            self.add_error("amount", _("Too many decimals for %(c)s.") % {"c": currency})
+        return data
+
+
+@admin.register(Opportunity)
+class OpportunityAdmin(ServiceTransitionsMixin, CompanyScopedAdmin):
+    """The pipeline: filter by stage, move with the buttons, close as won or lost."""
+
+    form = OpportunityForm
+    fsm_services = {
+        "qualify": lambda o, user: services.opportunity_qualify(opportunity=o, by=user),
+        "propose": lambda o, user: services.opportunity_propose(opportunity=o, by=user),
+        "negotiate": lambda o, user: services.opportunity_negotiate(opportunity=o, by=user),
+        "win": lambda o, user: services.opportunity_win(opportunity=o, by=user),
+        "lose": lambda o, user, reason: services.opportunity_lose(
+            opportunity=o, reason=reason, by=user
+        ),
+    }
+    fsm_forms = {"lose": LoseOpportunityForm}
+    list_display = ["reference", "title", "contact", "state", "amount", "owner", "created_at"]
+    list_filter = ["state", "owner", "company"]
+    list_select_related = ["contact", "owner"]
+    search_fields = ["reference", "title", "contact__first_name", "contact__last_name"]
+    date_hierarchy = "created_at"
+    inlines = [StateLogInline]
+    readonly_on_change = [
+        "reference",
+        "company",
+        "contact",
+        "lost_reason",
+        "conversation",
+        "created_at",
+        "closed_at",
+    ]
+
+    def get_fields(self, request: HttpRequest, obj: Opportunity | None = None) -> list[str]:
+        fields = ["company", "contact", "title", "notes", "amount", "currency", "owner"]
+        if obj is None:
+            return fields
+        return ["reference", "state", *fields, "lost_reason", "conversation", "created_at"]
+
+    def get_inlines(self, request: HttpRequest, obj: Opportunity | None) -> list:
+        return self.inlines if obj is not None else []  # no history before it exists
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Opportunity | None = None) -> Any:
+        readonly = super().get_readonly_fields(request, obj)
+        return (*readonly, *self.readonly_on_change) if obj is not None else readonly
+
+    def get_form(self, request: HttpRequest, obj: Opportunity | None = None, **kwargs: Any):
+        form = super().get_form(request, obj, **kwargs)
+        if "currency" in form.base_fields:
+            form.base_fields["currency"].required = False
+        return form
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "owner":
+            users = get_user_model().objects.filter(is_staff=True, memberships__isnull=False)
+            kwargs["queryset"] = (
+                _company_filter(request, users, "memberships__company")
+                .distinct()
+                .order_by("username")
+            )
+        if db_field.name == "contact":
+            kwargs["queryset"] = _company_filter(request, Contact.objects.all())
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Opportunity, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        if change:
+            # Only what the form changed: a full save would write back a stale stage.
+            if form.changed_data:
+                obj.save(update_fields=form.changed_data)
+            return
+        opportunity = services.opportunity_create(
+            company=data["company"],
+            contact=data["contact"],
+            title=data["title"],
+            notes=data.get("notes", ""),
+            amount=data.get("amount") or Decimal(0),
+            currency=data.get("currency") or None,
+            owner=data.get("owner"),
+        )
+        obj.pk, obj.reference = opportunity.pk, opportunity.reference
+        obj._state.adding = False

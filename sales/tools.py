@@ -1,0 +1,332 @@
+"""Sales tools for the Gateway: thin wrappers over sales selectors and services.
+
+Every tool that touches a customer's quotes takes their identifier and checks it against the
+conversation's identified contact; mutations act only on quotes this conversation has seen.
+Amounts travel as strings in the currency's minor units, never as floats.
+"""
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Literal
+
+from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import ValidationFailed
+from core.identity import check_owner, contact_for_conversation, require_step_up
+from core.models import Company, Contact
+from core.normalize import mask_email
+from core.references import normalize_reference
+from sales import money
+from sales.models import Quote
+from sales.selectors import (
+    price_list_current,
+    product_search,
+    quote_get,
+    quote_list,
+    quote_owner_id,
+)
+from sales.services import (
+    QuoteItem,
+    opportunity_create,
+    quote_accept,
+    quote_create,
+    quote_reject,
+)
+from tooling.context import ToolContext
+from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve
+from tooling.output import dumps, listing, page
+from tooling.registry import ToolInput, tool
+
+QUOTE = "quote"
+OPPORTUNITY = "opportunity"
+# A quote's detail stays well inside the central 3,000-character cap; past this its lines are
+# summarised, so a write never loses its answer (the reference) to truncation.
+_DETAIL_BUDGET = 2600
+
+Identifier = Field(
+    min_length=3,
+    max_length=254,
+    description="The customer's document number, phone or email, as given to identify_contact.",
+)
+QuoteReference = Field(
+    min_length=2,
+    max_length=64,
+    description="The quote's reference as shown to the customer (e.g. QT-7K2F9Q), or its end.",
+)
+ExpectedTotal = Field(
+    default=None,
+    ge=0,
+    lt=10**12,
+    description='The total (tax included) you told the customer, as a string like "53.33". '
+    "If it differs from the real total the call fails and states the real one.",
+)
+
+
+def _when(moment: datetime, company: Company) -> str:
+    return timezone.localtime(moment, company.tz).isoformat(timespec="minutes")
+
+
+def _quote_summary(quote: Quote, now: datetime) -> dict:
+    return {
+        "reference": quote.reference,
+        "status": quote.effective_state(now),
+        "total": money.to_wire(quote.total, quote.currency),
+        "currency": quote.currency,
+        "valid_until": _when(quote.valid_until, quote.company),
+        "created": timezone.localtime(quote.created_at, quote.company.tz).date().isoformat(),
+    }
+
+
+def _quote_detail(quote: Quote, now: datetime, **extra: object) -> dict:
+    currency = quote.currency
+    detail = {
+        **_quote_summary(quote, now),
+        "lines": [
+            {
+                "sku": line.sku,
+                "name": line.name,
+                "quantity": line.quantity,
+                "unit_price": money.to_wire(line.unit_price, currency),
+                "tax_rate": str(line.tax_rate),
+                "total": money.to_wire(line.total, currency),
+            }
+            for line in quote.lines.all()
+        ],
+        "subtotal": money.to_wire(quote.subtotal, currency),
+        "tax": money.to_wire(quote.tax_total, currency),
+        **extra,
+    }
+    if len(dumps(detail)) > _DETAIL_BUDGET:
+        detail["line_count"] = len(detail.pop("lines"))
+    return detail
+
+
+def _ledger_entry(quote: Quote) -> LedgerEntry:
+    # The creation date is the loose key a customer is likely to use ("la del 3 de marzo").
+    created = timezone.localtime(quote.created_at, quote.company.tz).date().isoformat()
+    return LedgerEntry(reference=quote.reference, label=created)
+
+
+def _quote_seen(ctx: ToolContext, contact: Contact, given: str) -> Quote:
+    """The quote `given` designates among those this conversation saw, owned by `contact`.
+
+    A reference the conversation never saw is refused; when it names another customer's
+    quote the refusal is PERMISSION, so the agent escalates instead of asking again.
+    """
+    try:
+        entry = ledger_resolve(ctx, QUOTE, given)
+    except ValidationFailed as error:
+        owner_id = quote_owner_id(company=ctx.company, reference=given)
+        if error.code == "reference_not_seen" and owner_id is not None:
+            check_owner(contact=contact, owner_id=owner_id)
+        raise
+    quote = quote_get(company=ctx.company, reference=entry.reference)
+    check_owner(contact=contact, owner_id=quote.contact_id)
+    return quote
+
+
+# --- search_products ----------------------------------------------------------------------------
+
+
+class SearchProductsIn(ToolInput):
+    query: str = Field(
+        default="", max_length=100, description="Words of the product's name or its SKU."
+    )
+    limit: int = Field(default=10, ge=1, le=25, description="Maximum number of products.")
+
+
+@tool(
+    name="search_products",
+    title="Search the product catalog",
+    description=(
+        "Finds products by name or SKU with their current unit price (before tax) and whether "
+        "they are in stock. Availability is confirmed only when a quote is accepted."
+    ),
+    input=SearchProductsIn,
+)
+def search_products(ctx: ToolContext, params: SearchProductsIn) -> dict:
+    price_list = price_list_current(company=ctx.company)
+    if price_list is None:
+        return listing([], has_more=False)
+    rows = product_search(company=ctx.company, price_list=price_list, query=params.query)
+    products, has_more = page(rows[: params.limit + 1], params.limit)
+    items = [
+        {
+            "sku": p.sku,
+            "name": p.name,
+            "unit": p.unit,
+            "unit_price": money.to_wire(p.unit_price, price_list.currency),
+            "in_stock": p.in_stock(),
+        }
+        for p in products
+    ]
+    return listing(items, has_more=has_more, currency=price_list.currency)
+
+
+# --- create_quote -------------------------------------------------------------------------------
+
+
+class QuoteItemIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    sku: str = Field(min_length=1, max_length=64, description="The product's SKU.")
+    quantity: int = Field(ge=1, le=10_000)
+
+
+class CreateQuoteIn(ToolInput):
+    identifier: str = Identifier
+    items: list[QuoteItemIn] = Field(min_length=1, max_length=20)
+    expected_total: Decimal | None = ExpectedTotal
+
+
+@tool(
+    name="create_quote",
+    title="Create and send a quote",
+    description=(
+        "Prices the products from the catalog and the current price list, creates the quote "
+        "and emails it to the customer's registered email. Totals are always computed here."
+    ),
+    input=CreateQuoteIn,
+    write=True,
+)
+def create_quote(ctx: ToolContext, params: CreateQuoteIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    quote = quote_create(
+        company=ctx.company,
+        contact=contact,
+        items=[QuoteItem(sku=i.sku, quantity=i.quantity) for i in params.items],
+        expected_total=params.expected_total,
+        conversation=ctx.conversation,
+    )
+    ledger_record(ctx, QUOTE, [_ledger_entry(quote)])
+    return _quote_detail(quote, timezone.now(), emailed_to=mask_email(contact.email) or None)
+
+
+# --- list_my_quotes / get_quote -----------------------------------------------------------------
+
+
+class ListMyQuotesIn(ToolInput):
+    identifier: str = Identifier
+    status: Literal["sent", "accepted", "rejected", "expired"] | None = Field(
+        default=None, description="Only quotes in this status."
+    )
+    limit: int = Field(default=10, ge=1, le=20)
+
+
+@tool(
+    name="list_my_quotes",
+    title="List the customer's quotes",
+    description="Lists the identified customer's quotes, newest first, with status and total.",
+    input=ListMyQuotesIn,
+)
+def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    now = timezone.now()
+    rows = quote_list(contact=contact, state=params.status, now=now).select_related("company")
+    quotes, has_more = page(rows[: params.limit + 1], params.limit)
+    ledger_record(ctx, QUOTE, [_ledger_entry(q) for q in quotes])
+    return listing([_quote_summary(q, now) for q in quotes], has_more=has_more)
+
+
+class GetQuoteIn(ToolInput):
+    identifier: str = Identifier
+    quote: str = QuoteReference
+
+
+@tool(
+    name="get_quote",
+    title="Show one of the customer's quotes",
+    description="Shows a quote of the identified customer: lines, taxes, total and validity.",
+    input=GetQuoteIn,
+)
+def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    try:
+        reference = ledger_resolve(ctx, QUOTE, params.quote).reference
+    except ValidationFailed as error:
+        if error.code != "reference_not_seen":
+            raise
+        reference = normalize_reference(params.quote)  # e.g. read from the quote's email
+    quote = quote_get(company=ctx.company, reference=reference)
+    check_owner(contact=contact, owner_id=quote.contact_id)
+    ledger_record(ctx, QUOTE, [_ledger_entry(quote)])
+    return _quote_detail(quote, timezone.now())
+
+
+# --- accept_quote / reject_quote ----------------------------------------------------------------
+
+
+class AcceptQuoteIn(ToolInput):
+    identifier: str = Identifier
+    quote: str = QuoteReference
+    expected_total: Decimal | None = ExpectedTotal
+
+
+@tool(
+    name="accept_quote",
+    title="Accept a quote",
+    description=(
+        "Accepts one of the customer's quotes shown in this conversation; stock is reserved "
+        "now. May require a verification code (request_verification_code) first."
+    ),
+    input=AcceptQuoteIn,
+    write=True,
+)
+def accept_quote(ctx: ToolContext, params: AcceptQuoteIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    quote = _quote_seen(ctx, contact, params.quote)
+    quote = quote_accept(
+        quote=quote,
+        expected_total=params.expected_total,
+        authorize=lambda: require_step_up(conversation=ctx.conversation, action="accept_quote"),
+    )
+    return _quote_summary(quote, timezone.now())
+
+
+class RejectQuoteIn(ToolInput):
+    identifier: str = Identifier
+    quote: str = QuoteReference
+    reason: str = Field(default="", max_length=300, description="Why, in the customer's words.")
+
+
+@tool(
+    name="reject_quote",
+    title="Reject a quote",
+    description="Rejects one of the customer's quotes shown in this conversation.",
+    input=RejectQuoteIn,
+    write=True,
+)
+def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    quote = quote_reject(quote=_quote_seen(ctx, contact, params.quote), reason=params.reason)
+    return _quote_summary(quote, timezone.now())
+
+
+# --- request_sales_contact ----------------------------------------------------------------------
+
+
+class RequestSalesContactIn(ToolInput):
+    identifier: str = Identifier
+    topic: str = Field(min_length=3, max_length=200, description="What the customer wants.")
+    notes: str = Field(default="", max_length=1000, description="Details for the sales team.")
+
+
+@tool(
+    name="request_sales_contact",
+    title="Ask the sales team to contact the customer",
+    description="Opens a sales opportunity so the sales team contacts the identified customer.",
+    input=RequestSalesContactIn,
+    write=True,
+)
+def request_sales_contact(ctx: ToolContext, params: RequestSalesContactIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    opportunity = opportunity_create(
+        company=ctx.company,
+        contact=contact,
+        title=params.topic,
+        notes=params.notes,
+        conversation=ctx.conversation,
+    )
+    ledger_record(ctx, OPPORTUNITY, [LedgerEntry(opportunity.reference, label=opportunity.title)])
+    return {"reference": opportunity.reference, "status": opportunity.state}

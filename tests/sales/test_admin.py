@@ -1,0 +1,280 @@
+"""The sales admin: scoped per company, and every button, quote and stock count via services."""
+
+import re
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.core import mail
+from django.urls import reverse
+from django_fsm_log.models import StateLog
+
+from core.models import StaffMembership
+from core.services import contact_create
+from sales.models import Opportunity, PriceList, Product, Quote
+from sales.services import (
+    QuoteItem,
+    opportunity_create,
+    opportunity_win,
+    price_list_create,
+    quote_accept,
+    quote_create,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seller(company):
+    user = get_user_model().objects.create_user(username="vera", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="sales"))
+    StaffMembership.objects.create(user=user, company=company)
+    return user
+
+
+@pytest.fixture
+def admin_client(client, seller):
+    client.force_login(seller)
+    return client
+
+
+def change_url(obj) -> str:
+    return reverse(f"admin:sales_{obj._meta.model_name}_change", args=[obj.pk])
+
+
+def buttons(response) -> set[str]:
+    return set(re.findall(r'name="_fsm_transition_to"\s+value="(\w+)"', response.content.decode()))
+
+
+def change_form_data(client, obj, **overrides) -> dict:
+    """What the browser would post back from the change page, plus the overrides."""
+    response = client.get(change_url(obj))
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    data = {
+        name: ("" if value is None else getattr(value, "pk", value))
+        for name, value in form.initial.items()
+        if name in form.fields
+    }
+    for inline in response.context["inline_admin_formsets"]:
+        management = inline.formset.management_form
+        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
+            data[f"{management.prefix}-{name}"] = management[name].value()
+        for existing in inline.formset.initial_forms:
+            for name in existing.fields:
+                value = existing[name].value()
+                if value is not None:
+                    data[existing.add_prefix(name)] = getattr(value, "pk", value)
+    data.update(overrides)
+    return data
+
+
+def press(client, obj, transition: str):
+    return client.post(
+        change_url(obj),
+        change_form_data(client, obj, _fsm_transition_to=transition),
+        follow=True,
+    )
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+# --- Opportunities -------------------------------------------------------------------------------
+
+
+def test_the_pipeline_filters_by_stage_and_hides_other_companies(
+    admin_client, company, other_company, ana
+):
+    new = opportunity_create(company=company, contact=ana, title="Oficina nueva")
+    won = opportunity_win(
+        opportunity=opportunity_create(company=company, contact=ana, title="Cafetería")
+    )
+    stranger = contact_create(company=other_company, first_name="Eva", email="e@example.com")
+    theirs = opportunity_create(company=other_company, contact=stranger, title="Ajena")
+
+    page = admin_client.get(reverse("admin:sales_opportunity_changelist"), {"state": "new"})
+
+    content = page.content.decode()
+    assert new.reference in content
+    assert won.reference not in content
+    assert theirs.reference not in content
+    assert admin_client.get(change_url(theirs)).status_code == 302  # not found for this staff
+
+
+def test_stage_buttons_move_an_opportunity_through_the_services(admin_client, seller, company, ana):
+    opportunity = opportunity_create(company=company, contact=ana, title="Oficina nueva")
+    assert buttons(admin_client.get(change_url(opportunity))) == {"qualify", "win", "lose"}
+
+    press(admin_client, opportunity, "qualify")
+
+    opportunity.refresh_from_db()
+    assert opportunity.state == Opportunity.State.QUALIFIED
+    log = StateLog.objects.for_(opportunity).get()
+    assert (log.transition, log.by) == ("qualify", seller)
+
+
+def test_losing_asks_for_the_reason(admin_client, company, ana):
+    opportunity = opportunity_create(company=company, contact=ana, title="Oficina nueva")
+    url = reverse("admin:sales_opportunity_transition", args=[opportunity.pk, "lose"])
+
+    refused = admin_client.post(url, {"reason": ""})
+    admin_client.post(url, {"reason": "Eligió a la competencia"})
+
+    assert refused.status_code == 200  # the form again, with its error
+    opportunity.refresh_from_db()
+    assert (opportunity.state, opportunity.lost_reason) == ("lost", "Eligió a la competencia")
+
+
+def test_a_closed_opportunity_offers_no_buttons_and_refuses_a_stale_one(admin_client, company, ana):
+    opportunity = opportunity_create(company=company, contact=ana, title="Oficina nueva")
+    data = change_form_data(admin_client, opportunity, _fsm_transition_to="qualify")
+    opportunity_win(opportunity=opportunity)  # meanwhile, from another screen
+
+    response = admin_client.post(change_url(opportunity), data, follow=True)
+
+    opportunity.refresh_from_db()
+    assert opportunity.state == Opportunity.State.WON
+    assert any("ganada" in m for m in messages_of(response))
+    assert buttons(admin_client.get(change_url(opportunity))) == set()
+
+
+def test_staff_create_opportunities_with_a_reference(admin_client, company, ana, seller):
+    response = admin_client.post(
+        reverse("admin:sales_opportunity_add"),
+        {
+            "company": company.pk,
+            "contact": ana.pk,
+            "title": "Máquina de café",
+            "notes": "",
+            "amount": "1200.00",
+            "currency": "",
+            "owner": seller.pk,
+        },
+    )
+
+    assert response.status_code == 302
+    opportunity = Opportunity.objects.get()
+    assert opportunity.reference.startswith("OP-")
+    assert (opportunity.amount, opportunity.currency, opportunity.owner) == (
+        Decimal("1200.00"),
+        company.currency,
+        seller,
+    )
+
+
+# --- Quotes --------------------------------------------------------------------------------------
+
+
+def test_staff_create_a_draft_priced_by_the_system_and_send_it(
+    admin_client, company, ana, catalog, django_capture_on_commit_callbacks
+):
+    response = admin_client.post(
+        reverse("admin:sales_quote_add"),
+        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": "CAF-001 3\n"},
+    )
+
+    assert response.status_code == 302
+    quote = Quote.objects.get()
+    assert (quote.state, quote.total) == (Quote.State.DRAFT, Decimal("41.25"))
+    assert buttons(admin_client.get(change_url(quote))) == {"send", "expire"}
+
+    with django_capture_on_commit_callbacks(execute=True):
+        press(admin_client, quote, "send")
+
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.SENT
+    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+
+
+def test_the_quote_form_shows_the_rules_as_errors(admin_client, company, ana, catalog):
+    response = admin_client.post(
+        reverse("admin:sales_quote_add"),
+        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": "TAZ-002 9"},
+    )
+
+    assert response.status_code == 200
+    assert "No hay existencias suficientes" in response.content.decode()
+    assert not Quote.objects.exists()
+
+
+def test_a_stale_expire_button_cannot_undo_an_acceptance(admin_client, company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)])
+    data = change_form_data(admin_client, quote, _fsm_transition_to="expire")
+    quote_accept(quote=quote)  # the customer accepts while the page is open
+
+    response = admin_client.post(change_url(quote), data, follow=True)
+
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.ACCEPTED
+    assert Product.objects.get(sku="TAZ-002").quantity_reserved == 2
+    assert any("aceptada" in m for m in messages_of(response))
+
+
+def test_staff_accept_a_quote_with_the_same_stock_rules(admin_client, company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)])
+
+    press(admin_client, quote, "accept")
+
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.ACCEPTED
+    assert Product.objects.get(sku="TAZ-002").quantity_reserved == 2
+
+
+# --- Catalog -------------------------------------------------------------------------------------
+
+
+def test_counted_stock_cannot_go_below_reservations_in_the_admin(
+    admin_client, company, ana, catalog
+):
+    quote_accept(quote=quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)]))
+    mug = Product.objects.get(sku="TAZ-002")
+
+    refused = admin_client.post(
+        change_url(mug), change_form_data(admin_client, mug, quantity_on_hand=1)
+    )
+    admin_client.post(change_url(mug), change_form_data(admin_client, mug, quantity_on_hand=7))
+
+    assert refused.status_code == 200
+    mug.refresh_from_db()
+    assert (mug.quantity_on_hand, mug.quantity_reserved) == (7, 2)
+
+
+def test_a_new_default_price_list_takes_over_from_the_old_one(admin_client, company, catalog):
+    response = admin_client.post(
+        reverse("admin:sales_pricelist_add"),
+        {
+            "company": company.pk,
+            "name": "Tarifa 2027",
+            "currency": "eur",
+            "valid_from": "",
+            "valid_until": "",
+            "is_default": "on",
+            "items-TOTAL_FORMS": "1",
+            "items-INITIAL_FORMS": "0",
+            "items-MIN_NUM_FORMS": "0",
+            "items-MAX_NUM_FORMS": "1000",
+            "items-0-product": catalog.coffee.pk,
+            "items-0-unit_price": "13.00",
+        },
+    )
+
+    assert response.status_code == 302
+    current = PriceList.objects.get(is_default=True)
+    assert (current.name, current.currency) == ("Tarifa 2027", "EUR")
+    assert current.items.get().unit_price == Decimal("13.00")
+
+
+def test_a_price_with_more_decimals_than_the_currency_is_refused(admin_client, company, catalog):
+    yen = price_list_create(company=company, name="Yen", currency="JPY")
+    data = change_form_data(admin_client, yen)
+    index = int(data["items-TOTAL_FORMS"]) - 1  # the empty extra row
+    data[f"items-{index}-product"] = catalog.coffee.pk
+    data[f"items-{index}-unit_price"] = "12.50"
+
+    response = admin_client.post(change_url(yen), data)
+
+    assert response.status_code == 200
+    assert not yen.items.exists()

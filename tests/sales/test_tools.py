@@ -1,0 +1,437 @@
+"""The sales tools over real HTTP (the REST mirror of a live server), as the Gateway calls them."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+
+from core.identity import identify_contact
+from core.models import Company, Contact, Conversation, StepUpPolicy
+from sales.models import Opportunity, Product, Quote
+from sales.services import QuoteItem, quote_accept, quote_create, quotes_expire_due
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BASKET = [{"sku": "CAF-001", "quantity": 3}, {"sku": "TAZ-002", "quantity": 2}]  # 53.33 EUR
+ANA = "12345678Z"
+BRUNO = "X1234567L"
+
+
+def identify(company: Company, conversation_id: str, contact: Contact) -> Conversation:
+    """The conversation as identify_contact leaves it once the customer gave their document."""
+    conversation, _ = Conversation.objects.get_or_create(
+        company=company, external_id=conversation_id
+    )
+    identify_contact(conversation=conversation, kind="document", value=contact.document_number)
+    return conversation
+
+
+def verify(conversation: Conversation) -> None:
+    """What a successful verify_code leaves behind: the conversation verified for a while."""
+    now = timezone.now()
+    Conversation.objects.filter(pk=conversation.pk).update(
+        verified_at=now, verified_until=now + timedelta(minutes=15)
+    )
+
+
+def key() -> str:
+    return f"k-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def anas_chat(tool_client, company, ana, catalog):
+    """Ana identified in the tool client's conversation, with the company's default policy."""
+    return identify(company, tool_client.conversation_id, ana)
+
+
+@pytest.fixture
+def no_step_up(company):
+    StepUpPolicy.objects.create(company=company, actions=[])
+
+
+def create(tool_client, items=BASKET, **extra):
+    return tool_client.call("create_quote", {"identifier": ANA, "items": items, **extra}, key=key())
+
+
+# --- search_products -----------------------------------------------------------------------------
+
+
+def test_search_shows_name_sku_price_and_availability_but_never_quantities(tool_client, catalog):
+    response = tool_client.call("search_products", {"query": ""})
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body == {
+        "items": [
+            {
+                "sku": "CAF-001",
+                "name": "Café en grano 1 kg",
+                "unit": "unidad",
+                "unit_price": "12.50",
+                "in_stock": True,
+            },
+            {
+                "sku": "MOL-003",
+                "name": "Molinillo manual",
+                "unit": "unidad",
+                "unit_price": "35.00",
+                "in_stock": True,
+            },
+            {
+                "sku": "TAZ-002",
+                "name": "Taza de cerámica",
+                "unit": "unidad",
+                "unit_price": "4.99",
+                "in_stock": True,
+            },
+        ],
+        "count": 3,
+        "has_more": False,
+        "currency": "EUR",
+    }
+
+
+def test_search_matches_words_and_says_out_of_stock(tool_client, company, ana, catalog):
+    quote_accept(quote=quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 3)]))
+
+    body = tool_client.call("search_products", {"query": "taza cerámica"}).json()
+
+    assert [(p["sku"], p["in_stock"]) for p in body["items"]] == [("TAZ-002", False)]
+
+
+def test_a_search_without_results_is_a_success_with_an_empty_list(tool_client, catalog):
+    response = tool_client.call("search_products", {"query": "bicicleta"})
+
+    assert response.status_code == 200
+    assert response.json()["items"] == []
+
+
+def test_search_honours_the_limit_and_says_more_exist(tool_client, catalog):
+    body = tool_client.call("search_products", {"limit": 2}).json()
+
+    assert body["count"] == 2
+    assert body["has_more"] is True
+
+
+# --- create_quote --------------------------------------------------------------------------------
+
+
+def test_create_quote_prices_it_sends_it_and_emails_the_customer(tool_client, anas_chat):
+    response = create(tool_client)
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["reference"].startswith("QT-")
+    assert (body["status"], body["total"], body["subtotal"], body["tax"]) == (
+        "sent",
+        "53.33",
+        "47.48",
+        "5.85",
+    )
+    assert body["emailed_to"] == "a***@example.com"
+    assert body["lines"][1] == {
+        "sku": "TAZ-002",
+        "name": "Taza de cerámica",
+        "quantity": 2,
+        "unit_price": "4.99",
+        "tax_rate": "21.00",
+        "total": "12.08",
+    }
+    assert set(body) == {
+        "reference",
+        "status",
+        "total",
+        "currency",
+        "valid_until",
+        "created",
+        "lines",
+        "subtotal",
+        "tax",
+        "emailed_to",
+    }
+    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+    assert body["reference"] in mail.outbox[0].subject
+    quote = Quote.objects.get(reference=body["reference"])
+    assert quote.conversation == anas_chat
+
+
+def test_create_quote_refuses_an_altered_total_and_states_the_real_one(tool_client, anas_chat):
+    response = create(tool_client, expected_total="50.00")
+
+    assert response.status_code == 422
+    body = response.json()
+    assert (body["error_type"], body["code"], body["total"], body["currency"]) == (
+        "VALIDATION",
+        "total_mismatch",
+        "53.33",
+        "EUR",
+    )
+    assert not Quote.objects.exists()
+
+
+def test_the_same_create_quote_key_creates_one_quote(tool_client, anas_chat):
+    args = {"identifier": ANA, "items": BASKET, "expected_total": "53.33"}
+    same = key()
+
+    first = tool_client.call("create_quote", args, key=same)
+    second = tool_client.call("create_quote", args, key=same)
+
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json()
+    assert second.headers["X-Idempotency-Replayed"] == "true"
+    assert Quote.objects.count() == 1
+    assert len(mail.outbox) == 1
+
+
+def test_create_quote_needs_an_identified_customer(tool_client, catalog):
+    response = create(tool_client)
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "identification_required"
+
+
+def test_create_quote_refuses_another_customers_identifier(tool_client, anas_chat, bruno):
+    response = tool_client.call("create_quote", {"identifier": BRUNO, "items": BASKET}, key=key())
+
+    assert response.status_code == 403
+    assert response.json()["error_type"] == "PERMISSION"
+    assert not Quote.objects.exists()
+
+
+def test_create_quote_of_an_unknown_product_is_not_found(tool_client, anas_chat):
+    response = create(tool_client, items=[{"sku": "NOPE", "quantity": 1}])
+
+    assert response.status_code == 404
+    assert response.json()["sku"] == "NOPE"
+
+
+def test_create_quote_refuses_a_zero_quantity(tool_client, anas_chat):
+    response = create(tool_client, items=[{"sku": "CAF-001", "quantity": 0}])
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_arguments"
+
+
+# --- list_my_quotes / get_quote ------------------------------------------------------------------
+
+
+def test_list_my_quotes_shows_only_the_customers_own(tool_client, company, bruno, anas_chat):
+    mine = create(tool_client).json()["reference"]
+    quote_create(company=company, contact=bruno, items=[QuoteItem("CAF-001", 1)])
+
+    body = tool_client.call("list_my_quotes", {"identifier": ANA}).json()
+
+    assert [q["reference"] for q in body["items"]] == [mine]
+    assert set(body["items"][0]) == {
+        "reference",
+        "status",
+        "total",
+        "currency",
+        "valid_until",
+        "created",
+    }
+
+
+def test_a_quote_past_validity_is_listed_as_expired_before_the_sweep(
+    tool_client, company, ana, anas_chat
+):
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
+    Quote.objects.filter(pk=quote.pk).update(valid_until=timezone.now() - timedelta(minutes=1))
+
+    expired = tool_client.call("list_my_quotes", {"identifier": ANA, "status": "expired"})
+    sent = tool_client.call("list_my_quotes", {"identifier": ANA, "status": "sent"})
+
+    assert [(q["reference"], q["status"]) for q in expired.json()["items"]] == [
+        (quote.reference, "expired")
+    ]
+    assert sent.json()["items"] == []
+
+
+def test_get_quote_finds_the_customers_quote_by_its_reference(tool_client, company, ana, anas_chat):
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 2)])
+
+    body = tool_client.call("get_quote", {"identifier": ANA, "quote": quote.reference}).json()
+
+    assert (body["reference"], body["total"], len(body["lines"])) == (quote.reference, "27.50", 1)
+
+
+def test_get_quote_of_another_customer_is_refused(tool_client, company, bruno, anas_chat):
+    brunos = quote_create(company=company, contact=bruno, items=[QuoteItem("CAF-001", 1)])
+
+    response = tool_client.call("get_quote", {"identifier": ANA, "quote": brunos.reference})
+
+    assert response.status_code == 403
+    assert response.json()["error_type"] == "PERMISSION"
+    assert brunos.reference not in response.text
+
+
+def test_get_quote_of_an_unknown_reference_is_not_found(tool_client, anas_chat):
+    response = tool_client.call("get_quote", {"identifier": ANA, "quote": "QT-ZZZZZZ"})
+
+    assert response.status_code == 404
+
+
+# --- accept_quote --------------------------------------------------------------------------------
+
+
+def reserved(sku: str) -> int:
+    return Product.objects.get(sku=sku).quantity_reserved
+
+
+def test_accepting_needs_step_up_verification_by_default(tool_client, anas_chat):
+    reference = create(tool_client).json()["reference"]
+
+    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "verification_required"
+    assert reserved("CAF-001") == 0
+
+    verify(anas_chat)
+    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+    assert response.status_code == 200
+    assert response.json()["status"] == "accepted"
+
+
+def test_accepting_twice_with_the_same_key_reserves_once(tool_client, anas_chat, no_step_up):
+    reference = create(tool_client).json()["reference"]
+    args = {"identifier": ANA, "quote": reference, "expected_total": "53.33"}
+    same = key()
+
+    first = tool_client.call("accept_quote", args, key=same)
+    second = tool_client.call("accept_quote", args, key=same)
+
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json()
+    assert first.json()["status"] == "accepted"
+    assert (reserved("CAF-001"), reserved("TAZ-002")) == (3, 2)
+
+
+def test_accepting_again_with_a_new_key_is_refused_with_the_state(
+    tool_client, anas_chat, no_step_up
+):
+    reference = create(tool_client).json()["reference"]
+    tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+
+    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+
+    assert response.status_code == 422
+    assert response.json()["state"] == "accepted"
+    assert reserved("CAF-001") == 3
+
+
+def test_accepting_with_an_altered_total_is_refused_with_the_real_one(
+    tool_client, anas_chat, no_step_up
+):
+    reference = create(tool_client).json()["reference"]
+
+    response = tool_client.call(
+        "accept_quote",
+        {"identifier": ANA, "quote": reference, "expected_total": "43.33"},
+        key=key(),
+    )
+
+    assert response.status_code == 422
+    assert response.json()["total"] == "53.33"
+    assert reserved("CAF-001") == 0
+
+
+def test_accepting_another_customers_quote_is_refused(
+    tool_client, company, bruno, anas_chat, no_step_up
+):
+    brunos = quote_create(company=company, contact=bruno, items=[QuoteItem("CAF-001", 1)])
+
+    response = tool_client.call(
+        "accept_quote", {"identifier": ANA, "quote": brunos.reference}, key=key()
+    )
+
+    assert response.status_code == 403
+    assert response.json()["error_type"] == "PERMISSION"
+    brunos.refresh_from_db()
+    assert brunos.state == Quote.State.SENT
+
+
+def test_accepting_a_quote_this_conversation_never_saw_is_refused(
+    tool_client, company, ana, anas_chat, no_step_up
+):
+    # Ana's own quote, but from another conversation: this one has not been shown it.
+    unseen = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
+
+    response = tool_client.call(
+        "accept_quote", {"identifier": ANA, "quote": unseen.reference}, key=key()
+    )
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "reference_not_seen"
+    assert reserved("CAF-001") == 0
+
+
+def test_a_quote_listed_in_this_conversation_can_be_accepted_by_the_end_of_its_reference(
+    tool_client, company, ana, anas_chat, no_step_up
+):
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
+    tool_client.call("list_my_quotes", {"identifier": ANA})
+
+    response = tool_client.call(
+        "accept_quote", {"identifier": ANA, "quote": quote.reference[-4:]}, key=key()
+    )
+
+    assert response.status_code == 200
+    assert response.json()["reference"] == quote.reference
+
+
+def test_accepting_an_expired_quote_is_refused_with_the_state(tool_client, anas_chat, no_step_up):
+    reference = create(tool_client).json()["reference"]
+    quotes_expire_due(now=timezone.now() + timedelta(days=30))
+
+    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+
+    assert response.status_code == 422
+    assert (response.json()["error_type"], response.json()["state"]) == ("VALIDATION", "expired")
+
+
+def test_accepting_after_another_customer_took_the_stock_is_refused(
+    tool_client, company, bruno, anas_chat, no_step_up
+):
+    reference = create(tool_client, items=[{"sku": "TAZ-002", "quantity": 2}]).json()["reference"]
+    quote_accept(
+        quote=quote_create(company=company, contact=bruno, items=[QuoteItem("TAZ-002", 2)])
+    )
+
+    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+
+    assert response.status_code == 422
+    assert (response.json()["code"], response.json()["sku"]) == ("insufficient_stock", "TAZ-002")
+    assert reserved("TAZ-002") == 2
+
+
+# --- reject_quote / request_sales_contact --------------------------------------------------------
+
+
+def test_rejecting_resolves_the_quote_once(tool_client, anas_chat):
+    reference = create(tool_client).json()["reference"]
+    args = {"identifier": ANA, "quote": reference, "reason": "Prefiero esperar"}
+
+    first = tool_client.call("reject_quote", args, key=key())
+    again = tool_client.call("reject_quote", args, key=key())
+
+    assert (first.status_code, first.json()["status"]) == (200, "rejected")
+    assert (again.status_code, again.json()["state"]) == (422, "rejected")
+    assert Quote.objects.get(reference=reference).rejection_reason == "Prefiero esperar"
+
+
+def test_request_sales_contact_opens_one_opportunity_per_key(tool_client, anas_chat):
+    args = {"identifier": ANA, "topic": "Cafetera para oficina", "notes": "Unas 30 personas"}
+    same = key()
+
+    first = tool_client.call("request_sales_contact", args, key=same)
+    second = tool_client.call("request_sales_contact", args, key=same)
+
+    assert first.status_code == 200
+    assert first.json() == second.json()
+    assert set(first.json()) == {"reference", "status"}
+    opportunity = Opportunity.objects.get()
+    assert (opportunity.reference, opportunity.state) == (first.json()["reference"], "new")
+    assert (opportunity.contact, opportunity.notes) == (anas_chat.contact, "Unas 30 personas")
