@@ -33,5 +33,8 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+bench: install
+	$(BIN)/python bench/idempotency.py
+
 clean:
 	rm -rf $(VENV) db.sqlite3 .pytest_cache .ruff_cache

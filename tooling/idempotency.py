@@ -127,16 +127,28 @@ def _replay(
             code="idempotency_expired",
             http_status=410,
         )
-    # Bookkeeping for the admin; one indexed UPDATE, no lock held beyond the statement.
-    IdempotencyRecord.objects.filter(pk=record.pk).update(
-        replay_count=F("replay_count") + 1, last_replayed_at=now
-    )
+    _count_replay(record, now)
     return IdempotentResult(
         body=json.loads(record.response),
         status=record.status_code,
         replayed=True,
         text=record.response,
     )
+
+
+def _count_replay(record: IdempotencyRecord, now: datetime) -> None:
+    """Bookkeeping for the admin: one indexed UPDATE, no lock held beyond it."""
+    replays = IdempotencyRecord.objects.filter(pk=record.pk)
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        replays.update(replay_count=F("replay_count") + 1, last_replayed_at=now)
+        return
+    # A lost count after a crash harms nobody, so the replay need not wait for the WAL flush
+    # (measured here: ~4 ms of a replay's ~5 ms of SQL). Only in a transaction of our own,
+    # where SET LOCAL cannot weaken anybody else's commit.
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        replays.update(replay_count=F("replay_count") + 1, last_replayed_at=now)
 
 
 def _set_lock_timeout(milliseconds: int | None) -> None:
