@@ -1,12 +1,27 @@
 """Staff admin for the core models, and the per-company scoping every admin in Garante uses."""
 
+import re
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from core.models import Company, Contact, Conversation, GatewayCredential, StaffMembership
+from core.errors import GaranteError
+from core.models import (
+    Company,
+    Contact,
+    Conversation,
+    GatewayCredential,
+    SecurityEvent,
+    StaffMembership,
+    StepUpPolicy,
+    VerificationChallenge,
+    default_step_up_actions,
+)
 from core.services import gateway_credential_issue, gateway_credential_revoke
+from core.verification import challenge_issue, challenge_resend, challenge_revoke
 
 
 def staff_company_ids(request: HttpRequest) -> list[int] | None:
@@ -131,6 +146,180 @@ class ConversationAdmin(CompanyScopedAdmin):
     list_filter = ["company"]
     search_fields = ["external_id"]
     readonly_fields = [f.name for f in Conversation._meta.fields]
+    actions = ["send_code_by_sms", "send_code_by_email"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_issue_code_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("core.add_verificationchallenge")
+
+    def _issue(self, request: HttpRequest, queryset: QuerySet, channel: str) -> None:
+        """Staff issue a code for the caller of each conversation, to the identified contact's
+        own registered channel (the same service, limits and delivery as the tool)."""
+        for conversation in queryset.select_related("contact"):
+            if conversation.contact is None:
+                self.message_user(
+                    request,
+                    _("%(c)s: nobody has identified in this conversation yet.")
+                    % {"c": conversation},
+                    messages.ERROR,
+                )
+                continue
+            try:
+                challenge = challenge_issue(
+                    contact=conversation.contact,
+                    channel=channel,
+                    conversation=conversation,
+                    issued_by=request.user,
+                )
+            except GaranteError as error:
+                self.message_user(request, f"{conversation}: {error.user_message}", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                _("%(c)s: a code is on its way to %(to)s.")
+                % {"c": conversation, "to": challenge.masked_destination},
+            )
+
+    @admin.action(description=_("Send a verification code by SMS"), permissions=["issue_code"])
+    def send_code_by_sms(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._issue(request, queryset, "sms")
+
+    @admin.action(description=_("Send a verification code by email"), permissions=["issue_code"])
+    def send_code_by_email(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._issue(request, queryset, "email")
+
+
+class StepUpPolicyForm(forms.ModelForm):
+    actions_text = forms.CharField(
+        label=_("Actions that need a verification code"),
+        widget=forms.Textarea(attrs={"rows": 6}),
+        required=False,
+        help_text=_("One tool name per line, e.g. accept_quote or update_contact_details."),
+    )
+
+    class Meta:
+        model = StepUpPolicy
+        fields = ["company"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        actions = self.instance.actions if self.instance.pk else default_step_up_actions()
+        self.fields["actions_text"].initial = "\n".join(actions)
+
+    def clean_actions_text(self) -> list[str]:
+        names = [line.strip() for line in self.cleaned_data["actions_text"].splitlines()]
+        names = [n for n in names if n]
+        invalid = [n for n in names if not _TOOL_NAME.match(n)]
+        if invalid:
+            raise forms.ValidationError(
+                _("Not a tool name: %(names)s"), params={"names": ", ".join(invalid)}
+            )
+        return sorted(set(names))
+
+    def save(self, commit: bool = True) -> StepUpPolicy:
+        self.instance.actions = self.cleaned_data["actions_text"]
+        return super().save(commit=commit)
+
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+@admin.register(StepUpPolicy)
+class StepUpPolicyAdmin(CompanyScopedAdmin):
+    form = StepUpPolicyForm
+    list_display = ["company", "actions", "updated_at"]
+
+
+@admin.register(SecurityEvent)
+class SecurityEventAdmin(CompanyScopedAdmin):
+    list_display = [
+        "created_at",
+        "kind",
+        "company",
+        "conversation_key",
+        "contact",
+        "claimed_contact",
+    ]
+    list_filter = ["kind", "company"]
+    search_fields = ["conversation_key"]
+    list_select_related = ["company", "contact", "claimed_contact"]
+    date_hierarchy = "created_at"
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return [f.name for f in SecurityEvent._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(VerificationChallenge)
+class VerificationChallengeAdmin(CompanyScopedAdmin):
+    """Status, channel, masked destination, attempts and times; never the code, its HMAC or
+    the full destination. Codes are issued from the conversation list (an action there)."""
+
+    list_display = [
+        "created_at",
+        "contact",
+        "channel",
+        "masked_destination",
+        "status",
+        "delivery_status",
+        "attempts",
+        "expires_at",
+        "sent_at",
+    ]
+    list_filter = ["status", "delivery_status", "channel", "company"]
+    search_fields = ["conversation__external_id", "contact__first_name", "contact__last_name"]
+    list_select_related = ["contact"]
+    fields = [
+        "company",
+        "contact",
+        "conversation",
+        "channel",
+        "masked_destination",
+        "status",
+        "attempts",
+        "created_at",
+        "expires_at",
+        "verified_at",
+        "delivery_status",
+        "delivery_attempts",
+        "delivery_error",
+        "provider_message_id",
+        "provider_status",
+        "sent_at",
+        "issued_by",
+    ]
+    actions = ["revoke", "resend"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return self.fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description=_("Revoke selected codes"), permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
+        revoked = sum(challenge_revoke(challenge=c) for c in queryset)
+        self.message_user(request, _("Revoked %(n)d code(s).") % {"n": revoked})
+
+    @admin.action(
+        description=_("Resend: a new code to the same contact and channel"),
+        permissions=["change"],
+    )
+    def resend(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for challenge in queryset.select_related("contact", "conversation"):
+            try:
+                fresh = challenge_resend(challenge=challenge, issued_by=request.user)
+            except GaranteError as error:
+                self.message_user(request, str(error.user_message), messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                _("A new code is on its way to %(to)s.") % {"to": fresh.masked_destination},
+            )

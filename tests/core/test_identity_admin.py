@@ -1,0 +1,138 @@
+"""Staff see codes and security events of their companies, revoke and resend codes, issue a
+code for a caller — and can never read a code back."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core import mail
+
+from core.identity import security_event_record
+from core.models import (
+    Conversation,
+    SecurityEvent,
+    StaffMembership,
+    StepUpPolicy,
+    VerificationChallenge,
+)
+from core.services import contact_create
+from core.verification import challenge_issue
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def staff(company):
+    user = User.objects.create_user("maria", password="pw-maria-123", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="core"))
+    StaffMembership.objects.create(user=user, company=company, role="admin")
+    return user
+
+
+@pytest.fixture
+def ana_conv(ana, make_identified):
+    return make_identified(ana, "conv-ana")
+
+
+def code_in(text):
+    return re.search(r"\b(\d{6})\b", text).group(1)
+
+
+def test_the_code_list_shows_status_and_masked_destination_but_never_the_code(
+    client, staff, ana, ana_conv, sms_outbox
+):
+    challenge = challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+    client.force_login(staff)
+
+    listing = client.get("/admin/core/verificationchallenge/").content.decode()
+    detail = client.get(f"/admin/core/verificationchallenge/{challenge.pk}/change/")
+
+    page = listing + detail.content.decode()
+    assert detail.status_code == 200
+    assert "teléfono terminado en 22" in page
+    assert code_in(sms_outbox[0].body) not in page
+    challenge.refresh_from_db()
+    assert challenge.code_hmac not in page and challenge.nonce not in page
+    assert "600111222" not in page
+
+
+def test_staff_do_not_see_another_companys_codes(client, staff, other_company, sms_outbox):
+    zoe = contact_create(company=other_company, first_name="Zoe", phone="600555666")
+    conversation = Conversation.objects.create(company=other_company, external_id="conv-zoe")
+    conversation.contact = zoe
+    conversation.save()
+    challenge_issue(contact=zoe, channel="sms", conversation=conversation)
+    client.force_login(staff)
+
+    page = client.get("/admin/core/verificationchallenge/").content.decode()
+
+    assert "Zoe" not in page
+
+
+def test_staff_revoke_a_code(client, staff, ana, ana_conv, sms_outbox):
+    challenge = challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+    client.force_login(staff)
+
+    client.post(
+        "/admin/core/verificationchallenge/",
+        {"action": "revoke", "_selected_action": [challenge.pk]},
+    )
+
+    challenge.refresh_from_db()
+    assert challenge.status == VerificationChallenge.Status.REVOKED
+
+
+def test_staff_resend_a_fresh_code(client, staff, ana, ana_conv, sms_outbox):
+    challenge = challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+    client.force_login(staff)
+
+    client.post(
+        "/admin/core/verificationchallenge/",
+        {"action": "resend", "_selected_action": [challenge.pk]},
+    )
+
+    assert len(sms_outbox) == 2
+    statuses = VerificationChallenge.objects.order_by("pk").values_list("status", flat=True)
+    assert list(statuses) == ["revoked", "active"]
+
+
+def test_staff_issue_a_code_for_the_caller_of_a_conversation(
+    client, staff, ana, ana_conv, sms_outbox
+):
+    client.force_login(staff)
+
+    response = client.post(
+        "/admin/core/conversation/",
+        {"action": "send_code_by_email", "_selected_action": [ana_conv.pk]},
+        follow=True,
+    )
+
+    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+    challenge = VerificationChallenge.objects.get()
+    assert challenge.issued_by == staff
+    assert any("a***@example.com" in str(m) for m in response.context["messages"])
+
+
+def test_security_events_are_listed_for_staff(client, staff, ana, ana_conv):
+    security_event_record(
+        conversation=ana_conv, kind=SecurityEvent.Kind.IDENTITY_SWITCH, contact=ana
+    )
+    client.force_login(staff)
+
+    page = client.get("/admin/core/securityevent/").content.decode()
+
+    assert "conv-ana" in page
+
+
+def test_staff_edit_which_actions_need_step_up(client, staff, company):
+    client.force_login(staff)
+
+    client.post(
+        "/admin/core/stepuppolicy/add/",
+        {"company": company.pk, "actions_text": "accept_quote\ncancel_appointment\n"},
+    )
+
+    assert StepUpPolicy.objects.get(company=company).actions == [
+        "accept_quote",
+        "cancel_appointment",
+    ]
