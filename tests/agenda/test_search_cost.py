@@ -1,0 +1,73 @@
+"""A slot search reads the appointments of its window, not the whole table (PostgreSQL plan)."""
+
+import json
+from datetime import UTC, timedelta
+
+import pytest
+from django.db import connection
+
+from agenda.availability import scheduled_in_window, slots_available
+from agenda.models import Appointment
+from tests.agenda.conftest import MONDAY_8AM, local
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+
+HISTORY = 5000
+
+
+@pytest.fixture
+def long_history(company, service, marta, customer):
+    """Five thousand scheduled appointments before the searched week, one per hour."""
+    # In UTC: adding hours to a Madrid wall-clock time would repeat an hour in March.
+    first = local(2026, 1, 5, 9).astimezone(UTC)
+    Appointment.objects.bulk_create(
+        Appointment(
+            company=company,
+            reference=f"AP-H{n:05d}",
+            contact=customer,
+            service=service,
+            professional=marta,
+            starts_at=first + timedelta(hours=n),
+            ends_at=first + timedelta(hours=n, minutes=30),
+            blocked_from=first + timedelta(hours=n),
+            blocked_until=first + timedelta(hours=n, minutes=40),
+            created_via="staff",
+        )
+        for n in range(HISTORY)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE agenda_appointment")
+    assert Appointment.objects.filter(starts_at__gte=local(2026, 12, 7)).count() == 0
+
+
+def plan_nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+def test_the_window_query_touches_only_rows_near_the_window(long_history, marta):
+    queryset = scheduled_in_window([marta.pk], local(2026, 12, 7), local(2026, 12, 14))
+
+    plan = json.loads(queryset.explain(format="json", analyze=True))[0]["Plan"]
+
+    nodes = list(plan_nodes(plan))
+    scans = [n for n in nodes if "Scan" in n["Node Type"]]
+    assert all(n["Node Type"] != "Seq Scan" for n in scans), plan
+    examined = sum(n.get("Actual Rows", 0) + n.get("Rows Removed by Filter", 0) for n in scans)
+    assert examined < 50, plan
+
+
+def test_a_search_over_a_long_history_makes_a_fixed_number_of_queries(
+    long_history, company, service, django_assert_max_num_queries
+):
+    with django_assert_max_num_queries(6):
+        slots = slots_available(
+            company=company,
+            service=service,
+            starts_at=local(2026, 12, 7),
+            ends_at=local(2026, 12, 14),
+            now=MONDAY_8AM,
+        )
+
+    assert len(slots) == 5 * 16  # the history lies before the week: every slot is free
