@@ -361,3 +361,15 @@ def test_no_output_carries_internal_ids(ana, make_case):
     text = json.dumps(outputs)
     for forbidden in ('"id"', '"pk"', '"contact_id"', "company", "conversation"):
         assert forbidden not in text
+
+
+def test_a_company_may_require_step_up_verification_to_open_cases(ana, company):
+    from core.models import StepUpPolicy
+
+    StepUpPolicy.objects.create(company=company, actions=["open_case"])
+
+    response = write(ana, "open_case", {"identifier": ANA, "subject": "S", "description": "d"})
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "verification_required"
+    assert not Case.objects.exists()
