@@ -101,6 +101,12 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return error_response(ValidationFailed(message, code=code, http_status=exc.status_code))
 
 
+@api.exception_handler(GaranteError)
+def on_business_error(request: HttpRequest, exc: GaranteError) -> HttpResponse:
+    # Raised outside call_tool: by an input validator while ninja parses the body.
+    return error_response(exc)
+
+
 @api.exception_handler(DatabaseError)
 def on_database_down(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.exception("database failure outside a tool call")

@@ -66,10 +66,19 @@ def call_tool(
     tool: Tool, *, company: Company, arguments: Any, meta: CallMeta, surface: str
 ) -> Outcome:
     """Execute one tool call and return its shaped outcome. Raises only InvalidArguments."""
-    params = parse_arguments(tool, arguments)
     started = time.monotonic()
     with translation.override(company.language):
-        outcome = _run(tool, company=company, params=params, meta=meta, surface=surface)
+        try:
+            params = parse_arguments(tool, arguments)
+        except InvalidArguments:
+            raise
+        except GaranteError as error:  # a validator that normalises (a phone, a document)
+            outcome = error_outcome(error)
+        except Exception:
+            logger.exception("unexpected failure validating the arguments of %s", tool.name)
+            outcome = error_outcome(SystemUnavailable())
+        else:
+            outcome = _run(tool, company=company, params=params, meta=meta, surface=surface)
     logger.info(
         "tool=%s company=%s outcome=%s replayed=%s ms=%.1f",
         tool.name,

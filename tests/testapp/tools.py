@@ -3,9 +3,10 @@
 from typing import Literal
 
 from django.db import connection
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from core.errors import ValidationFailed
+from core.references import normalize_reference
 from tests.testapp import services
 from tests.testapp.models import Counter
 from tooling.context import ToolContext
@@ -14,6 +15,17 @@ from tooling.registry import ToolInput, tool
 
 class CancelReservationIn(ToolInput):
     reference: str = Field(min_length=1, max_length=16)
+
+    @field_validator("reference")
+    @classmethod
+    def of_a_reservation(cls, value: str) -> str:
+        # Validators may raise core errors (as normalisers of phones and documents do).
+        value = normalize_reference(value)
+        if not value.startswith("RS-"):
+            raise ValidationFailed(
+                "Esa referencia no es de una reserva.", code="not_a_reservation_reference"
+            )
+        return value
 
 
 @tool(

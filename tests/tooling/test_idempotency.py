@@ -484,3 +484,26 @@ def test_stored_answers_are_json_text_exactly_as_sent(tool_client, company):
     stored = IdempotencyRecord.objects.get(key="k-1").response
     assert stored == response.text
     assert json.loads(stored) == {"counter": "visits", "value": 2, "by": 2}
+
+
+def test_a_core_error_raised_by_an_input_validator_keeps_its_type_on_rest(tool_client, company):
+    response = tool_client.call(CANCEL, {"reference": "AP-123456"}, key="k-1")
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "not_a_reservation_reference"
+    assert not IdempotencyRecord.objects.exists()
+
+
+def test_a_core_error_raised_by_an_input_validator_keeps_its_type_in_call_tool(company):
+    meta = CallMeta(conversation_id="conv-1", idempotency_key="k-1")
+
+    outcome = call_tool(
+        registry.get(CANCEL),
+        company=company,
+        arguments={"reference": "AP-123456"},
+        meta=meta,
+        surface="mcp",
+    )
+
+    assert outcome.error_type == "VALIDATION"
+    assert outcome.body["code"] == "not_a_reservation_reference"
