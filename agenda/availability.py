@@ -190,12 +190,13 @@ def _weekly_hours(professional_ids: list[int]) -> dict[int, dict[int, list[tuple
 def working_intervals(
     weekly: dict[int, list[tuple[time, time]]], day: date, tz: ZoneInfo
 ) -> list[tuple[datetime, datetime]]:
-    """The professional's working intervals on one local day, as UTC instants."""
+    """The professional's working intervals on one local day, as UTC instants; overlapping
+    or touching intervals (09-13 and 12-14) merge, so no slot is offered twice."""
     intervals = [
         (local_instant(day, start, tz), local_instant(day, end, tz))
-        for start, end in sorted(weekly.get(day.weekday(), []))
+        for start, end in weekly.get(day.weekday(), [])
     ]
-    return [(start, end) for start, end in intervals if end > start]
+    return _merge((start, end) for start, end in intervals if end > start)
 
 
 def blocked_range(service: Service, starts_at: datetime) -> tuple[datetime, datetime]:

@@ -113,6 +113,19 @@ def test_it_searches_only_the_chosen_professional(company, service, marta):
     assert {s.professional for s in slots} == {luis}
 
 
+def test_overlapping_working_hours_do_not_offer_a_slot_twice(company, service):
+    professional_create(
+        company=company,
+        display_name="Luis",
+        services=[service],
+        weekly_hours=[(1, time(9), time(11)), (1, time(10), time(12))],
+    )
+
+    assert starts(day_slots(company, service, local(2026, 12, 8))) == [
+        "09:00", "09:30", "10:00", "10:30", "11:00", "11:30",
+    ]  # fmt: skip
+
+
 def test_a_professional_who_does_not_give_the_service_is_not_offered(company, service, marta):
     colour = Service.objects.create(company=company, name="Tinte", duration_minutes=90)
 
