@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import redis
 from aiosmtpd.controller import Controller
 from django.conf import settings as django_settings
 from django.db import connection
@@ -321,6 +322,12 @@ def celery_worker(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        # Leave this module's Redis database as it was found.
+        client = redis.Redis.from_url(broker_url)
+        for name in client.scan_iter(match="*test-ident-*"):
+            client.delete(name)
+        client.delete("_kombu.binding_deadlines")
+        client.close()
 
 
 @pytest.fixture
