@@ -74,7 +74,10 @@ DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # IMMEDIATE takes the write lock at BEGIN, so concurrent writers queue instead of failing
     # later with "database is locked"; the timeout bounds that queue.
-    DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 20}
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": float(os.environ.get("GARANTE_SQLITE_BUSY_TIMEOUT_SECONDS", "20")),
+    }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 if os.environ.get("GARANTE_TEST_DB_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["GARANTE_TEST_DB_NAME"]}
