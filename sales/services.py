@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from functools import partial, reduce
+from functools import reduce
 from typing import Any
 
 from django.conf import settings
@@ -389,14 +389,19 @@ def quote_send(*, quote: Quote, by: Any = None, now: datetime | None = None) -> 
     quote.send(by=by)
     quote.sent_at = now
     quote.save(update_fields=["state", "sent_at"])
-    transaction.on_commit(partial(_enqueue_quote_email, quote.pk), robust=True)
+    quote_id = quote.pk  # a plain closure: Django's robust on_commit logs the callable's name
+    transaction.on_commit(lambda: _enqueue_quote_email(quote_id), robust=True)
     return quote
 
 
 def _enqueue_quote_email(quote_id: int) -> None:
+    """Publish the email task (after commit). If the broker is down this raises, on_commit
+    (robust) logs it, and the quote stays sent: quote_emails_pending picks it up later."""
     from sales.tasks import quote_email_send  # the task module imports these services
 
-    quote_email_send.delay(quote_id)
+    # An optional dedicated queue (settings.GARANTE_SALES_QUEUE); the default queue otherwise.
+    queue = getattr(settings, "GARANTE_SALES_QUEUE", None) or None
+    quote_email_send.apply_async((quote_id,), queue=queue)
 
 
 @transaction.atomic
