@@ -435,3 +435,29 @@ def test_request_sales_contact_opens_one_opportunity_per_key(tool_client, anas_c
     opportunity = Opportunity.objects.get()
     assert (opportunity.reference, opportunity.state) == (first.json()["reference"], "new")
     assert (opportunity.contact, opportunity.notes) == (anas_chat.contact, "Unas 30 personas")
+
+
+def test_a_large_quote_still_answers_with_its_reference_within_the_cap(
+    tool_client, company, anas_chat, catalog
+):
+    from sales.services import price_list_item_set, product_create
+
+    items = []
+    for n in range(20):
+        product = product_create(
+            company=company,
+            sku=f"LRG-{n:03d}",
+            name=f"Producto {n} " + "x" * 140,
+            track_stock=False,
+        )
+        price_list_item_set(price_list=catalog.price_list, product=product, unit_price="1.00")
+        items.append({"sku": product.sku, "quantity": 1})
+
+    response = create(tool_client, items=items)
+
+    assert response.status_code == 200
+    assert len(response.text) <= 3000
+    body = response.json()
+    assert body["reference"].startswith("QT-")
+    assert (body["line_count"], body["total"]) == (20, "24.20")
+    assert "lines" not in body
