@@ -109,7 +109,8 @@ class FindAvailableSlotsIn(ToolInput):
     professional: str | None = Field(
         default=None, max_length=100, description="Only this professional (name as shown)."
     )
-    limit: int = Field(default=10, ge=1, le=30, description="Maximum number of slots.")
+    # At most 20: twenty slots stay well inside the 3,000-character answer.
+    limit: int = Field(default=10, ge=1, le=20, description="Maximum number of slots.")
 
 
 @tool(
@@ -168,7 +169,7 @@ class ListMyAppointmentsIn(ToolInput):
         max_length=30,
         description="Only this state: agendada, cancelada, atendida or no asistida.",
     )
-    limit: int = Field(default=10, ge=1, le=30, description="Maximum number of appointments.")
+    limit: int = Field(default=10, ge=1, le=15, description="Maximum number of appointments.")
 
 
 @tool(

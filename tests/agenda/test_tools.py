@@ -375,3 +375,14 @@ def test_the_same_time_with_two_professionals_is_ambiguous(
     body = response.json()
     assert body["error_type"] == "AMBIGUOUS"
     assert len(body["candidates"]) == 2
+
+
+def test_the_largest_slot_listing_fits_the_answer_cap_whole(tool_client, marta, frozen_clock):
+    response = tool_client.call(
+        "find_available_slots",
+        {"service": "Corte de pelo", "from": "2026-12-09", "to": "2026-12-11", "limit": 20},
+    )
+
+    body = response.json()
+    assert body["count"] == 20 and "truncated" not in body
+    assert len(response.content.decode()) <= 3000
