@@ -38,6 +38,9 @@ INSTALLED_APPS = [
     "agenda",
     "sales",
     "support",
+    "rest_framework",
+    "drf_spectacular",
+    "integration",
 ]
 
 MIDDLEWARE = [
@@ -169,3 +172,33 @@ GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = int(
     os.environ.get("GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS", "5000")
 )
 GARANTE_IDEMPOTENCY_RETRY_AFTER_SECONDS = 2
+
+# The integration API (/api/v1/, DRF) for the company's other systems; see integration/.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "integration.authentication.IntegrationTokenAuthentication",
+        "integration.authentication.StaffSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["integration.authentication.HasCompanyAccess"],
+    "DEFAULT_THROTTLE_CLASSES": ["integration.authentication.CredentialRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "integration": os.environ.get("GARANTE_INTEGRATION_RATE", "1000/minute")
+    },
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "integration.pagination.Pagination",
+    "PAGE_SIZE": 20,
+    "EXCEPTION_HANDLER": "integration.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Garante integration API",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+}

@@ -1,0 +1,171 @@
+"""Who calls the integration API: a company system with a bearer token, or a logged-in staff
+member (browsable API). Either way the request carries one `IntegrationAccess`: the company
+every query is scoped to, and whether it may write."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+from rest_framework import exceptions
+from rest_framework.authentication import (
+    BaseAuthentication,
+    SessionAuthentication,
+    get_authorization_header,
+)
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+
+from core.models import Company, StaffMembership
+from integration.models import IntegrationCredential
+from integration.selectors import integration_credential_authenticate
+
+COMPANY_HEADER = "X-Garante-Company"
+
+
+@dataclass(frozen=True)
+class IntegrationAccess:
+    """What an authenticated request may reach: one company, read or read-write."""
+
+    company: Company
+    can_write: bool
+    credential: IntegrationCredential | None = None
+    staff_user: AbstractBaseUser | None = None
+
+    @property
+    def actor(self) -> AbstractBaseUser | None:
+        """Who to record in the transition history (`by=`): the staff user, if any."""
+        return self.staff_user
+
+    @property
+    def throttle_key(self) -> str:
+        if self.credential is not None:
+            return f"credential:{self.credential.pk}"
+        return f"staff:{getattr(self.staff_user, 'pk', '')}"
+
+
+class IntegrationClient:
+    """The `request.user` of a token request: a system, not a person (no staff rights)."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_active = True
+    is_staff = False
+    is_superuser = False
+    pk = None
+
+    def __init__(self, credential: IntegrationCredential) -> None:
+        self.credential = credential
+
+    def __str__(self) -> str:
+        return self.credential.name
+
+    def get_username(self) -> str:
+        return self.credential.name
+
+
+class IntegrationTokenAuthentication(BaseAuthentication):
+    """`Authorization: Bearer <token>` of an active IntegrationCredential."""
+
+    def authenticate(self, request: Request) -> tuple[Any, IntegrationAccess] | None:
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() != b"bearer":
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed(_("Credenciales no válidas."))
+        try:
+            token = parts[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed(_("Credenciales no válidas.")) from None
+        credential = integration_credential_authenticate(token)
+        if credential is None:
+            raise exceptions.AuthenticationFailed(_("Credenciales no válidas."))
+        access = IntegrationAccess(
+            company=credential.company, can_write=credential.can_write, credential=credential
+        )
+        return IntegrationClient(credential), access
+
+    def authenticate_header(self, request: Request) -> str:
+        # Its presence makes DRF answer 401 (not 403) to unauthenticated requests.
+        return "Bearer"
+
+
+def _staff_company(request: HttpRequest, user: AbstractBaseUser) -> Company:
+    """The company a staff member works on: their only one, or the one they name (by slug in
+    the X-Garante-Company header or the `company` query parameter) among theirs."""
+    chosen = request.headers.get(COMPANY_HEADER) or request.GET.get("company")
+    companies = Company.objects.all()
+    if not user.is_superuser:
+        companies = companies.filter(
+            pk__in=StaffMembership.objects.filter(user=user).values("company_id")
+        )
+    if chosen:
+        companies = companies.filter(slug=chosen[:50])
+    found = list(companies.order_by("pk")[:2])
+    if len(found) == 1:
+        return found[0]
+    if not found and chosen:
+        raise exceptions.PermissionDenied(
+            _("No trabaja para esa empresa."), code="company_not_yours"
+        )
+    if not found:
+        raise exceptions.PermissionDenied(
+            _("Su usuario no pertenece a ninguna empresa."), code="no_company"
+        )
+    raise exceptions.PermissionDenied(
+        _("Indique la empresa con el parámetro company o la cabecera X-Garante-Company."),
+        code="company_required",
+    )
+
+
+class StaffSessionAuthentication(SessionAuthentication):
+    """A logged-in staff member (the browsable API), scoped to a company of theirs.
+
+    Writes need the CSRF token like any session form (DRF enforces it here).
+    """
+
+    def authenticate(self, request: Request) -> tuple[Any, IntegrationAccess] | None:
+        result = super().authenticate(request)
+        if result is None:
+            return None
+        user = result[0]
+        if not user.is_staff:
+            return None
+        company = _staff_company(request._request, user)
+        return user, IntegrationAccess(company=company, can_write=True, staff_user=user)
+
+
+class HasCompanyAccess(BasePermission):
+    """Authenticated for a company; writes only with a read-write scope (403 PERMISSION)."""
+
+    message = _("Esta credencial es de solo lectura y no puede hacer cambios.")
+    code = "read_only_credential"
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        access = request.auth
+        if not isinstance(access, IntegrationAccess):
+            raise exceptions.NotAuthenticated(_("Faltan las credenciales."))
+        return request.method in SAFE_METHODS or access.can_write
+
+
+class CredentialRateThrottle(SimpleRateThrottle):
+    """A courtesy limit per credential (DEFAULT_THROTTLE_RATES["integration"]).
+
+    Counted in Django's cache: per process with the default local-memory cache, so it is a
+    guard against runaway clients, not a security control.
+    """
+
+    scope = "integration"
+
+    def get_rate(self) -> str | None:
+        # Read at request time (DRF binds THROTTLE_RATES at import), so settings can change.
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        access = request.auth
+        if not isinstance(access, IntegrationAccess):
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": access.throttle_key}

@@ -1,0 +1,52 @@
+"""Routes of the integration API, mounted at /api/v1/ (no trailing slashes on resources)."""
+
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework import routers
+
+from integration import views
+from integration.errors import not_found_view
+from integration.schema import API_DESCRIPTION
+
+
+class APIRootView(routers.APIRootView):
+    """The browsable index of the integration API's resources."""
+
+    schema = None  # an index for people, not part of the OpenAPI contract
+
+
+class Router(routers.DefaultRouter):
+    APIRootView = APIRootView
+    include_format_suffixes = False
+
+
+router = Router(trailing_slash=False)
+router.register("contacts", views.ContactViewSet, basename="contact")
+router.register("services", views.ServiceViewSet, basename="service")
+router.register("professionals", views.ProfessionalViewSet, basename="professional")
+router.register("slots", views.SlotViewSet, basename="slot")
+router.register("appointments", views.AppointmentViewSet, basename="appointment")
+router.register("products", views.ProductViewSet, basename="product")
+router.register("quotes", views.QuoteViewSet, basename="quote")
+router.register("opportunities", views.OpportunityViewSet, basename="opportunity")
+router.register("cases", views.CaseViewSet, basename="case")
+
+app_name = "integration"
+urlpatterns = [
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(
+            authentication_classes=[],
+            custom_settings={"DESCRIPTION": API_DESCRIPTION},
+        ),
+        name="schema",
+    ),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(authentication_classes=[], url_name="integration:schema"),
+        name="docs",
+    ),
+    *router.urls,
+    # Anything else under /api/v1/ is a JSON 404, never Django's HTML page.
+    re_path(r"^.*$", not_found_view),
+]
