@@ -6,7 +6,6 @@ checked against the state that is true now, not the one a caller saw earlier.
 
 import logging
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.mail import EmailMessage
@@ -359,6 +358,9 @@ def _notify_staff_on_commit(*, case_id: int, comment_id: int | None = None) -> N
     # Imported here: the tasks module imports these services (the auto-close sweep).
     from support.tasks import case_notify_staff
 
-    transaction.on_commit(
-        partial(case_notify_staff.delay, case_id=case_id, comment_id=comment_id), robust=True
-    )
+    # A plain function, not a partial: Django's robust on_commit logs the callable's
+    # __qualname__, which a partial lacks, so a broker outage would escape instead of logging.
+    def notify() -> None:
+        case_notify_staff.delay(case_id=case_id, comment_id=comment_id)
+
+    transaction.on_commit(notify, robust=True)

@@ -28,3 +28,5 @@ EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 CELERY_TASK_ALWAYS_EAGER = True
 REDIS_AVAILABLE = _reachable("127.0.0.1", 6379)
 LOGGING["root"]["level"] = "WARNING"  # noqa: F405
+# Live-server threads must not keep connections open, or the test database cannot be dropped.
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import connection
+from django.db import OperationalError, connection
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import ValidationFailed
@@ -33,8 +33,11 @@ def injected_fault(company: Company, fault: str | None) -> Iterator[None]:
         raise ValidationFailed(_("Ese fallo simulado no existe."), code="unknown_fault")
     if connection.in_atomic_block:
         # A connection inside a transaction cannot be swapped; fail every statement instead.
+        # Execute wrappers run outside Django's error translation, so raise Django's class
+        # around the driver's own error, as a failing cursor would.
         def refuse(execute, sql, params, many, context):
-            raise connection.Database.OperationalError("simulated database outage")
+            driver_error = connection.Database.OperationalError("simulated database outage")
+            raise OperationalError(str(driver_error)) from driver_error
 
         with connection.execute_wrapper(refuse):
             yield
