@@ -543,6 +543,7 @@ class Certification:
         self.report = Report(url=url, mode=mode, started_at=datetime.now(UTC).isoformat())
         self.gw: Gateway
         self.state: dict[str, Any] = {}
+        self.limits: dict[str, Any] = {}
 
     # Probes --------------------------------------------------------------------------------
 
@@ -603,6 +604,12 @@ class Certification:
             if not (t.annotations is not None and t.annotations.read_only_hint)
         }
         self.gw = Gateway(client, writes, self.contacts)
+        # The largest page each list tool allows, from its own schema: reads that count
+        # effects look at as much as the server lets them.
+        self.limits = {
+            t.name: (t.input_schema.get("properties") or {}).get("limit", {}).get("maximum")
+            for t in listing.tools
+        }
         self.report.exchanges = self.gw.exchanges
         await self.preflight()
         sections = ((1, self.setup), (1, self.agenda), (5, self.sales), (1, self.support))
@@ -618,6 +625,11 @@ class Certification:
         for number in CHECKS:
             if not any(r.check == number for r in self.report.rows):
                 self.report.rows.append(Row(number, "(no probe ran)", "", got="not run"))
+
+    def most(self, tool: str) -> dict[str, int]:
+        """The `limit` argument asking `tool` for its largest page (none if it has no limit)."""
+        maximum = self.limits.get(tool)
+        return {"limit": maximum} if isinstance(maximum, int) else {}
 
     def need(self, name: str) -> Any:
         if name not in self.state:
@@ -663,7 +675,11 @@ class Certification:
         listing = await self.gw.call(
             conversation,
             "list_my_appointments",
-            {"identifier": contact.identifier, "status": "agendada", "limit": 30},
+            {
+                "identifier": contact.identifier,
+                "status": "agendada",
+                **self.most("list_my_appointments"),
+            },
         )
         items = _items(listing, "list_my_appointments")
         return [
@@ -679,14 +695,20 @@ class Certification:
         listing = await self.gw.call(
             self.a1,
             "list_my_appointments",
-            {"identifier": self.ana.identifier, "status": "cancelada", "limit": 30},
+            {
+                "identifier": self.ana.identifier,
+                "status": "cancelada",
+                **self.most("list_my_appointments"),
+            },
         )
         items = _items(listing, "list_my_appointments")
         return sum(1 for i in items if i.get("appointment") == reference)
 
     async def appointment_state(self, reference: str) -> str | None:
         listing = await self.gw.call(
-            self.a1, "list_my_appointments", {"identifier": self.ana.identifier, "limit": 30}
+            self.a1,
+            "list_my_appointments",
+            {"identifier": self.ana.identifier, **self.most("list_my_appointments")},
         )
         found = _find(_items(listing, "list_my_appointments"), "appointment", reference)
         return found.get("state") if found else None
@@ -695,7 +717,9 @@ class Certification:
 
     async def agenda(self) -> None:
         gw, ana, bruno = self.gw, self.ana, self.bruno
-        services = _items(await gw.call(self.a1, "list_services", {"limit": 50}), "list_services")
+        services = _items(
+            await gw.call(self.a1, "list_services", self.most("list_services")), "list_services"
+        )
         window = {
             "from": (self.today + timedelta(days=7)).isoformat(),
             "to": (self.today + timedelta(days=20)).isoformat(),
@@ -710,6 +734,10 @@ class Certification:
         else:
             raise Blocked("no service has two free slots between 7 and 20 days from today")
         slot, other_slot = slots[0], slots[1]
+        # The largest page of slots too, so check 6 measures the longest answer there is.
+        await gw.call(
+            self.a1, "find_available_slots", {**args, **self.most("find_available_slots")}
+        )
         self.state["slot"] = slot
         # Bruno looks at the same slots before Ana books one (for the busy-slot check).
         seen_by_bruno = _items(
@@ -817,7 +845,9 @@ class Certification:
             reference = self.need("appointment")
             shown = _items(
                 await gw.call(
-                    switch, "list_my_appointments", {"identifier": ana.identifier, "limit": 30}
+                    switch,
+                    "list_my_appointments",
+                    {"identifier": ana.identifier, **self.most("list_my_appointments")},
                 ),
                 "list_my_appointments",
             )
@@ -840,7 +870,9 @@ class Certification:
             "another customer's identifier does not open their data to this conversation",
         ) as row:
             attempt = await gw.call(
-                switch, "list_my_appointments", {"identifier": bruno.identifier, "limit": 30}
+                switch,
+                "list_my_appointments",
+                {"identifier": bruno.identifier, **self.most("list_my_appointments")},
             )
             self.judge(row, verdict_error(attempt, ErrorType.PERMISSION), attempt)
         with self.probe(
@@ -887,7 +919,11 @@ class Certification:
             listing = await gw.call(
                 terminal,
                 "list_my_appointments",
-                {"identifier": ana.identifier, "status": "cancelada", "limit": 30},
+                {
+                    "identifier": ana.identifier,
+                    "status": "cancelada",
+                    **self.most("list_my_appointments"),
+                },
             )
             shown = _find(_items(listing, "list_my_appointments"), "appointment", reference)
             if shown is None:
@@ -929,7 +965,9 @@ class Certification:
 
     async def quote_status(self, reference: str) -> str | None:
         listing = await self.gw.call(
-            self.a1, "list_my_quotes", {"identifier": self.ana.identifier, "limit": 20}
+            self.a1,
+            "list_my_quotes",
+            {"identifier": self.ana.identifier, **self.most("list_my_quotes")},
         )
         found = _find(_items(listing, "list_my_quotes"), "reference", reference)
         return found.get("status") if found else None
@@ -937,7 +975,8 @@ class Certification:
     async def sales(self) -> None:
         gw, ana, bruno = self.gw, self.ana, self.bruno
         products = _items(
-            await gw.call(self.a1, "search_products", {"limit": 25}), "search_products"
+            await gw.call(self.a1, "search_products", self.most("search_products")),
+            "search_products",
         )
         product = next((p for p in products if p.get("in_stock")), None)
         if product is None:
@@ -951,7 +990,9 @@ class Certification:
         ) as row:
             before = _items(
                 await gw.call(
-                    self.a1, "list_my_quotes", {"identifier": ana.identifier, "limit": 20}
+                    self.a1,
+                    "list_my_quotes",
+                    {"identifier": ana.identifier, **self.most("list_my_quotes")},
                 ),
                 "list_my_quotes",
             )
@@ -971,7 +1012,9 @@ class Certification:
                 )
             after = _items(
                 await gw.call(
-                    self.a1, "list_my_quotes", {"identifier": ana.identifier, "limit": 20}
+                    self.a1,
+                    "list_my_quotes",
+                    {"identifier": ana.identifier, **self.most("list_my_quotes")},
                 ),
                 "list_my_quotes",
             )
@@ -1007,7 +1050,9 @@ class Certification:
             switch = self.switch
             shown = _items(
                 await gw.call(
-                    switch, "list_my_quotes", {"identifier": ana.identifier, "limit": 20}
+                    switch,
+                    "list_my_quotes",
+                    {"identifier": ana.identifier, **self.most("list_my_quotes")},
                 ),
                 "list_my_quotes",
             )
@@ -1073,7 +1118,7 @@ class Certification:
                 listing = await gw.call(
                     terminal,
                     "list_my_quotes",
-                    {"identifier": ana.identifier, "status": status, "limit": 20},
+                    {"identifier": ana.identifier, "status": status, **self.most("list_my_quotes")},
                 )
                 quotes = _items(listing, "list_my_quotes")
                 shown = _find(quotes, "reference", self.need(wanted)) if wanted else None
@@ -1099,7 +1144,9 @@ class Certification:
     async def support(self) -> None:
         gw, ana, bruno = self.gw, self.ana, self.bruno
         listing = await gw.call(
-            self.a1, "list_my_cases", {"identifier": ana.identifier, "status": "open", "limit": 20}
+            self.a1,
+            "list_my_cases",
+            {"identifier": ana.identifier, "status": "open", **self.most("list_my_cases")},
         )
         open_cases = _items(listing, "list_my_cases")
         if not open_cases:
@@ -1137,7 +1184,11 @@ class Certification:
         ) as row:
             switch = self.switch
             shown = _items(
-                await gw.call(switch, "list_my_cases", {"identifier": ana.identifier, "limit": 20}),
+                await gw.call(
+                    switch,
+                    "list_my_cases",
+                    {"identifier": ana.identifier, **self.most("list_my_cases")},
+                ),
                 "list_my_cases",
             )
             if _find(shown, "reference", case) is None:
