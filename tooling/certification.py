@@ -56,6 +56,19 @@ _UUID = re.compile(
 )
 _ID_KEY = re.compile(r"^(id|pk|uuid)$|_(id|pk|uuid)$", re.IGNORECASE)
 _REFERENCE = re.compile(r"\b[A-Z]{2}-[0-9A-Z]{6}\b")
+# Each state a probe needs, as the machine value first and the Spanish label after it: list
+# tools filter on one of them (whichever their schema declares) and answers show one or both.
+STATES = {
+    "scheduled": ("scheduled", "agendada"),
+    "cancelled": ("cancelled", "cancelada"),
+    "attended": ("attended", "atendida"),
+    "sent": ("sent", "enviada"),
+    "accepted": ("accepted", "aceptada"),
+    "rejected": ("rejected", "rechazada"),
+    "expired": ("expired", "vencida"),
+    "open": ("open", "abierto"),
+    "closed": ("closed", "cerrado"),
+}
 _LEAKS = ("Traceback (most recent call last)", 'File "/', "site-packages", "django.db.")
 # Keys of read and write answers that name an entity of the speaker (not slots: those are
 # public, the same for everybody).
@@ -245,14 +258,14 @@ def verdict_once(first: Exchange, second: Exchange, before: int, after: int) -> 
     return True, f"identical answers; the read counts {before} → {after}"
 
 
-def verdict_terminal(exchange: Exchange, shown_state: str) -> Verdict:
-    """VALIDATION carrying the state the customer was shown."""
+def verdict_terminal(exchange: Exchange, shown: dict[str, Any]) -> Verdict:
+    """VALIDATION carrying the current state, as the read `shown` (an item) showed it."""
     passed, got = verdict_error(exchange, ErrorType.VALIDATION)
     if not passed:
         return passed, got
-    state = exchange.body.get("state")
-    if state != shown_state:
-        return False, f"{got}; want state={shown_state} (what the read showed)"
+    wanted = shown_states(shown)
+    if str(exchange.body.get("state")) not in wanted:
+        return False, f"{got}; want the state the read showed ({' / '.join(sorted(wanted))})"
     return True, got
 
 
@@ -512,6 +525,18 @@ def _find(items: list[dict[str, Any]], key: str, value: str) -> dict[str, Any] |
     return next((item for item in items if item.get(key) == value), None)
 
 
+def shown_states(item: dict[str, Any] | None) -> set[str]:
+    """Every way an answer shows an entity's state: value, older "status", and label."""
+    if not item:
+        return set()
+    return {str(item[k]) for k in ("state", "status", "state_label", "status_label") if k in item}
+
+
+def in_state(item: dict[str, Any] | None, state: str) -> bool:
+    synonyms = {s.casefold() for s in STATES.get(state, (state,))}
+    return any(shown.casefold() in synonyms for shown in shown_states(item))
+
+
 # --- the scripted run ----------------------------------------------------------------------
 
 
@@ -544,6 +569,7 @@ class Certification:
         self.gw: Gateway
         self.state: dict[str, Any] = {}
         self.limits: dict[str, Any] = {}
+        self.schemas: dict[str, dict[str, Any]] = {}
 
     # Probes --------------------------------------------------------------------------------
 
@@ -606,9 +632,10 @@ class Certification:
         self.gw = Gateway(client, writes, self.contacts)
         # The largest page each list tool allows, from its own schema: reads that count
         # effects look at as much as the server lets them.
+        self.schemas = {t.name: t.input_schema.get("properties") or {} for t in listing.tools}
         self.limits = {
-            t.name: (t.input_schema.get("properties") or {}).get("limit", {}).get("maximum")
-            for t in listing.tools
+            name: (properties.get("limit") or {}).get("maximum")
+            for name, properties in self.schemas.items()
         }
         self.report.exchanges = self.gw.exchanges
         await self.preflight()
@@ -630,6 +657,25 @@ class Certification:
         """The `limit` argument asking `tool` for its largest page (none if it has no limit)."""
         maximum = self.limits.get(tool)
         return {"limit": maximum} if isinstance(maximum, int) else {}
+
+    def state_filter(self, tool: str, state: str) -> dict[str, str]:
+        """The argument that filters `tool`'s list by `state`, in the tool's own terms: its
+        `state` (or older `status`) property, with an enum value or a word its description
+        names."""
+        schema = self.schemas.get(tool, {})
+        prop = next((p for p in ("state", "status") if p in schema), None)
+        if prop is None:
+            return {}
+        synonyms = STATES.get(state, (state,))
+        spec = schema[prop]
+        options = [o for o in spec.get("anyOf", [spec]) if isinstance(o, dict)]
+        enum = [v for o in options for v in o.get("enum", [])]
+        if enum:
+            chosen = next((s for s in synonyms if s in enum), synonyms[0])
+        else:
+            text = str(spec.get("description", ""))
+            chosen = next((s for s in synonyms if s in text), synonyms[0])
+        return {prop: chosen}
 
     def need(self, name: str) -> Any:
         if name not in self.state:
@@ -677,7 +723,7 @@ class Certification:
             "list_my_appointments",
             {
                 "identifier": contact.identifier,
-                "status": "agendada",
+                **self.state_filter("list_my_appointments", "scheduled"),
                 **self.most("list_my_appointments"),
             },
         )
@@ -685,7 +731,8 @@ class Certification:
         return [
             i
             for i in items
-            if i.get("date") == slot["date"]
+            if in_state(i, "scheduled")
+            and i.get("date") == slot["date"]
             and i.get("time") == slot["time"]
             and i.get("professional") == slot.get("professional")
         ]
@@ -697,21 +744,22 @@ class Certification:
             "list_my_appointments",
             {
                 "identifier": self.ana.identifier,
-                "status": "cancelada",
+                **self.state_filter("list_my_appointments", "cancelled"),
                 **self.most("list_my_appointments"),
             },
         )
         items = _items(listing, "list_my_appointments")
-        return sum(1 for i in items if i.get("appointment") == reference)
+        mine = (i for i in items if i.get("appointment") == reference)
+        return sum(1 for i in mine if in_state(i, "cancelled"))
 
-    async def appointment_state(self, reference: str) -> str | None:
+    async def appointment_shown(self, reference: str) -> dict[str, Any] | None:
         listing = await self.gw.call(
             self.a1,
             "list_my_appointments",
             {"identifier": self.ana.identifier, **self.most("list_my_appointments")},
         )
         found = _find(_items(listing, "list_my_appointments"), "appointment", reference)
-        return found.get("state") if found else None
+        return found
 
     # Agenda: checks 1, 2, 3, 4, 5 ----------------------------------------------------------
 
@@ -797,7 +845,7 @@ class Certification:
                 "cancel_appointment",
                 {"identifier": ana.identifier, "appointment": reference},
             )
-            unchanged = await self.appointment_state(reference) == "agendada"
+            unchanged = in_state(await self.appointment_shown(reference), "scheduled")
             self.judge(
                 row,
                 verdict_refused_without_effect(attempt, unchanged, ErrorType.VALIDATION),
@@ -858,7 +906,7 @@ class Certification:
                 "cancel_appointment",
                 {"identifier": bruno.identifier, "appointment": reference},
             )
-            unchanged = await self.appointment_state(reference) == "agendada"
+            unchanged = in_state(await self.appointment_shown(reference), "scheduled")
             self.judge(
                 row,
                 verdict_refused_without_effect(attempt, unchanged, ErrorType.PERMISSION),
@@ -886,7 +934,7 @@ class Certification:
                 "cancel_appointment",
                 {"identifier": bruno.identifier, "appointment": reference},
             )
-            unchanged = await self.appointment_state(reference) == "agendada"
+            unchanged = in_state(await self.appointment_shown(reference), "scheduled")
             self.judge(row, verdict_foreign(attempt, unchanged), attempt)
 
         with self.probe(
@@ -921,7 +969,7 @@ class Certification:
                 "list_my_appointments",
                 {
                     "identifier": ana.identifier,
-                    "status": "cancelada",
+                    **self.state_filter("list_my_appointments", "cancelled"),
                     **self.most("list_my_appointments"),
                 },
             )
@@ -933,7 +981,7 @@ class Certification:
                 "cancel_appointment",
                 {"identifier": ana.identifier, "appointment": reference},
             )
-            self.judge(row, verdict_terminal(attempt, shown["state"]), attempt)
+            self.judge(row, verdict_terminal(attempt, shown), attempt)
         with self.probe(
             3,
             "attended appointment: reschedule_appointment",
@@ -942,9 +990,15 @@ class Certification:
             listing = await gw.call(
                 terminal,
                 "list_my_appointments",
-                {"identifier": ana.identifier, "status": "atendida", "limit": 1},
+                {
+                    "identifier": ana.identifier,
+                    **self.state_filter("list_my_appointments", "attended"),
+                    **self.most("list_my_appointments"),
+                },
             )
-            attended = _items(listing, "list_my_appointments")
+            attended = [
+                i for i in _items(listing, "list_my_appointments") if in_state(i, "attended")
+            ]
             if not attended:
                 raise Blocked("the sandbox has no attended appointment for the first contact")
             slots = _items(await gw.call(terminal, "find_available_slots", args), "slots")
@@ -959,18 +1013,18 @@ class Certification:
                     "slot": slots[0]["slot"],
                 },
             )
-            self.judge(row, verdict_terminal(attempt, attended[0]["state"]), attempt)
+            self.judge(row, verdict_terminal(attempt, attended[0]), attempt)
 
     # Sales: checks 2, 3, 4, 5 -----------------------------------------------------------------
 
-    async def quote_status(self, reference: str) -> str | None:
+    async def quote_shown(self, reference: str) -> dict[str, Any] | None:
         listing = await self.gw.call(
             self.a1,
             "list_my_quotes",
             {"identifier": self.ana.identifier, **self.most("list_my_quotes")},
         )
         found = _find(_items(listing, "list_my_quotes"), "reference", reference)
-        return found.get("status") if found else None
+        return found
 
     async def sales(self) -> None:
         gw, ana, bruno = self.gw, self.ana, self.bruno
@@ -1037,7 +1091,7 @@ class Certification:
                 {"identifier": ana.identifier, "quote": reference, "expected_total": str(real + 1)},
             )
             verdict = verdict_altered_amount(attempt, real)
-            if verdict[0] and await self.quote_status(reference) != "sent":
+            if verdict[0] and not in_state(await self.quote_shown(reference), "sent"):
                 verdict = (False, verdict[1] + "; but the quote is no longer sent")
             self.judge(row, verdict, attempt)
 
@@ -1061,7 +1115,7 @@ class Certification:
             attempt = await gw.call(
                 switch, "reject_quote", {"identifier": bruno.identifier, "quote": reference}
             )
-            unchanged = await self.quote_status(reference) == "sent"
+            unchanged = in_state(await self.quote_shown(reference), "sent")
             self.judge(
                 row,
                 verdict_refused_without_effect(attempt, unchanged, ErrorType.PERMISSION),
@@ -1076,7 +1130,7 @@ class Certification:
             attempt = await gw.call(
                 self.b1, "reject_quote", {"identifier": bruno.identifier, "quote": reference}
             )
-            unchanged = await self.quote_status(reference) == "sent"
+            unchanged = in_state(await self.quote_shown(reference), "sent")
             self.judge(row, verdict_foreign(attempt, unchanged), attempt)
         with self.probe(
             4,
@@ -1087,7 +1141,7 @@ class Certification:
             attempt = await gw.call(
                 self.blind, "reject_quote", {"identifier": ana.identifier, "quote": reference}
             )
-            unchanged = await self.quote_status(reference) == "sent"
+            unchanged = in_state(await self.quote_shown(reference), "sent")
             self.judge(
                 row,
                 verdict_refused_without_effect(attempt, unchanged, ErrorType.VALIDATION),
@@ -1105,31 +1159,35 @@ class Certification:
                 self.state["rejected_quote"] = self.state["quote"]
 
         terminal = self.terminal
-        for status, tool, wanted in (
+        for state, tool, wanted in (
             ("rejected", "reject_quote", "rejected_quote"),
             ("accepted", "accept_quote", None),
             ("expired", "accept_quote", None),
         ):
             with self.probe(
                 3,
-                f"{status} quote: {tool}",
-                f"a {status} quote cannot be resolved again: VALIDATION with its state",
+                f"{state} quote: {tool}",
+                f"a {state} quote cannot be resolved again: VALIDATION with its state",
             ) as row:
                 listing = await gw.call(
                     terminal,
                     "list_my_quotes",
-                    {"identifier": ana.identifier, "status": status, **self.most("list_my_quotes")},
+                    {
+                        "identifier": ana.identifier,
+                        **self.state_filter("list_my_quotes", state),
+                        **self.most("list_my_quotes"),
+                    },
                 )
-                quotes = _items(listing, "list_my_quotes")
+                quotes = [q for q in _items(listing, "list_my_quotes") if in_state(q, state)]
                 shown = _find(quotes, "reference", self.need(wanted)) if wanted else None
                 if wanted is None:
                     shown = quotes[0] if quotes else None
                 if shown is None:
-                    raise Blocked(f"the first contact has no {status} quote in the sandbox")
+                    raise Blocked(f"the first contact has no {state} quote in the sandbox")
                 attempt = await gw.call(
                     terminal, tool, {"identifier": ana.identifier, "quote": shown["reference"]}
                 )
-                self.judge(row, verdict_terminal(attempt, shown["status"]), attempt)
+                self.judge(row, verdict_terminal(attempt, shown), attempt)
 
     # Support: checks 1 (concurrent duplicates), 2, 3, 4 ----------------------------------------
 
@@ -1146,9 +1204,13 @@ class Certification:
         listing = await gw.call(
             self.a1,
             "list_my_cases",
-            {"identifier": ana.identifier, "status": "open", **self.most("list_my_cases")},
+            {
+                "identifier": ana.identifier,
+                **self.state_filter("list_my_cases", "open"),
+                **self.most("list_my_cases"),
+            },
         )
-        open_cases = _items(listing, "list_my_cases")
+        open_cases = [c for c in _items(listing, "list_my_cases") if in_state(c, "open")]
         if not open_cases:
             raise Blocked("the first contact has no open case in the sandbox")
         case = open_cases[0]["reference"]
@@ -1255,9 +1317,13 @@ class Certification:
             listing = await gw.call(
                 terminal,
                 "list_my_cases",
-                {"identifier": ana.identifier, "status": "closed", "limit": 1},
+                {
+                    "identifier": ana.identifier,
+                    **self.state_filter("list_my_cases", "closed"),
+                    **self.most("list_my_cases"),
+                },
             )
-            closed = _items(listing, "list_my_cases")
+            closed = [c for c in _items(listing, "list_my_cases") if in_state(c, "closed")]
             if not closed:
                 raise Blocked("the first contact has no closed case in the sandbox")
             attempt = await gw.call(
@@ -1265,7 +1331,7 @@ class Certification:
                 "add_case_comment",
                 {"identifier": ana.identifier, "case": closed[0]["reference"], "message": "Hola"},
             )
-            self.judge(row, verdict_terminal(attempt, closed[0]["status"]), attempt)
+            self.judge(row, verdict_terminal(attempt, closed[0]), attempt)
 
     # Outcomes: check 7 (and 1: a failure is not stored) -------------------------------------------
 

@@ -244,11 +244,13 @@ def test_the_ownership_check_fails_unless_refused_with_nothing_changed():
 
 
 def test_the_terminal_state_check_wants_validation_with_the_state_shown():
-    assert verdict_terminal(refusal("VALIDATION", state="cancelada"), "cancelada")[0] is True
-    assert verdict_terminal(refusal("VALIDATION"), "cancelada")[0] is False  # no state
-    assert verdict_terminal(refusal("VALIDATION", state="agendada"), "cancelada")[0] is False
-    assert verdict_terminal(refusal("PERMISSION", state="cancelada"), "cancelada")[0] is False
-    assert verdict_terminal(exchange({"state": "cancelada"}), "cancelada")[0] is False
+    shown = {"appointment": "AP-AAAAAA", "state": "cancelled", "state_label": "cancelada"}
+
+    assert verdict_terminal(refusal("VALIDATION", state="cancelled"), shown)[0] is True
+    assert verdict_terminal(refusal("VALIDATION"), shown)[0] is False  # no state
+    assert verdict_terminal(refusal("VALIDATION", state="scheduled"), shown)[0] is False
+    assert verdict_terminal(refusal("PERMISSION", state="cancelled"), shown)[0] is False
+    assert verdict_terminal(exchange({"state": "cancelled"}), shown)[0] is False  # done again
 
 
 def test_the_amount_check_wants_the_real_total_stated_and_nothing_created():
