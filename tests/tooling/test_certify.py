@@ -62,11 +62,13 @@ def seeded_token() -> str:
     return match.group(1)
 
 
-def certify(url: str, token: str, tmp_path: Path) -> tuple[int, str, dict[str, Any]]:
+def certify(
+    url: str, token: str, tmp_path: Path, mode: str = "legacy"
+) -> tuple[int, str, dict[str, Any]]:
     """Run the command as an operator would; its exit code, printed table and JSON report."""
     out, report = StringIO(), tmp_path / "report.json"
     try:
-        call_command("certify", url=url, token=token, json_path=str(report), stdout=out)
+        call_command("certify", url=url, token=token, json_path=str(report), mode=mode, stdout=out)
         code = 0
     except CommandError as error:
         code = error.returncode
@@ -95,13 +97,14 @@ def refusal(error_type: str, code: str = "x", **extra: Any) -> Exchange:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_certify_passes_every_check_against_the_seeded_sandbox(live_server, tmp_path):
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_certify_passes_every_check_against_the_seeded_sandbox(live_server, tmp_path, mode):
     token = seeded_token()
 
-    code, table, report = certify(live_server.url, token, tmp_path)
+    code, table, report = certify(live_server.url, token, tmp_path, mode=mode)
 
     assert code == 0, table
-    assert report["passed"] is True and report["refused"] is None
+    assert report["passed"] is True and report["refused"] is None and report["mode"] == mode
     assert [c["check"] for c in report["checks"]] == list(CHECKS)
     assert all(c["passed"] and c["rows"] for c in report["checks"]), table
     assert "Result: PASS — 7/7 checks" in table
