@@ -1,7 +1,7 @@
 """The certification self-check: play the Gateway over real MCP and prove the seed's seven checks.
 
-`Certification(url, token).run()` connects with the official `mcp` SDK client, as the
-platform's Gateway would (bearer token, `com.asixto/conversationId` and a deterministic
+`Certification(url, token, contacts=[...]).run()` connects with the official `mcp` SDK client, as
+the platform's Gateway would (bearer token, `com.asixto/conversationId` and a deterministic
 `com.asixto/idempotencyKey` derived from the conversation, the tool and its arguments), and
 drives a scripted set of conversations through the tools. Every probe becomes a `Row`: the
 check it belongs to, what was sent, what came back, and whether that proves the guarantee.
