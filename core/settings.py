@@ -172,6 +172,8 @@ GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = int(
     os.environ.get("GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS", "5000")
 )
 GARANTE_IDEMPOTENCY_RETRY_AFTER_SECONDS = 2
+# The conversation trace (tooling.trace): tool calls older than this are trimmed daily.
+GARANTE_TRACE_RETENTION_DAYS = float(os.environ.get("GARANTE_TRACE_RETENTION_DAYS", "30"))
 
 # The integration API (/api/v1/, DRF) for the company's other systems; see integration/.
 REST_FRAMEWORK = {

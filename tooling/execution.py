@@ -21,6 +21,7 @@ from tooling.faults import injected_fault
 from tooling.idempotency import check_gateway_key, idempotent_execute
 from tooling.output import cap_output
 from tooling.registry import Tool
+from tooling.trace import tool_call_record
 
 logger = logging.getLogger("garante.tools")
 
@@ -67,11 +68,12 @@ def call_tool(
 ) -> Outcome:
     """Execute one tool call and return its shaped outcome. Raises only InvalidArguments."""
     started = time.monotonic()
+    invalid: InvalidArguments | None = None
     with translation.override(company.language):
         try:
             params = parse_arguments(tool, arguments)
-        except InvalidArguments:
-            raise
+        except InvalidArguments as exc:  # raised below, once the call is traced
+            invalid, outcome = exc, error_outcome(exc.as_error())
         except GaranteError as error:  # a validator that normalises (a phone, a document)
             outcome = error_outcome(error)
         except Exception:
@@ -79,14 +81,27 @@ def call_tool(
             outcome = error_outcome(SystemUnavailable())
         else:
             outcome = _run(tool, company=company, params=params, meta=meta, surface=surface)
+    elapsed_ms = (time.monotonic() - started) * 1000
     logger.info(
         "tool=%s company=%s outcome=%s replayed=%s ms=%.1f",
         tool.name,
         company.pk,
         outcome.error_type or "ok",
         outcome.replayed,
-        (time.monotonic() - started) * 1000,
+        elapsed_ms,
     )
+    # After the call's own transaction: the trace never changes or breaks the answer.
+    tool_call_record(
+        tool=tool,
+        company=company,
+        meta=meta,
+        surface=surface,
+        arguments=arguments,
+        outcome=outcome,
+        latency_ms=elapsed_ms,
+    )
+    if invalid is not None:
+        raise invalid
     return outcome
 
 

@@ -73,3 +73,44 @@ class ExposedReference(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.reference}"
+
+
+class ToolCall(models.Model):
+    """One tool call as the conversation trace keeps it (tooling.trace): who, what, how it
+    ended and how long it took. Arguments are stored redacted; the answer is never stored."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok", _("ok")
+        ERROR = "error", _("error")
+
+    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="+")
+    # The conversation by its external id, as the Gateway sent it (core.Conversation.external_id
+    # within the company): no foreign key, so writing the trace is one INSERT, also for a call
+    # whose conversation was never stored (a missing id, a write that rolled back).
+    conversation_key = models.CharField(_("conversation id"), max_length=255, blank=True)
+    tool = models.CharField(_("tool"), max_length=128)
+    surface = models.CharField(_("surface"), max_length=16)
+    outcome = models.CharField(_("outcome"), max_length=8, choices=Outcome.choices)
+    error_type = models.CharField(_("error type"), max_length=16, blank=True)
+    code = models.CharField(_("code"), max_length=64, blank=True)
+    replayed = models.BooleanField(_("replayed"), default=False)
+    latency_ms = models.FloatField(_("latency (ms)"))
+    result_count = models.PositiveIntegerField(_("items returned"), null=True, blank=True)
+    arguments = models.JSONField(_("arguments (redacted)"), default=dict, blank=True)
+    idempotency_key = models.CharField(_("idempotency key"), max_length=255, blank=True)
+    created_at = models.DateTimeField(_("called at"))
+
+    class Meta:
+        verbose_name = _("tool call")
+        verbose_name_plural = _("tool calls")
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["company", "conversation_key", "created_at"], name="tool_call_conversation"
+            ),
+            models.Index(fields=["company", "created_at"], name="tool_call_company"),
+            models.Index(fields=["created_at"], name="tool_call_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} · {self.get_outcome_display()}"

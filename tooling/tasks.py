@@ -7,6 +7,7 @@ from celery import Celery
 from celery.schedules import crontab
 
 from core.celery import app
+from tooling import tasks_trace  # noqa: F401  (the trace trim task registers itself)
 from tooling.idempotency import idempotency_records_purge
 
 logger = logging.getLogger("garante.tools")

@@ -1,0 +1,228 @@
+"""The conversation trace: every tool call recorded, personal data masked, never breaking a call."""
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import OperationalError, connection
+from django.utils import timezone
+
+from core.services import contact_create
+from tests.testapp.models import Counter
+from tooling.context import CallMeta
+from tooling.execution import InvalidArguments, call_tool
+from tooling.models import ToolCall
+from tooling.registry import registry
+from tooling.tasks_trace import TRIM_TASK_NAME, tool_calls_trim_task
+from tooling.trace import redact_arguments
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def trace_of(company, conversation_id: str) -> list[ToolCall]:
+    return list(
+        ToolCall.objects.filter(company=company, conversation_key=conversation_id).order_by(
+            "created_at", "id"
+        )
+    )
+
+
+def call(company, name: str, arguments: dict, **meta) -> object:
+    meta.setdefault("conversation_id", "conv-trace")
+    return call_tool(
+        registry.get(name),
+        company=company,
+        arguments=arguments,
+        meta=CallMeta(**meta),
+        surface="mcp",
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "kept"),
+    [
+        ({"identifier": "ana@example.com"}, {"identifier": "[email •••na]"}),
+        ({"identifier": "+34 600 111 222"}, {"identifier": "[phone •••22]"}),
+        ({"document": "12345678Z"}, {"document": "[document •••8Z]"}),
+        (
+            {"identifier": "12345678Z", "code": "482913"},
+            {"identifier": "[document •••8Z]", "code": "[hidden]"},
+        ),
+        ({"message": "Mi DNI es 12345678Z"}, {"message": "[text, 19 chars]"}),
+        ({"description": "Llamadme"}, {"description": "[text, 8 chars]"}),
+        ({"a_new_field": "hola"}, {"a_new_field": "[text, 4 chars]"}),
+        (
+            {"query": "champú, ana@example.com o 600 111 222"},
+            {"query": "champú, [email] o [number]"},
+        ),
+        ({"slot": "2026-12-01 10:00", "appointment": "AP-7K2F9Q"}, None),
+        ({"items": [{"sku": "CAF-001", "quantity": 3}], "expected_total": "12.50"}, None),
+        ({"limit": 5, "status": "sent", "from": "2026-12-01"}, None),
+        ({"phone": None, "email": ""}, None),
+    ],
+)
+def test_arguments_are_kept_with_personal_data_masked(arguments, kept):
+    assert redact_arguments(arguments) == (kept if kept is not None else arguments)
+
+
+def test_arguments_that_are_not_an_object_are_masked_and_huge_ones_truncated():
+    assert redact_arguments("mi teléfono es 600111222") == "[text, 24 chars]"
+    assert redact_arguments({"items": [{"sku": "X" * 100}] * 200}) == {"_truncated": True}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_call_over_http_is_traced_in_order_with_outcome_latency_and_replay(
+    tool_client, company
+):
+    contact_create(company=company, first_name="Ana", document_number="12345678Z")
+    tool_client.call("list_services", {"limit": 5})
+    first = tool_client.call("identify_contact", {"document": "12345678Z"}, key="key-1")
+    again = tool_client.call("identify_contact", {"document": "12345678Z"}, key="key-1")
+    refused = tool_client.call("get_case", {"identifier": "12345678Z", "case": "CS-NEVER1"})
+    tool_client.http.close()
+
+    calls = trace_of(company, tool_client.conversation_id)
+
+    assert [c.tool for c in calls] == [
+        "list_services",
+        "identify_contact",
+        "identify_contact",
+        "get_case",
+    ]
+    assert first.status_code == again.status_code == 200
+    assert [c.replayed for c in calls] == [False, False, True, False]
+    assert [c.outcome for c in calls] == ["ok", "ok", "ok", "error"]
+    assert calls[0].result_count == 0  # the company has no services: an empty list, a success
+    assert calls[3].error_type == refused.json()["error_type"]
+    assert calls[3].code == refused.json()["code"]
+    assert all(c.surface == "rest" and c.latency_ms > 0 for c in calls)
+    assert calls[1].idempotency_key == "key-1"
+    assert calls[1].arguments == {"document": "[document •••8Z]"}
+    stored = json.dumps([c.arguments for c in calls])
+    assert "12345678" not in stored
+    assert "Ana" not in stored  # and never an answer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_with_invalid_arguments_is_traced_and_still_refused(company):
+    with pytest.raises(InvalidArguments):
+        call(company, "list_services", {"limit": "many", "phone": "600111222"})
+
+    (traced,) = trace_of(company, "conv-trace")
+    assert (traced.outcome, traced.error_type, traced.code) == (
+        "error",
+        "VALIDATION",
+        "invalid_arguments",
+    )
+    assert traced.arguments == {"limit": "many", "phone": "[phone •••22]"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_trace_is_written_after_the_writes_transaction(company):
+    seen_inside_transaction = []
+
+    def spy(execute, sql, params, many, context):
+        if "tooling_toolcall" in sql:
+            seen_inside_transaction.append(connection.in_atomic_block)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        outcome = call(
+            company, "testapp_increment_counter", {"name": "visits"}, idempotency_key="k-1"
+        )
+
+    assert not outcome.is_error
+    assert seen_inside_transaction == [False]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_trace_write_is_logged_and_swallowed_and_the_write_stands(company, caplog):
+    def database_gone_for_the_trace(execute, sql, params, many, context):
+        if "tooling_toolcall" in sql:
+            raise OperationalError("server closed the connection unexpectedly")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(database_gone_for_the_trace):
+        outcome = call(
+            company, "testapp_increment_counter", {"name": "visits"}, idempotency_key="k-1"
+        )
+
+    assert not outcome.is_error
+    assert outcome.body["value"] == 1
+    assert Counter.objects.get(company=company, name="visits").value == 1
+    assert not ToolCall.objects.exists()
+    assert "could not record the trace of tool testapp_increment_counter" in caplog.text
+
+
+@pytest.mark.django_db
+def test_inside_a_callers_transaction_a_failing_trace_leaves_it_usable(company):
+    def refuse_trace(execute, sql, params, many, context):
+        if "tooling_toolcall" in sql:
+            raise OperationalError("trace table locked")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(refuse_trace):
+        outcome = call(company, "list_services", {})
+
+    assert not outcome.is_error
+    assert Counter.objects.filter(company=company).count() == 0  # the transaction still works
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_that_failed_with_the_database_down_is_traced_as_system(make_company):
+    sandbox = make_company()
+
+    outcome = call(
+        sandbox,
+        "testapp_increment_counter",
+        {"name": "visits"},
+        idempotency_key="k-1",
+        fault="database",
+    )
+
+    assert outcome.error_type == "SYSTEM"
+    (traced,) = trace_of(sandbox, "conv-trace")
+    assert (traced.error_type, traced.code) == ("SYSTEM", "database_unavailable")
+
+
+@pytest.mark.django_db
+def test_the_trim_task_deletes_calls_past_the_retention_setting(company, settings):
+    settings.GARANTE_TRACE_RETENTION_DAYS = 30
+    for _ in range(3):
+        call(company, "list_services", {}, conversation_id=f"c-{uuid.uuid4().hex[:6]}")
+    old, kept, recent = ToolCall.objects.order_by("id")
+    now = timezone.now()
+    ToolCall.objects.filter(pk=old.pk).update(created_at=now - timedelta(days=31))
+    ToolCall.objects.filter(pk=kept.pk).update(created_at=now - timedelta(days=29))
+
+    result = tool_calls_trim_task.delay().get()
+
+    assert result == {"deleted": 1}
+    assert set(ToolCall.objects.values_list("pk", flat=True)) == {kept.pk, recent.pk}
+
+
+def test_celery_beat_schedules_the_trim():
+    """What `celery -A core beat` does at start-up, in a fresh process."""
+    script = (
+        "from core.celery import app\n"
+        "app.loader.init_worker()\n"
+        "app.finalize()\n"
+        "from celery.beat import Scheduler\n"
+        f"entry = Scheduler(app=app, lazy=False).schedule[{TRIM_TASK_NAME!r}]\n"
+        "print(entry.task, entry.schedule.remaining_estimate(entry.last_run_at).total_seconds())\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "core.settings", "PYTHONPATH": str(ROOT)}
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+    assert done.returncode == 0, done.stderr
+    task, seconds_to_next_run = done.stdout.split()
+    assert task == TRIM_TASK_NAME
+    assert 0 <= float(seconds_to_next_run) <= 24 * 3600  # daily

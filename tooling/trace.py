@@ -1,0 +1,193 @@
+"""The conversation trace: one row per tool call, its arguments redacted, never its answer.
+
+Staff read it to answer "why did the assistant say that?": which tool ran, with what (masked)
+arguments, how it ended (error type and stable code), how long it took and whether it was a
+replay. Writing it must never change the call it describes: it runs after the call is over,
+outside the write's transaction, and a failure to write is logged and swallowed.
+"""
+
+import json
+import logging
+import re
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from core.models import Company
+from tooling.models import ToolCall
+
+if TYPE_CHECKING:
+    from tooling.context import CallMeta
+    from tooling.execution import Outcome
+    from tooling.registry import Tool
+
+logger = logging.getLogger("garante.tools")
+
+# Keys whose values identify a person: shown as their kind and last two characters.
+IDENTIFIER_KEYS = frozenset({"identifier", "document", "document_number", "phone", "email"})
+# Keys whose values are secrets: nothing of them is kept.
+SECRET_KEYS = frozenset({"code", "password", "token", "secret", "pin", "otp"})
+# Structural keys (references, dates, enums, catalogue terms) kept as given, but scrubbed of
+# anything that looks like an email, a phone or a document number. Every other string is
+# treated as free text and reduced to its length, so a new tool's field is masked by default.
+KEPT_KEYS = frozenset(
+    {
+        "limit",
+        "status",
+        "state",
+        "channel",
+        "service",
+        "professional",
+        "slot",
+        "from",
+        "to",
+        "appointment",
+        "quote",
+        "case",
+        "related_case",
+        "opportunity",
+        "items",
+        "sku",
+        "quantity",
+        "expected_total",
+        "query",
+    }
+)
+MAX_KEPT_CHARS = 120
+MAX_LIST_ITEMS = 50
+MAX_DEPTH = 4
+MAX_ARGUMENTS_CHARS = 4000
+
+_EMAIL = re.compile(r"[^\s@]+@[^\s@]+")
+# Seven or more digits, possibly grouped by spaces, dots, dashes or brackets: a phone or a
+# document number. Dates (2026-12-01, 01/12/2026) are kept, they are what staff look for.
+_LONG_NUMBER = re.compile(r"\+?\d(?:[\s().-]*\d){6,}[A-Za-z]?")
+_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}")
+
+
+def redact_arguments(arguments: Any) -> Any:
+    """The arguments as the trace keeps them: personal data masked, sizes bounded."""
+    redacted = _redact(arguments, key="", depth=0)
+    if len(json.dumps(redacted, ensure_ascii=False, default=str)) > MAX_ARGUMENTS_CHARS:
+        return {"_truncated": True}
+    return redacted
+
+
+def _redact(value: Any, *, key: str, depth: int) -> Any:
+    name = key.lower()
+    if name in SECRET_KEYS:
+        return "[hidden]"
+    if value is None or value == "":
+        return value
+    if name in IDENTIFIER_KEYS:
+        return _mask_identifier(str(value))
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            return "[…]"
+        return {
+            str(k)[:64]: _redact(v, key=str(k), depth=depth + 1)
+            for k, v in list(value.items())[:MAX_LIST_ITEMS]
+        }
+    if isinstance(value, list | tuple):
+        if depth >= MAX_DEPTH:
+            return "[…]"
+        # Items of a list take the list's key: a list of messages stays masked.
+        return [_redact(v, key=key, depth=depth + 1) for v in value[:MAX_LIST_ITEMS]]
+    if isinstance(value, bool | int | float):
+        return value
+    text = str(value)
+    if name in KEPT_KEYS:
+        return _scrub(text[:MAX_KEPT_CHARS])
+    return f"[text, {len(text)} chars]"
+
+
+def _mask_identifier(value: str) -> str:
+    if "@" in value:
+        kind, visible = "email", value.split("@", 1)[0]
+    elif sum(c.isdigit() for c in value) >= 7 and not any(c.isalpha() for c in value):
+        kind, visible = "phone", value
+    else:
+        kind, visible = "document", value
+    tail = "".join(c for c in visible if c.isalnum())[-2:]
+    return f"[{kind} •••{tail}]"
+
+
+def _scrub(text: str) -> str:
+    text = _EMAIL.sub("[email]", text)
+    return _LONG_NUMBER.sub(lambda m: m.group(0) if _DATE.search(m.group(0)) else "[number]", text)
+
+
+def tool_call_record(
+    *,
+    tool: "Tool",
+    company: Company,
+    meta: "CallMeta",
+    surface: str,
+    arguments: Any,
+    outcome: "Outcome",
+    latency_ms: float,
+) -> ToolCall | None:
+    """Record one finished tool call. Never raises: the trace must not break the call.
+
+    Call after the call's own transaction has ended. Inside a caller's transaction (a test, a
+    nested use) the write takes a savepoint, so its failure leaves that transaction usable.
+    """
+    try:
+        if connection.in_atomic_block:
+            with transaction.atomic():
+                return _write(tool, company, meta, surface, arguments, outcome, latency_ms)
+        return _write(tool, company, meta, surface, arguments, outcome, latency_ms)
+    except Exception:
+        # DatabaseError above all (the database is down: the call already answered SYSTEM),
+        # but a trace bug must not turn a good answer into a failure either.
+        logger.exception("could not record the trace of tool %s", tool.name)
+        return None
+
+
+def _write(
+    tool: "Tool",
+    company: Company,
+    meta: "CallMeta",
+    surface: str,
+    arguments: Any,
+    outcome: "Outcome",
+    latency_ms: float,
+) -> ToolCall:
+    key = meta.conversation_id if isinstance(meta.conversation_id, str) else ""
+    body = outcome.body if isinstance(outcome.body, dict) else {}
+    count = body.get("count") if not outcome.is_error else None
+    idempotency_key = meta.idempotency_key if isinstance(meta.idempotency_key, str) else ""
+    return ToolCall.objects.create(
+        company=company,
+        conversation_key=key[:255],
+        tool=tool.name,
+        surface=surface[:16],
+        outcome=ToolCall.Outcome.ERROR if outcome.is_error else ToolCall.Outcome.OK,
+        error_type=(outcome.error_type or "") if outcome.is_error else "",
+        code=str(body.get("code", ""))[:64] if outcome.is_error else "",
+        replayed=outcome.replayed,
+        latency_ms=round(latency_ms, 1),
+        result_count=count if isinstance(count, int) and count >= 0 else None,
+        arguments=redact_arguments(arguments),
+        idempotency_key=idempotency_key[:255],
+        created_at=timezone.now() - timedelta(milliseconds=latency_ms),
+    )
+
+
+def tool_calls_trim(*, now: datetime | None = None, batch_size: int = 5000) -> int:
+    """Delete trace rows older than settings.GARANTE_TRACE_RETENTION_DAYS; return how many.
+
+    In batches, so a large backlog never holds a long lock on the table.
+    """
+    cutoff = (now or timezone.now()) - timedelta(days=settings.GARANTE_TRACE_RETENTION_DAYS)
+    deleted = 0
+    while True:
+        batch = list(
+            ToolCall.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True)[:batch_size]
+        )
+        if not batch:
+            return deleted
+        deleted += ToolCall.objects.filter(pk__in=batch).delete()[0]
