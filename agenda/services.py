@@ -28,6 +28,7 @@ from core.errors import NotFound, ValidationFailed
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.references import new_reference, normalize_reference
+from core.states import state_shown
 
 _TERMINAL_MESSAGES = {
     Appointment.State.CANCELLED: _("Esa cita ya está cancelada."),
@@ -115,12 +116,13 @@ def _check_owner(contact: Contact | None, appointment: Appointment) -> None:
 
 
 def _check_scheduled(appointment: Appointment) -> None:
-    """A terminal appointment accepts no transition: VALIDATION carrying its state."""
+    """A terminal appointment accepts no transition: VALIDATION carrying its state (the
+    machine value and the customer's label)."""
     if appointment.is_terminal:
         raise ValidationFailed(
             _TERMINAL_MESSAGES[appointment.state],
             code="invalid_transition",
-            state=str(CUSTOMER_STATE_LABELS[appointment.state]),
+            **state_shown(appointment.state, CUSTOMER_STATE_LABELS),
         )
 
 

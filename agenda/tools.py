@@ -23,13 +23,13 @@ from agenda.models import CUSTOMER_STATE_LABELS, Appointment
 from agenda.selectors import (
     appointment_check_not_foreign,
     appointment_list_for_contact,
-    appointment_state_parse,
     professional_resolve,
     service_list,
     service_resolve,
 )
 from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
 from core.identity import contact_for_conversation, require_step_up
+from core.states import state_filter, state_shown
 from tooling.context import ToolContext
 from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve
 from tooling.output import listing, page
@@ -54,7 +54,7 @@ def _appointment_out(ctx: ToolContext, appointment: Appointment) -> dict[str, An
         "service": appointment.service.name,
         "professional": appointment.professional.display_name,
         **describe_instant(appointment.starts_at, ctx.company.tz),
-        "state": str(CUSTOMER_STATE_LABELS[appointment.state]),
+        **state_shown(appointment.state, CUSTOMER_STATE_LABELS),
     }
 
 
@@ -164,10 +164,9 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
 
 class ListMyAppointmentsIn(ToolInput):
     identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
-    status: str | None = Field(
+    state: state_filter(CUSTOMER_STATE_LABELS) | None = Field(
         default=None,
-        max_length=30,
-        description="Only this state: agendada, cancelada, atendida or no asistida.",
+        description="Only appointments in this state (the Spanish labels are accepted too).",
     )
     limit: int = Field(default=10, ge=1, le=15, description="Maximum number of appointments.")
 
@@ -177,17 +176,16 @@ class ListMyAppointmentsIn(ToolInput):
     title="List the customer's appointments",
     description=(
         "The identified customer's appointments with their reference, service, professional, "
-        "local date, weekday, time and state. Scheduled ones soonest first; otherwise newest "
-        "first."
+        "local date, weekday, time, state and state_label (what to tell the customer). "
+        "Scheduled ones soonest first; otherwise newest first."
     ),
     input=ListMyAppointmentsIn,
 )
 def list_my_appointments(ctx: ToolContext, params: ListMyAppointmentsIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     require_step_up(conversation=ctx.conversation, action="list_my_appointments")
-    state = appointment_state_parse(params.status) if params.status else None
     appointments, has_more = page(
-        appointment_list_for_contact(contact=contact, state=state)[: params.limit + 1],
+        appointment_list_for_contact(contact=contact, state=params.state)[: params.limit + 1],
         params.limit,
     )
     _record_appointments(ctx, appointments)

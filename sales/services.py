@@ -26,6 +26,7 @@ from django_fsm import can_proceed
 from core.errors import NotFound, ValidationFailed
 from core.models import Company, Contact, Conversation
 from core.references import new_reference
+from core.states import state_shown
 from sales import money
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
 from sales.selectors import price_list_current, product_unit_prices
@@ -161,6 +162,24 @@ class QuoteTotals:
     tax: Decimal
     total: Decimal
 
+
+# How a state reads to the customer (Spanish source text, translated per company); the admin
+# keeps the model's choice labels.
+QUOTE_STATE_LABELS: dict[str, Promise] = {
+    Quote.State.DRAFT: _("borrador"),
+    Quote.State.SENT: _("enviada"),
+    Quote.State.ACCEPTED: _("aceptada"),
+    Quote.State.REJECTED: _("rechazada"),
+    Quote.State.EXPIRED: _("vencida"),
+}
+OPPORTUNITY_STATE_LABELS: dict[str, Promise] = {
+    Opportunity.State.NEW: _("nueva"),
+    Opportunity.State.QUALIFIED: _("calificada"),
+    Opportunity.State.PROPOSAL: _("en propuesta"),
+    Opportunity.State.NEGOTIATION: _("en negociación"),
+    Opportunity.State.WON: _("ganada"),
+    Opportunity.State.LOST: _("perdida"),
+}
 
 QUOTE_STATE_MESSAGES: dict[str, Promise] = {
     Quote.State.DRAFT: _("Esa cotización todavía no se ha enviado."),
@@ -368,16 +387,19 @@ def _guard_quote(quote: Quote, transition: Callable[..., Any], now: datetime) ->
     Call while holding the quote's row lock.
     """
     if not can_proceed(transition):
-        raise ValidationFailed(
-            QUOTE_STATE_MESSAGES[quote.state], code="invalid_state", state=quote.state
-        )
+        raise _quote_state_error(quote.state)
     if quote.state in Quote.OPEN_STATES and quote.valid_until <= now:
         # Past validity it is expired at this instant, whether or not the beat task ran yet.
-        raise ValidationFailed(
-            QUOTE_STATE_MESSAGES[Quote.State.EXPIRED],
-            code="invalid_state",
-            state=Quote.State.EXPIRED.value,
-        )
+        raise _quote_state_error(Quote.State.EXPIRED)
+
+
+def _quote_state_error(state: str) -> ValidationFailed:
+    """VALIDATION naming the quote's state, with its value and the customer's label."""
+    return ValidationFailed(
+        QUOTE_STATE_MESSAGES[state],
+        code="invalid_state",
+        **state_shown(state, QUOTE_STATE_LABELS),
+    )
 
 
 @transaction.atomic
@@ -485,9 +507,7 @@ def quote_expire(*, quote: Quote, by: Any = None, now: datetime | None = None) -
     now = now or timezone.now()
     quote = _lock_quote(quote)
     if not can_proceed(quote.expire):
-        raise ValidationFailed(
-            QUOTE_STATE_MESSAGES[quote.state], code="invalid_state", state=quote.state
-        )
+        raise _quote_state_error(quote.state)
     quote.expire(by=by)
     quote.resolved_at = now
     quote.save(update_fields=["state", "resolved_at"])
@@ -588,10 +608,12 @@ OPPORTUNITY_STATE_MESSAGES: dict[str, Promise] = {
 
 
 def _opportunity_state_error(opportunity: Opportunity) -> ValidationFailed:
-    message = OPPORTUNITY_STATE_MESSAGES.get(
-        opportunity.state, _("Esa oportunidad no está en la etapa adecuada para ese cambio.")
-    )
-    return ValidationFailed(message, code="invalid_state", state=opportunity.state)
+    """VALIDATION naming the opportunity's stage, with its value and the customer's label."""
+    shown = state_shown(opportunity.state, OPPORTUNITY_STATE_LABELS)
+    message = OPPORTUNITY_STATE_MESSAGES.get(opportunity.state) or _(
+        "Esa oportunidad está %(state)s y no admite ese cambio."
+    ) % {"state": shown["state_label"]}
+    return ValidationFailed(message, code="invalid_state", **shown)
 
 
 @transaction.atomic

@@ -7,7 +7,6 @@ Amounts travel as strings in the currency's minor units, never as floats.
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Literal
 
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +16,7 @@ from core.identity import check_owner, contact_for_conversation, require_step_up
 from core.models import Company, Contact
 from core.normalize import mask_email
 from core.references import normalize_reference
+from core.states import state_filter, state_shown
 from sales import money
 from sales.models import Quote
 from sales.selectors import (
@@ -27,6 +27,8 @@ from sales.selectors import (
     quote_owner_id,
 )
 from sales.services import (
+    OPPORTUNITY_STATE_LABELS,
+    QUOTE_STATE_LABELS,
     QuoteItem,
     opportunity_create,
     quote_accept,
@@ -70,7 +72,7 @@ def _when(moment: datetime, company: Company) -> str:
 def _quote_summary(quote: Quote, now: datetime) -> dict:
     return {
         "reference": quote.reference,
-        "status": quote.effective_state(now),
+        **state_shown(quote.effective_state(now), QUOTE_STATE_LABELS),
         "total": money.to_wire(quote.total, quote.currency),
         "currency": quote.currency,
         "valid_until": _when(quote.valid_until, quote.company),
@@ -206,10 +208,17 @@ def create_quote(ctx: ToolContext, params: CreateQuoteIn) -> dict:
 # --- list_my_quotes / get_quote -----------------------------------------------------------------
 
 
+# Drafts are staff work in progress, never listed to the customer: not a filter value.
+QuoteStateFilter = state_filter(
+    QUOTE_STATE_LABELS,
+    [Quote.State.SENT, Quote.State.ACCEPTED, Quote.State.REJECTED, Quote.State.EXPIRED],
+)
+
+
 class ListMyQuotesIn(ToolInput):
     identifier: str = Identifier
-    status: Literal["sent", "accepted", "rejected", "expired"] | None = Field(
-        default=None, description="Only quotes in this status."
+    state: QuoteStateFilter | None = Field(
+        default=None, description="Only quotes in this state (Spanish labels accepted too)."
     )
     limit: int = Field(default=10, ge=1, le=20)
 
@@ -217,13 +226,16 @@ class ListMyQuotesIn(ToolInput):
 @tool(
     name="list_my_quotes",
     title="List the customer's quotes",
-    description="Lists the identified customer's quotes, newest first, with status and total.",
+    description=(
+        "Lists the identified customer's quotes, newest first, with state, state_label (what "
+        "to tell the customer) and total."
+    ),
     input=ListMyQuotesIn,
 )
 def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     now = timezone.now()
-    rows = quote_list(contact=contact, state=params.status, now=now).select_related("company")
+    rows = quote_list(contact=contact, state=params.state, now=now).select_related("company")
     quotes, has_more = page(rows[: params.limit + 1], params.limit)
     ledger_record(ctx, QUOTE, [_ledger_entry(q) for q in quotes])
     return listing([_quote_summary(q, now) for q in quotes], has_more=has_more)
@@ -329,4 +341,7 @@ def request_sales_contact(ctx: ToolContext, params: RequestSalesContactIn) -> di
         conversation=ctx.conversation,
     )
     ledger_record(ctx, OPPORTUNITY, [LedgerEntry(opportunity.reference, label=opportunity.title)])
-    return {"reference": opportunity.reference, "status": opportunity.state}
+    return {
+        "reference": opportunity.reference,
+        **state_shown(opportunity.state, OPPORTUNITY_STATE_LABELS),
+    }

@@ -18,7 +18,8 @@ from django_fsm import can_proceed
 from core.errors import PermissionRefused, ValidationFailed
 from core.models import Company, Contact, Conversation, StaffMembership
 from core.references import new_reference
-from support.models import Case, CaseComment, SupportSettings
+from core.states import state_shown
+from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, SupportSettings
 from support.selectors import (
     case_staff_recipients,
     case_unanswered_since_resolved,
@@ -278,7 +279,7 @@ def _closed_error(case: Case) -> ValidationFailed:
         )
         % {"reference": case.reference},
         code="case_closed",
-        state=case.state,
+        **state_shown(case.state, CUSTOMER_STATE_LABELS),
     )
 
 
@@ -298,11 +299,12 @@ def _transition(
         raise _closed_error(case)
     method = getattr(case, name)
     if not can_proceed(method):
+        shown = state_shown(case.state, CUSTOMER_STATE_LABELS)
         raise ValidationFailed(
             _("No puedo hacer eso con el caso %(reference)s: está %(state)s.")
-            % {"reference": case.reference, "state": case.customer_state_label},
+            % {"reference": case.reference, "state": shown["state_label"]},
             code="invalid_transition",
-            state=case.state,
+            **shown,
         )
     method(by=by, description=description)
     now = timezone.now()

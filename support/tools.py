@@ -7,7 +7,7 @@ internal notes, other customers' data or staff beyond a first name.
 """
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -16,7 +16,8 @@ from pydantic import Field
 from core.errors import NotFound, ValidationFailed
 from core.identity import check_owner, contact_for_conversation, require_step_up
 from core.models import Contact
-from support.models import Case, CaseComment
+from core.states import state_filter, state_shown
+from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
 from support.selectors import case_get, case_list, case_public_comments
 from support.services import case_close, case_comment_add, case_open, case_reopen
 from tooling.context import ToolContext
@@ -57,8 +58,8 @@ class OpenCaseIn(ToolInput):
 
 class ListMyCasesIn(ToolInput):
     identifier: str = Identifier
-    status: Literal["open", "in_progress", "waiting_customer", "resolved", "closed"] | None = Field(
-        default=None, description="Only cases in this status."
+    state: state_filter(CUSTOMER_STATE_LABELS) | None = Field(
+        default=None, description="Only cases in this state (Spanish labels accepted too)."
     )
     limit: int = Field(default=10, ge=1, le=20, description="Maximum number of cases.")
 
@@ -100,13 +101,16 @@ def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
 @tool(
     name="list_my_cases",
     title="List my support cases",
-    description="Lists the identified customer's support cases, newest first, with their status.",
+    description=(
+        "Lists the identified customer's support cases, newest first, with their state and "
+        "state_label (what to tell the customer)."
+    ),
     input=ListMyCasesIn,
 )
 def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     cases, has_more = page(
-        case_list(company=ctx.company, contact=contact, state=params.status)[: params.limit + 1],
+        case_list(company=ctx.company, contact=contact, state=params.state)[: params.limit + 1],
         params.limit,
     )
     ledger_record(ctx, LEDGER_KIND, [_ledger_entry(case) for case in cases])
@@ -117,7 +121,7 @@ def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
     name="get_case",
     title="Show a support case",
     description=(
-        "Shows one of the identified customer's cases: status, description, who handles it "
+        "Shows one of the identified customer's cases: state, description, who handles it "
         "and the latest messages the customer can read."
     ),
     input=CaseIn,
@@ -228,8 +232,7 @@ def _case_summary(ctx: ToolContext, case: Case) -> dict[str, Any]:
     return {
         "reference": case.reference,
         "subject": _clip(case.subject, 120),
-        "status": case.state,
-        "status_label": case.customer_state_label,
+        **state_shown(case.state, CUSTOMER_STATE_LABELS),
         "opened_at": _local(ctx, case.created_at),
         "updated_at": _local(ctx, case.updated_at),
     }

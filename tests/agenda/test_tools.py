@@ -13,12 +13,22 @@ from agenda.services import appointment_book, professional_create
 from core.identity import identify_contact
 from core.models import Conversation
 from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ANA_DOCUMENT = "12345678Z"
 BRUNO_DOCUMENT = "X1234567L"
-APPOINTMENT_KEYS = {"appointment", "service", "professional", "date", "weekday", "time", "state"}
+APPOINTMENT_KEYS = {
+    "appointment",
+    "service",
+    "professional",
+    "date",
+    "weekday",
+    "time",
+    "state",
+    "state_label",
+}
 
 
 @pytest.fixture
@@ -125,9 +135,10 @@ def test_it_books_a_slot_the_conversation_saw(ana, marta, frozen_clock):
     assert set(body) == APPOINTMENT_KEYS
     assert body["appointment"].startswith("AP-")
     assert (body["date"], body["time"], body["weekday"]) == ("2026-12-08", "09:30", "martes")
-    assert (body["service"], body["professional"], body["state"]) == (
+    assert (body["service"], body["professional"], body["state"], body["state_label"]) == (
         "Corte de pelo",
         "Marta",
+        "scheduled",
         "agendada",
     )
     appointment = Appointment.objects.get(reference=body["appointment"])
@@ -206,7 +217,7 @@ def test_cancelling_twice_with_the_same_key_has_one_effect_and_the_same_answer(
 
     assert first.status_code == second.status_code == 200
     assert first.text == second.text
-    assert first.json()["state"] == "cancelada"
+    assert (first.json()["state"], first.json()["state_label"]) == ("cancelled", "cancelada")
     assert second.headers.get("X-Idempotency-Replayed") == "true"
     appointment = Appointment.objects.get(reference=booked["appointment"])
     cancellations = StateLog.objects.filter(
@@ -230,7 +241,8 @@ def test_cancelling_a_cancelled_appointment_is_a_validation_error_with_its_state
         "error_type": "VALIDATION",
         "user_message": "Esa cita ya está cancelada.",
         "code": "invalid_transition",
-        "state": "cancelada",
+        "state": "cancelled",
+        "state_label": "cancelada",
     }
 
 
@@ -296,21 +308,37 @@ def test_it_lists_only_the_customers_own_appointments(
     assert "Bruno" not in str(body)
 
 
-def test_it_filters_appointments_by_state_in_spanish_or_english(ana, marta, frozen_clock):
+def test_it_filters_appointments_by_state_value_or_spanish_label(ana, marta, frozen_clock):
     slots = find(ana)["items"]
     kept = book(ana, slots[0]["slot"]).json()
     dropped = book(ana, slots[4]["slot"]).json()
     cancel(ana, dropped["appointment"])
 
-    cancelled = ana.call(
-        "list_my_appointments", {"identifier": ANA_DOCUMENT, "status": "cancelada"}
-    ).json()
-    scheduled = ana.call(
-        "list_my_appointments", {"identifier": ANA_DOCUMENT, "status": "scheduled"}
-    ).json()
+    def listed(state: str) -> list[str]:
+        response = ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT, "state": state})
+        assert response.status_code == 200, response.text
+        return [a["appointment"] for a in response.json()["items"]]
 
-    assert [a["appointment"] for a in cancelled["items"]] == [dropped["appointment"]]
-    assert [a["appointment"] for a in scheduled["items"]] == [kept["appointment"]]
+    assert listed("cancelled") == listed("Cancelada") == [dropped["appointment"]]
+    assert listed("scheduled") == listed("agendada") == [kept["appointment"]]
+    assert listed("no_show") == listed("No asistida") == []
+
+
+def test_an_unknown_state_filter_is_refused_naming_the_allowed_states(ana, frozen_clock):
+    response = ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT, "state": "perdida"})
+    old_name = ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT, "status": "agendada"})
+
+    assert response.status_code == old_name.status_code == 422
+    assert response.json()["code"] == "invalid_arguments"
+    problem = response.json()["errors"][0]
+    assert problem["field"].split(".")[-1] == "state"
+    assert all(value in problem["problem"] for value in ("scheduled", "cancelled", "no_show"))
+
+
+def test_the_state_filter_lists_the_machine_values_in_the_tool_schema():
+    schema = registry.get("list_my_appointments").input_schema["properties"]["state"]
+
+    assert schema["anyOf"][0]["enum"] == ["scheduled", "cancelled", "attended", "no_show"]
 
 
 def test_an_appointment_listed_in_this_conversation_can_be_cancelled_by_its_suffix(
@@ -331,7 +359,7 @@ def test_an_appointment_listed_in_this_conversation_can_be_cancelled_by_its_suff
     response = cancel(ana, booked_by_staff.reference[-4:])
 
     assert response.status_code == 200, response.text
-    assert response.json()["state"] == "cancelada"
+    assert response.json()["state"] == "cancelled"
 
 
 def test_it_reschedules_to_a_seen_slot_and_frees_the_old_one(ana, marta, frozen_clock):
@@ -353,7 +381,7 @@ def test_it_reschedules_to_a_seen_slot_and_frees_the_old_one(ana, marta, frozen_
     assert (moved["appointment"], moved["time"], moved["state"]) == (
         booked["appointment"],
         "10:30",
-        "agendada",
+        "scheduled",
     )
     assert find(ana)["items"][0]["time"] == "09:00"
 

@@ -124,7 +124,8 @@ def test_a_terminal_state_rejects_every_transition_with_its_state(
         act(action, appointment)
 
     assert str(caught.value.user_message) == message
-    assert caught.value.as_dict()["state"] == LABELS[source]
+    body = caught.value.as_dict()
+    assert (body["state"], body["state_label"]) == (source, LABELS[source])
     assert caught.value.as_dict()["error_type"] == "VALIDATION"
     appointment.refresh_from_db()
     assert appointment.state == source

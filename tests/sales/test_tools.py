@@ -10,7 +10,8 @@ from django.utils import timezone
 from core.identity import identify_contact
 from core.models import Company, Contact, Conversation, StepUpPolicy
 from sales.models import Opportunity, Product, Quote
-from sales.services import QuoteItem, quote_accept, quote_create, quotes_expire_due
+from sales.services import QuoteItem, quote_accept, quote_create, quote_reject, quotes_expire_due
+from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,8 +125,9 @@ def test_create_quote_prices_it_sends_it_and_emails_the_customer(tool_client, an
     assert response.status_code == 200
     body = response.json()
     assert body["reference"].startswith("QT-")
-    assert (body["status"], body["total"], body["subtotal"], body["tax"]) == (
+    assert (body["state"], body["state_label"], body["total"], body["subtotal"], body["tax"]) == (
         "sent",
+        "enviada",
         "53.33",
         "47.48",
         "5.85",
@@ -141,7 +143,8 @@ def test_create_quote_prices_it_sends_it_and_emails_the_customer(tool_client, an
     }
     assert set(body) == {
         "reference",
-        "status",
+        "state",
+        "state_label",
         "total",
         "currency",
         "valid_until",
@@ -226,7 +229,8 @@ def test_list_my_quotes_shows_only_the_customers_own(tool_client, company, bruno
     assert [q["reference"] for q in body["items"]] == [mine]
     assert set(body["items"][0]) == {
         "reference",
-        "status",
+        "state",
+        "state_label",
         "total",
         "currency",
         "valid_until",
@@ -240,13 +244,40 @@ def test_a_quote_past_validity_is_listed_as_expired_before_the_sweep(
     quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
     Quote.objects.filter(pk=quote.pk).update(valid_until=timezone.now() - timedelta(minutes=1))
 
-    expired = tool_client.call("list_my_quotes", {"identifier": ANA, "status": "expired"})
-    sent = tool_client.call("list_my_quotes", {"identifier": ANA, "status": "sent"})
+    expired = tool_client.call("list_my_quotes", {"identifier": ANA, "state": "expired"})
+    sent = tool_client.call("list_my_quotes", {"identifier": ANA, "state": "sent"})
 
-    assert [(q["reference"], q["status"]) for q in expired.json()["items"]] == [
-        (quote.reference, "expired")
+    assert [(q["reference"], q["state"], q["state_label"]) for q in expired.json()["items"]] == [
+        (quote.reference, "expired", "vencida")
     ]
     assert sent.json()["items"] == []
+
+
+def test_list_my_quotes_filters_by_state_value_or_spanish_label(
+    tool_client, company, ana, anas_chat
+):
+    kept = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
+    rejected = quote_reject(
+        quote=quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 2)])
+    )
+
+    def listed(state: str) -> list[str]:
+        response = tool_client.call("list_my_quotes", {"identifier": ANA, "state": state})
+        assert response.status_code == 200, response.text
+        return [q["reference"] for q in response.json()["items"]]
+
+    assert listed("rejected") == listed("Rechazada") == [rejected.reference]
+    assert listed("sent") == listed("enviada") == [kept.reference]
+
+
+def test_list_my_quotes_refuses_drafts_and_unknown_states_as_a_filter(tool_client, anas_chat):
+    schema = registry.get("list_my_quotes").input_schema["properties"]["state"]
+
+    for state in ("draft", "borrador", "pendiente"):
+        response = tool_client.call("list_my_quotes", {"identifier": ANA, "state": state})
+        assert response.status_code == 422, state
+        assert response.json()["code"] == "invalid_arguments"
+    assert schema["anyOf"][0]["enum"] == ["sent", "accepted", "rejected", "expired"]
 
 
 def test_get_quote_finds_the_customers_quote_by_its_reference(tool_client, company, ana, anas_chat):
@@ -292,7 +323,7 @@ def test_accepting_needs_step_up_verification_by_default(tool_client, anas_chat)
     verify(anas_chat)
     response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
     assert response.status_code == 200
-    assert response.json()["status"] == "accepted"
+    assert response.json()["state"] == "accepted"
 
 
 def test_accepting_twice_with_the_same_key_reserves_once(tool_client, anas_chat, no_step_up):
@@ -305,7 +336,7 @@ def test_accepting_twice_with_the_same_key_reserves_once(tool_client, anas_chat,
 
     assert first.status_code == second.status_code == 200
     assert first.json() == second.json()
-    assert first.json()["status"] == "accepted"
+    assert first.json()["state"] == "accepted"
     assert (reserved("CAF-001"), reserved("TAZ-002")) == (3, 2)
 
 
@@ -319,6 +350,8 @@ def test_accepting_again_with_a_new_key_is_refused_with_the_state(
 
     assert response.status_code == 422
     assert response.json()["state"] == "accepted"
+    assert response.json()["state_label"] == "aceptada"
+    assert response.json()["user_message"] == "Esa cotización ya fue aceptada."
     assert reserved("CAF-001") == 3
 
 
@@ -390,6 +423,7 @@ def test_accepting_an_expired_quote_is_refused_with_the_state(tool_client, anas_
 
     assert response.status_code == 422
     assert (response.json()["error_type"], response.json()["state"]) == ("VALIDATION", "expired")
+    assert response.json()["state_label"] == "vencida"
 
 
 def test_accepting_after_another_customer_took_the_stock_is_refused(
@@ -417,7 +451,7 @@ def test_rejecting_resolves_the_quote_once(tool_client, anas_chat):
     first = tool_client.call("reject_quote", args, key=key())
     again = tool_client.call("reject_quote", args, key=key())
 
-    assert (first.status_code, first.json()["status"]) == (200, "rejected")
+    assert (first.status_code, first.json()["state"]) == (200, "rejected")
     assert (again.status_code, again.json()["state"]) == (422, "rejected")
     assert Quote.objects.get(reference=reference).rejection_reason == "Prefiero esperar"
 
@@ -431,7 +465,9 @@ def test_request_sales_contact_opens_one_opportunity_per_key(tool_client, anas_c
 
     assert first.status_code == 200
     assert first.json() == second.json()
-    assert set(first.json()) == {"reference", "status"}
+    assert first.json()["state"] == "new"
+    assert first.json()["state_label"] == "nueva"
+    assert set(first.json()) == {"reference", "state", "state_label"}
     opportunity = Opportunity.objects.get()
     assert (opportunity.reference, opportunity.state) == (first.json()["reference"], "new")
     assert (opportunity.contact, opportunity.notes) == (anas_chat.contact, "Unas 30 personas")

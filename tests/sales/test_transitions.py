@@ -57,6 +57,24 @@ def quote_in(state: str, company, contact) -> Quote:
     return quote
 
 
+# What the customer is told each state is called.
+QUOTE_LABELS = {
+    "draft": "borrador",
+    "sent": "enviada",
+    "accepted": "aceptada",
+    "rejected": "rechazada",
+    "expired": "vencida",
+}
+OPPORTUNITY_LABELS = {
+    "new": "nueva",
+    "qualified": "calificada",
+    "proposal": "en propuesta",
+    "negotiation": "en negociación",
+    "won": "ganada",
+    "lost": "perdida",
+}
+
+
 @pytest.mark.parametrize(("state", "action"), list(QUOTE_TABLE))
 def test_quote_transition_table(company, ana, catalog, state, action):
     quote = quote_in(state, company, ana)
@@ -66,7 +84,7 @@ def test_quote_transition_table(company, ana, catalog, state, action):
         with pytest.raises(ValidationFailed) as caught:
             QUOTE_ACTIONS[action](quote)
         assert caught.value.error_type == "VALIDATION"
-        assert caught.value.extras["state"] == state
+        assert caught.value.extras == {"state": state, "state_label": QUOTE_LABELS[state]}
         quote.refresh_from_db()
         assert quote.state == state
     else:
@@ -134,7 +152,9 @@ def test_opportunity_transition_table(company, ana, state, action):
     if target is None:
         with pytest.raises(ValidationFailed) as caught:
             OPPORTUNITY_ACTIONS[action](opportunity)
-        assert caught.value.extras["state"] == state
+        label = OPPORTUNITY_LABELS[state]
+        assert caught.value.extras == {"state": state, "state_label": label}
+        assert label in str(caught.value.user_message)
         opportunity.refresh_from_db()
         assert opportunity.state == state
     else:

@@ -72,7 +72,7 @@ def test_a_customer_comment_on_a_closed_case_is_refused_with_the_state(make_case
     with pytest.raises(ValidationFailed) as failure:
         services.case_comment_add(case=case, body="Sigue fallando", author_contact=contact)
 
-    assert failure.value.extras == {"state": "closed"}
+    assert failure.value.extras == {"state": "closed", "state_label": "cerrado"}
     assert failure.value.code == "case_closed"
     assert case.reference in str(failure.value.user_message)
     assert "caso nuevo" in str(failure.value.user_message)

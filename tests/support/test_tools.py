@@ -12,6 +12,7 @@ from support import services
 from support.models import Case, CaseComment
 from tooling.context import CallMeta, ToolContext
 from tooling.ledger import LedgerEntry, ledger_record
+from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Case.State
@@ -64,28 +65,47 @@ def test_the_list_shows_only_the_customers_own_cases_with_public_fields(
     assert set(item) == {
         "reference",
         "subject",
-        "status",
-        "status_label",
+        "state",
+        "state_label",
         "opened_at",
         "updated_at",
     }
-    assert (item["status"], item["status_label"]) == (
+    assert (item["state"], item["state_label"]) == (
         "waiting_customer",
         "pendiente de su respuesta",
     )
     assert theirs.reference not in response.text
 
 
-def test_the_list_filters_by_status_and_honours_the_limit(ana, make_case):
+def test_the_list_filters_by_state_and_honours_the_limit(ana, make_case):
     for _ in range(3):
         make_case(S.OPEN)
     closed = make_case(S.CLOSED)
 
-    closed_only = ana.call("list_my_cases", {"identifier": ANA, "status": "closed"}).json()
+    closed_only = ana.call("list_my_cases", {"identifier": ANA, "state": "closed"}).json()
     limited = ana.call("list_my_cases", {"identifier": ANA, "limit": 2}).json()
 
     assert [i["reference"] for i in closed_only["items"]] == [closed.reference]
     assert (limited["count"], limited["has_more"]) == (2, True)
+
+
+def test_the_state_filter_takes_the_spanish_label_too_and_refuses_unknown_states(ana, make_case):
+    waiting = make_case(S.WAITING_CUSTOMER)
+    make_case(S.OPEN)
+
+    by_label = ana.call("list_my_cases", {"identifier": ANA, "state": "Pendiente de su respuesta"})
+    unknown = ana.call("list_my_cases", {"identifier": ANA, "state": "archivado"})
+
+    assert [i["reference"] for i in by_label.json()["items"]] == [waiting.reference]
+    assert (unknown.status_code, unknown.json()["code"]) == (422, "invalid_arguments")
+    schema = registry.get("list_my_cases").input_schema["properties"]["state"]
+    assert schema["anyOf"][0]["enum"] == [
+        "open",
+        "in_progress",
+        "waiting_customer",
+        "resolved",
+        "closed",
+    ]
 
 
 def test_get_case_shows_public_messages_and_staff_by_first_name_only(
@@ -167,7 +187,7 @@ def test_open_case_answers_its_reference_and_it_can_be_commented_at_once(ana, ma
     assert opened.status_code == 200
     body = opened.json()
     assert body["reference"].startswith("CS-")
-    assert (body["status"], body["related_case"]) == ("open", None)
+    assert (body["state"], body["state_label"], body["related_case"]) == ("open", "abierto", None)
     case = Case.objects.get(reference=body["reference"])
     assert case.channel == Case.Channel.AGENT
     assert case.conversation.external_id == ana.conversation_id
@@ -236,7 +256,11 @@ def test_a_comment_on_a_closed_case_is_validation_with_the_state(ana, make_case)
 
     assert response.status_code == 422
     body = response.json()
-    assert (body["error_type"], body["state"]) == ("VALIDATION", "closed")
+    assert (body["error_type"], body["state"], body["state_label"]) == (
+        "VALIDATION",
+        "closed",
+        "cerrado",
+    )
     assert "caso nuevo" in body["user_message"]
     assert not CaseComment.objects.exists()
 
@@ -286,7 +310,7 @@ def test_the_customers_answer_by_suffix_moves_a_waiting_case_back_to_work(ana, m
     )
 
     assert response.status_code == 200
-    assert response.json()["status"] == "in_progress"
+    assert response.json()["state"] == "in_progress"
     case.refresh_from_db()
     assert case.state == S.IN_PROGRESS
 
@@ -301,7 +325,7 @@ def test_confirming_a_resolved_case_closes_it_and_a_retry_replays_the_success(an
     again = write(ana, "confirm_case_resolved", arguments)
 
     assert first.status_code == retry.status_code == 200
-    assert first.json()["status"] == "closed"
+    assert first.json()["state"] == "closed"
     assert retry.json() == first.json()
     assert again.status_code == 422
     assert again.json()["state"] == "closed"
@@ -313,7 +337,8 @@ def test_confirming_a_case_that_is_not_resolved_is_validation_with_its_state(ana
     response = write(ana, "confirm_case_resolved", {"identifier": ANA, "case": case.reference})
 
     assert response.status_code == 422
-    assert response.json()["state"] == "in_progress"
+    assert (response.json()["state"], response.json()["state_label"]) == ("in_progress", "en curso")
+    assert "está en curso" in response.json()["user_message"]
     case.refresh_from_db()
     assert case.state == S.IN_PROGRESS
 
@@ -332,7 +357,7 @@ def test_reporting_not_fixed_sends_a_resolved_case_back_with_the_explanation(
     )
 
     assert response.status_code == 200
-    assert response.json()["status"] == "in_progress"
+    assert response.json()["state"] == "in_progress"
     assert case.comments.get().body == "Sigue sin centrifugar"
     [message] = mail.outbox
     assert "Sigue sin centrifugar" in message.body

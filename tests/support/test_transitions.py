@@ -19,6 +19,14 @@ ALLOWED = {
     (S.RESOLVED, "close"): S.CLOSED,
 }
 TABLE = [(source, name, ALLOWED.get((source, name))) for source in S for name in TRANSITIONS]
+# What the customer is told each state is called.
+LABELS = {
+    S.OPEN: "abierto",
+    S.IN_PROGRESS: "en curso",
+    S.WAITING_CUSTOMER: "pendiente de su respuesta",
+    S.RESOLVED: "resuelto",
+    S.CLOSED: "cerrado",
+}
 
 
 @pytest.mark.django_db
@@ -30,7 +38,8 @@ def test_each_transition_is_allowed_only_from_its_source_states(make_case, sourc
     if target is None:
         with pytest.raises(ValidationFailed) as failure:
             service(case=case)
-        assert failure.value.extras["state"] == source
+        assert failure.value.extras == {"state": source, "state_label": LABELS[source]}
+        assert LABELS[source] in str(failure.value.user_message)
         assert failure.value.code == ("case_closed" if source == S.CLOSED else "invalid_transition")
         case.refresh_from_db()
         assert case.state == source
