@@ -97,7 +97,7 @@ def run(calls: int) -> None:
         ("REST write, replay", lambda n, tag: post(WRITE_TOOL, body, "replayed-key")),
     ):
         samples = timed([make(n, "t") for n in range(calls)])
-        counts = queries_of([make(n, "q") for n in range(min(calls, 50))])
+        counts = queries_of([make(n, "q") for n in range(min(calls, 20))])
         lines.append(row(label, samples, counts))
 
     def engine(key: str) -> Callable[[], object]:
@@ -115,7 +115,7 @@ def run(calls: int) -> None:
         ("engine only, replay", lambda n, tag: engine("engine-replayed")),
     ):
         samples = timed([make(n, "t") for n in range(calls)])
-        counts = queries_of([make(n, "q") for n in range(min(calls, 50))])
+        counts = queries_of([make(n, "q") for n in range(min(calls, 20))])
         lines.append(row(label, samples, counts))
 
     with CaptureQueriesContext(connection) as replay_queries:
@@ -133,7 +133,7 @@ def run(calls: int) -> None:
 
 
 def main() -> None:
-    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 60
     setup_test_environment()
     started = time.monotonic()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
