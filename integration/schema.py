@@ -111,6 +111,14 @@ def write_schema(request: Any, response: Any, *, status: int = 200, **kwargs: An
     )
 
 
+def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Postprocessing hook: request bodies refuse unknown fields, so say so in the schema."""
+    for name, component in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request") and component.get("type") == "object":
+            component["additionalProperties"] = False
+    return result
+
+
 class IntegrationTokenScheme(OpenApiAuthenticationExtension):
     target_class = "integration.authentication.IntegrationTokenAuthentication"
     name = "bearerAuth"

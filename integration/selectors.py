@@ -243,14 +243,23 @@ def quote_list(
     date_to: date | None = None,
     contact: str | None = None,
 ) -> QuerySet[Quote]:
-    """The company's quotes, drafts included (the company's own systems may prepare them)."""
+    """The company's quotes, drafts included (the company's own systems may prepare them);
+    `state` is the state at this instant (see Quote.effective_state)."""
     quotes = (
         Quote.objects.filter(company=company)
         .filter(_local_days(company, "created_at", date_from, date_to))
         .select_related("opportunity")
         .prefetch_related("lines")
     )
-    if state is not None:
+    if state == Quote.State.EXPIRED:
+        # Past validity an open quote is expired at this instant, recorded or not yet.
+        quotes = quotes.filter(
+            Q(state=Quote.State.EXPIRED)
+            | Q(state__in=Quote.OPEN_STATES, valid_until__lte=timezone.now())
+        )
+    elif state in Quote.OPEN_STATES:
+        quotes = quotes.filter(state=state, valid_until__gt=timezone.now())
+    elif state is not None:
         quotes = quotes.filter(state=state)
     if contact is not None:
         quotes = quotes.filter(

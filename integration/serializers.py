@@ -7,17 +7,26 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agenda.models import CUSTOMER_STATE_LABELS as APPOINTMENT_STATE_LABELS
 from agenda.models import Appointment
 from core.references import normalize_reference
+from core.states import StateLabels, state_shown
 from integration.services import REFERENCE_KINDS, public_references_assign
 from sales import money
 from sales.models import Opportunity, Quote
-from sales.services import MAX_LINE_QUANTITY, MAX_QUOTE_LINES
+from sales.services import (
+    MAX_LINE_QUANTITY,
+    MAX_QUOTE_LINES,
+    OPPORTUNITY_STATE_LABELS,
+    QUOTE_STATE_LABELS,
+)
+from support.models import CUSTOMER_STATE_LABELS as CASE_STATE_LABELS
 from support.models import Case
 
 REFERENCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,31}$"
@@ -76,6 +85,42 @@ class MoneyField(serializers.Field):
     def to_representation(self, value: tuple[Decimal | None, str]) -> str | None:
         amount, currency = value
         return None if amount is None else money.to_wire(amount, currency)
+
+
+@extend_schema_field({"type": "string", "example": "cancelada"})
+class StateLabelField(serializers.Field):
+    """The state as the customer reads it, in the company's language (next to `state`)."""
+
+    def __init__(self, labels: StateLabels, **kwargs: Any) -> None:
+        self.labels = labels
+        kwargs["read_only"] = True
+        kwargs.setdefault("source", "state")
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: str) -> str:
+        return state_shown(value, self.labels)["state_label"]
+
+
+def _quote_state_now(quote: Quote) -> str:
+    """A quote's state at this instant: an open quote past its validity is expired even
+    before the beat task records it (as the sales services and the tools read it)."""
+    return quote.effective_state(timezone.now())
+
+
+class QuoteStateField(serializers.ChoiceField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=Quote.State.choices, source="*", read_only=True, **kwargs)
+
+    def to_representation(self, quote: Quote) -> str:
+        return _quote_state_now(quote)
+
+
+class QuoteStateLabelField(StateLabelField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(QUOTE_STATE_LABELS, source="*", **kwargs)
+
+    def to_representation(self, quote: Quote) -> str:
+        return super().to_representation(_quote_state_now(quote))
 
 
 class StrictSerializer(serializers.Serializer):
@@ -266,6 +311,7 @@ class SlotListOut(serializers.Serializer):
 class AppointmentOut(serializers.Serializer):
     reference = serializers.CharField()
     state = serializers.ChoiceField(choices=Appointment.State.choices)
+    state_label = StateLabelField(APPOINTMENT_STATE_LABELS)
     contact = ReferenceField("contact", source="contact_id")
     service = ReferenceField("service", source="service_id")
     service_name = serializers.CharField(source="service.name")
@@ -356,7 +402,8 @@ class QuoteLineOut(serializers.Serializer):
 
 class QuoteOut(serializers.Serializer):
     reference = serializers.CharField()
-    state = serializers.ChoiceField(choices=Quote.State.choices)
+    state = QuoteStateField()
+    state_label = QuoteStateLabelField()
     contact = ReferenceField("contact", source="contact_id")
     opportunity = serializers.CharField(source="opportunity.reference", allow_null=True)
     currency = serializers.CharField()
@@ -416,6 +463,7 @@ class QuoteRejectIn(StrictSerializer):
 class OpportunityOut(serializers.Serializer):
     reference = serializers.CharField()
     state = serializers.ChoiceField(choices=Opportunity.State.choices)
+    state_label = StateLabelField(OPPORTUNITY_STATE_LABELS)
     contact = ReferenceField("contact", source="contact_id")
     title = serializers.CharField()
     notes = serializers.CharField()
@@ -449,6 +497,7 @@ class OpportunityLoseIn(StrictSerializer):
 class CaseOut(serializers.Serializer):
     reference = serializers.CharField()
     state = serializers.ChoiceField(choices=Case.State.choices)
+    state_label = StateLabelField(CASE_STATE_LABELS)
     contact = ReferenceField("contact", source="contact_id")
     subject = serializers.CharField()
     description = serializers.CharField()

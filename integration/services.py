@@ -61,9 +61,9 @@ def public_references_assign(*, company: Company, kind: str, ids: Iterable[int])
     known: dict[int, str] = {}
     for _round in range(_ASSIGN_ROUNDS):
         known.update(
-            model.objects.filter(company=company, **{f"{field}_id__in": wanted - known.keys()})
-            .values_list(f"{field}_id", "reference")
-            .iterator()
+            model.objects.filter(
+                company=company, **{f"{field}_id__in": wanted - known.keys()}
+            ).values_list(f"{field}_id", "reference")
         )
         missing = wanted - known.keys()
         if not missing:

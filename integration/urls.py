@@ -37,7 +37,13 @@ urlpatterns = [
         "schema/",
         SpectacularAPIView.as_view(
             authentication_classes=[],
-            custom_settings={"DESCRIPTION": API_DESCRIPTION},
+            custom_settings={
+                "DESCRIPTION": API_DESCRIPTION,
+                "POSTPROCESSING_HOOKS": [
+                    "drf_spectacular.hooks.postprocess_schema_enums",
+                    "integration.schema.strict_request_bodies",
+                ],
+            },
         ),
         name="schema",
     ),

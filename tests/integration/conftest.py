@@ -1,0 +1,134 @@
+"""Integration API fixtures: a salon with a catalog, credentials of two companies, and
+clients that speak to /api/v1/ (DRF's APIClient in process, or httpx against a live server)."""
+
+import uuid
+from collections.abc import Callable
+from datetime import time
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from agenda import clock
+from agenda.models import Professional, Service
+from agenda.selectors import agenda_settings_for
+from agenda.services import professional_create
+from core.models import Company, Contact
+from core.services import contact_create
+from integration.models import IntegrationCredential
+from integration.services import integration_credential_issue, public_references_assign
+from tests.agenda.conftest import MONDAY_8AM
+from tests.sales.conftest import Catalog, build_catalog
+
+EVERY_DAY = range(7)
+
+
+def new_key() -> str:
+    return str(uuid.uuid4())
+
+
+class Api:
+    """An integration API client: `get(path, **params)`, and `post(path, body, key=...)`,
+    which sends a fresh Idempotency-Key unless told otherwise (key=None sends none)."""
+
+    def __init__(self, client: APIClient) -> None:
+        self.client = client
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.client.get(f"/api/v1/{path}", params)
+
+    def post(self, path: str, body: Any = None, *, key: str | None = "new", **headers: str) -> Any:
+        if key == "new":
+            key = new_key()
+        if key is not None:
+            headers["HTTP_IDEMPOTENCY_KEY"] = key
+        return self.client.post(f"/api/v1/{path}", body, format="json", **headers)
+
+
+@pytest.fixture
+def make_api() -> Callable[..., Api]:
+    def make(company: Company, scope: str = IntegrationCredential.Scope.READ_WRITE) -> Api:
+        _credential, token = integration_credential_issue(company=company, name="ERP", scope=scope)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return Api(client)
+
+    return make
+
+
+@pytest.fixture
+def api(company: Company, make_api: Callable[..., Api]) -> Api:
+    """A read-write credential of `company`."""
+    return make_api(company)
+
+
+@pytest.fixture
+def read_api(company: Company, make_api: Callable[..., Api]) -> Api:
+    return make_api(company, IntegrationCredential.Scope.READ)
+
+
+@pytest.fixture
+def other_api(other_company: Company, make_api: Callable[..., Api]) -> Api:
+    """A read-write credential of another company."""
+    return make_api(other_company)
+
+
+@pytest.fixture
+def rw_token(company: Company) -> str:
+    return integration_credential_issue(
+        company=company, name="web", scope=IntegrationCredential.Scope.READ_WRITE
+    )[1]
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The agenda's "now": Monday 7 December 2026, 08:00 in Madrid (shared with a live
+    server, which runs in this process; not with gunicorn)."""
+    moment = {"now": MONDAY_8AM}
+    monkeypatch.setattr(clock, "now", lambda: moment["now"])
+    return moment
+
+
+@pytest.fixture
+def service(company: Company) -> Service:
+    settings = agenda_settings_for(company=company)
+    settings.slot_step_minutes = 30
+    settings.save()
+    return Service.objects.create(
+        company=company, name="Corte de pelo", duration_minutes=30, buffer_after_minutes=10
+    )
+
+
+@pytest.fixture
+def marta(company: Company, service: Service) -> Professional:
+    """Works every day, 09:00-13:00 and 15:00-19:00 (local)."""
+    return professional_create(
+        company=company,
+        display_name="Marta",
+        services=[service],
+        weekly_hours=[(d, time(9), time(13)) for d in EVERY_DAY]
+        + [(d, time(15), time(19)) for d in EVERY_DAY],
+    )
+
+
+@pytest.fixture
+def ana(company: Company) -> Contact:
+    return contact_create(
+        company=company,
+        first_name="Ana",
+        last_name="García",
+        document_number="12345678Z",
+        phone="+34600111222",
+        email="ana@example.com",
+    )
+
+
+@pytest.fixture
+def catalog(company: Company) -> Catalog:
+    return build_catalog(company)
+
+
+def reference_of(entity: Contact | Service | Professional) -> str:
+    """The public reference the API shows for a contact, service or professional."""
+    kind = type(entity).__name__.lower()
+    return public_references_assign(company=entity.company, kind=kind, ids=[entity.pk])[entity.pk]

@@ -1,0 +1,101 @@
+"""The one JSON error shape for everything that can go wrong before or around a service call:
+routing, methods, bodies, throttling, and a database that is down (503, never a 500 page)."""
+
+import httpx
+import pytest
+from django.core.cache import cache
+
+pytestmark = pytest.mark.django_db
+
+ERROR_KEYS = {"error_type", "user_message", "code"}
+
+
+def test_an_unknown_path_under_the_api_is_a_json_404(api):
+    for path in ("/api/v1/nothing", "/api/v1/appointments/AP-1/nothing", "/api/v1/contacts/"):
+        response = api.client.get(path)
+        assert response.status_code == 404, path
+        assert response["Content-Type"] == "application/json"
+        assert response.json()["error_type"] == "NOT_FOUND"
+
+
+def test_a_wrong_method_is_405_in_the_error_shape(api, company, ana):
+    response = api.client.delete("/api/v1/contacts")
+    put = api.client.put("/api/v1/contacts", {}, format="json")
+
+    assert response.status_code == put.status_code == 405
+    assert response.json()["code"] == "method_not_allowed"
+    assert "GET" in response["Allow"]
+
+
+def test_malformed_json_is_400_validation(api):
+    response = api.client.post(
+        "/api/v1/contacts",
+        b"{not json",
+        content_type="application/json",
+        HTTP_IDEMPOTENCY_KEY="k",
+    )
+
+    assert response.status_code == 400
+    assert (response.json()["error_type"], response.json()["code"]) == (
+        "VALIDATION",
+        "malformed_json",
+    )
+
+
+def test_a_body_that_is_not_json_is_415(api):
+    response = api.client.post(
+        "/api/v1/contacts", "first_name=Ana", content_type="text/plain", HTTP_IDEMPOTENCY_KEY="k"
+    )
+
+    assert response.status_code == 415
+    assert response.json()["error_type"] == "VALIDATION"
+
+
+def test_a_body_that_is_not_an_object_is_422(api):
+    response = api.post("contacts", ["Ana"])
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_request"
+
+
+def test_field_problems_are_listed_by_field_including_nested_ones(api, ana):
+    response = api.post(
+        "quotes", {"contact": "not a reference!", "items": [{"sku": "A", "quantity": 0}]}
+    )
+
+    assert response.status_code == 422
+    assert {e["field"] for e in response.json()["errors"]} == {"contact", "items.0.quantity"}
+    assert set(response.json()) == ERROR_KEYS | {"errors"}
+
+
+def test_too_many_requests_are_429_with_retry_after(api, settings):
+    cache.clear()
+    settings.REST_FRAMEWORK = settings.REST_FRAMEWORK | {
+        "DEFAULT_THROTTLE_RATES": {"integration": "2/minute"}
+    }
+
+    statuses = [api.get("contacts").status_code for _ in range(3)]
+    response = api.get("contacts")
+
+    assert statuses == [200, 200, 429]
+    assert response.json()["code"] == "throttled"
+    assert int(response["Retry-After"]) >= 1
+    cache.clear()
+
+
+@pytest.mark.postgres
+def test_a_database_outage_is_a_503_system_error_not_a_500_page(gunicorn_server, rw_token):
+    server = gunicorn_server(workers=1, database_url="postgres://postgres@127.0.0.1:9/unreachable")
+    headers = {"Authorization": f"Bearer {rw_token}", "Idempotency-Key": "k-1"}
+
+    read = httpx.get(f"{server.url}/api/v1/appointments", headers=headers, timeout=30)
+    write = httpx.post(f"{server.url}/api/v1/contacts", json={}, headers=headers, timeout=30)
+
+    for response in (read, write):
+        assert response.status_code == 503, server.log()
+        assert response.headers["Content-Type"] == "application/json"
+        assert (response.json()["error_type"], response.json()["code"]) == (
+            "SYSTEM",
+            "database_unavailable",
+        )
+        assert "Traceback" not in response.text
