@@ -8,7 +8,6 @@ from django.utils.translation import gettext_lazy as _
 
 from agenda.models import CUSTOMER_STATE_LABELS, AgendaSettings, Appointment, Professional, Service
 from core.errors import Ambiguous, NotFound, ValidationFailed
-from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
 
@@ -103,16 +102,13 @@ def appointment_list_for_contact(
     return appointments.order_by("-starts_at", "-pk")
 
 
-def appointment_check_not_foreign(*, company: Company, contact: Contact, given: str) -> None:
-    """PermissionRefused when `given` is exactly the reference of another customer's
-    appointment: ownership is the truthful answer there, before "not seen here"."""
-    owner_id = (
-        Appointment.objects.filter(company=company, reference=normalize_reference(given))
+def appointment_owner_id(*, company: Company, reference: str) -> int | None:
+    """The contact id of the company's appointment with exactly this reference, if any."""
+    return (
+        Appointment.objects.filter(company=company, reference=normalize_reference(reference))
         .values_list("contact_id", flat=True)
         .first()
     )
-    if owner_id is not None:
-        check_owner(contact=contact, owner_id=owner_id)
 
 
 def appointments_for_day(*, professional: Professional, day: date) -> QuerySet[Appointment]:

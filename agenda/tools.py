@@ -21,17 +21,18 @@ from agenda.availability import (
 )
 from agenda.models import CUSTOMER_STATE_LABELS, Appointment
 from agenda.selectors import (
-    appointment_check_not_foreign,
     appointment_list_for_contact,
+    appointment_owner_id,
     professional_resolve,
     service_list,
     service_resolve,
 )
 from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
 from core.identity import contact_for_conversation, require_step_up
+from core.models import Contact
 from core.states import state_filter, state_shown
 from tooling.context import ToolContext
-from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve
+from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve, ledger_resolve_owned
 from tooling.output import listing, page
 from tooling.registry import ToolInput, tool
 
@@ -46,6 +47,17 @@ SLOT_HELP = (
     "A slot reference returned by find_available_slots in this conversation (e.g. SL-3NQ8RT), "
     "or its date and time as shown ('YYYY-MM-DD HH:MM')."
 )
+
+
+def _seen_appointment(ctx: ToolContext, contact: Contact, given: str) -> LedgerEntry:
+    """An appointment this conversation saw; another customer's exact reference is PERMISSION."""
+    return ledger_resolve_owned(
+        ctx,
+        "appointment",
+        given,
+        contact=contact,
+        owner_of=lambda reference: appointment_owner_id(company=ctx.company, reference=reference),
+    )
 
 
 def _appointment_out(ctx: ToolContext, appointment: Appointment) -> dict[str, Any]:
@@ -248,8 +260,7 @@ class RescheduleAppointmentIn(ToolInput):
 def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     require_step_up(conversation=ctx.conversation, action="reschedule_appointment")
-    appointment_check_not_foreign(company=ctx.company, contact=contact, given=params.appointment)
-    target = ledger_resolve(ctx, "appointment", params.appointment)
+    target = _seen_appointment(ctx, contact, params.appointment)
     slot = ledger_resolve(ctx, "slot", params.slot)
     professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
     appointment = appointment_reschedule(
@@ -282,8 +293,7 @@ class CancelAppointmentIn(ToolInput):
 def cancel_appointment(ctx: ToolContext, params: CancelAppointmentIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     require_step_up(conversation=ctx.conversation, action="cancel_appointment")
-    appointment_check_not_foreign(company=ctx.company, contact=contact, given=params.appointment)
-    target = ledger_resolve(ctx, "appointment", params.appointment)
+    target = _seen_appointment(ctx, contact, params.appointment)
     appointment = appointment_cancel(
         company=ctx.company, reference=target.reference, contact=contact
     )

@@ -36,7 +36,7 @@ from sales.services import (
     quote_reject,
 )
 from tooling.context import ToolContext
-from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve
+from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve, ledger_resolve_owned
 from tooling.output import dumps, listing, page
 from tooling.registry import ToolInput, tool
 
@@ -116,13 +116,13 @@ def _quote_seen(ctx: ToolContext, contact: Contact, given: str) -> Quote:
     A reference the conversation never saw is refused; when it names another customer's
     quote the refusal is PERMISSION, so the agent escalates instead of asking again.
     """
-    try:
-        entry = ledger_resolve(ctx, QUOTE, given)
-    except ValidationFailed as error:
-        owner_id = quote_owner_id(company=ctx.company, reference=given)
-        if error.code == "reference_not_seen" and owner_id is not None:
-            check_owner(contact=contact, owner_id=owner_id)
-        raise
+    entry = ledger_resolve_owned(
+        ctx,
+        QUOTE,
+        given,
+        contact=contact,
+        owner_of=lambda reference: quote_owner_id(company=ctx.company, reference=reference),
+    )
     quote = quote_get(company=ctx.company, reference=entry.reference)
     check_owner(contact=contact, owner_id=quote.contact_id)
     return quote

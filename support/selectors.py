@@ -36,6 +36,15 @@ def case_get(*, company: Company, reference: str) -> Case:
     return case
 
 
+def case_owner_id(*, company: Company, reference: str) -> int | None:
+    """The contact id of the company's case with exactly this reference, if there is one."""
+    return (
+        Case.objects.filter(company=company, reference=normalize_reference(reference))
+        .values_list("contact_id", flat=True)
+        .first()
+    )
+
+
 def case_public_comments(*, case: Case, limit: int) -> tuple[list[CaseComment], bool]:
     """The latest `limit` comments the customer may read, oldest first, and whether more exist."""
     latest = list(

@@ -18,10 +18,10 @@ from core.identity import check_owner, contact_for_conversation, require_step_up
 from core.models import Contact
 from core.states import state_filter, state_shown
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
-from support.selectors import case_get, case_list, case_public_comments
+from support.selectors import case_get, case_list, case_owner_id, case_public_comments
 from support.services import case_close, case_comment_add, case_open, case_reopen
 from tooling.context import ToolContext
-from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve
+from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve, ledger_resolve_owned
 from tooling.output import listing, page
 from tooling.registry import ToolInput, tool
 
@@ -202,8 +202,15 @@ def _speaker(ctx: ToolContext, identifier: str, *, action: str) -> Contact:
 
 
 def _seen_case(ctx: ToolContext, contact: Contact, given: str) -> Case:
-    """A case this conversation was shown (or created), and the speaker's own."""
-    entry = ledger_resolve(ctx, LEDGER_KIND, given)
+    """A case this conversation was shown (or created), and the speaker's own; another
+    customer's exact reference is PERMISSION."""
+    entry = ledger_resolve_owned(
+        ctx,
+        LEDGER_KIND,
+        given,
+        contact=contact,
+        owner_of=lambda reference: case_owner_id(company=ctx.company, reference=reference),
+    )
     case = case_get(company=ctx.company, reference=entry.reference)
     check_owner(contact=contact, owner_id=case.contact_id)
     return case

@@ -8,7 +8,7 @@ make a mutation act on something the customer was never shown.
 """
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,8 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import Ambiguous, ValidationFailed
+from core.identity import check_owner
+from core.models import Contact
 from core.references import normalize_reference
 from tooling.context import ToolContext
 from tooling.models import ExposedReference
@@ -111,3 +113,28 @@ def ledger_resolve(ctx: ToolContext, kind: str, given: str) -> LedgerEntry:
             {"reference": row.reference, "label": row.label} for row in matches[:MAX_CANDIDATES]
         ],
     )
+
+
+def ledger_resolve_owned(
+    ctx: ToolContext,
+    kind: str,
+    given: str,
+    *,
+    contact: Contact,
+    owner_of: Callable[[str], int | None],
+) -> LedgerEntry:
+    """`ledger_resolve` for a mutation of the speaker's own entity.
+
+    A reference this conversation never saw is refused as usual, except when it is exactly
+    another customer's entity (`owner_of(reference)` gives its contact id): then ownership is
+    the truthful answer, PERMISSION, so the agent escalates instead of asking again. The
+    caller still checks the owner of the entity it resolves.
+    """
+    try:
+        return ledger_resolve(ctx, kind, given)
+    except ValidationFailed as error:
+        if error.code == "reference_not_seen":
+            owner_id = owner_of(normalize_reference(given or ""))
+            if owner_id is not None:
+                check_owner(contact=contact, owner_id=owner_id)
+        raise

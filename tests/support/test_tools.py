@@ -279,6 +279,18 @@ def test_a_comment_on_a_case_never_shown_in_the_conversation_is_validation(ana, 
     assert not CaseComment.objects.exists()
 
 
+def test_naming_another_customers_case_never_shown_is_permission(ana, make_case, other_contact):
+    theirs = make_case(S.IN_PROGRESS, for_contact=other_contact)
+
+    response = write(
+        ana, "add_case_comment", {"identifier": ANA, "case": theirs.reference, "message": "Hola"}
+    )
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "not_owner"
+    assert not CaseComment.objects.exists()
+
+
 def test_writing_to_another_customers_case_is_permission_even_if_it_was_seen(
     ana, company, make_case, other_contact
 ):
