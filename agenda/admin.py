@@ -23,7 +23,7 @@ from agenda import clock, services
 from agenda.availability import describe_instant, slot_validate, working_intervals
 from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
 from agenda.selectors import appointments_for_day
-from core.admin import CompanyScopedAdmin, staff_company_ids
+from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, staff_company_ids
 from core.errors import GaranteError
 from core.models import Company
 
@@ -271,7 +271,9 @@ STAFF_TRANSITIONS: dict[str, Callable[[Appointment, Any, dict[str, Any]], Appoin
 
 
 @admin.register(Appointment)
-class AppointmentAdmin(CompanyLocalTimeMixin, FSMAdminMixin, CompanyScopedAdmin):
+class AppointmentAdmin(
+    CompanyLocalTimeMixin, GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin
+):
     fsm_fields = ["state"]
     fsm_forms = {"reschedule": RescheduleForm}
     list_display = [

@@ -4,7 +4,10 @@ import re
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib.admin.utils import NotRelationField, get_fields_from_path
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
@@ -20,6 +23,7 @@ from core.models import (
     VerificationChallenge,
     default_step_up_actions,
 )
+from core.roles import staff_membership_remove, staff_membership_set
 from core.services import gateway_credential_issue, gateway_credential_revoke
 from core.verification import challenge_issue, challenge_resend, challenge_revoke
 
@@ -70,6 +74,45 @@ class CompanyScopedAdmin(admin.ModelAdmin):
             kwargs["queryset"] = related._default_manager.filter(company__in=ids)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
+    def get_list_filter(self, request: HttpRequest) -> list:
+        """A filter on a related field offers only what the staff member's own rows refer to,
+        so the sidebar never lists other companies, their professionals or their staff."""
+        filters = list(super().get_list_filter(request))
+        if staff_company_ids(request) is None:
+            return filters
+        return [_related_only(self.model, spec) for spec in filters]
+
+
+class GuardedTransitionsMixin:
+    """Place before django-fsm-2's FSMAdminMixin. Its transition-form view (reschedule, reject
+    with a reason, ...) checks only the transition's own permission; here it also needs the
+    change permission on the object, and staff who may not change it see no buttons."""
+
+    def fsm_transition_view(self, request, object_id, transition_name, **kwargs):
+        obj = self.get_object(request, object_id)
+        if obj is not None and not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        return super().fsm_transition_view(request, object_id, transition_name, **kwargs)
+
+    def _get_fsm_extra_context(self, *, request, obj):
+        if obj is None or not self.has_change_permission(request, obj):
+            return iter(())
+        return super()._get_fsm_extra_context(request=request, obj=obj)
+
+    @staticmethod
+    def get_fsm_block_label(fsm_field_name: str) -> str:
+        return _("Change the state")
+
+
+def _related_only(model: type, spec: object) -> object:
+    if not isinstance(spec, str):
+        return spec
+    try:
+        field = get_fields_from_path(model, spec)[-1]
+    except (FieldDoesNotExist, NotRelationField):
+        return spec
+    return (spec, admin.RelatedOnlyFieldListFilter) if field.is_relation else spec
+
 
 @admin.register(Company)
 class CompanyAdmin(CompanyScopedAdmin):
@@ -90,8 +133,38 @@ class CompanyAdmin(CompanyScopedAdmin):
 
 @admin.register(StaffMembership)
 class StaffMembershipAdmin(CompanyScopedAdmin):
+    """Memberships go through core.roles, which keeps the user's role groups in step."""
+
     list_display = ["user", "company", "role"]
     list_filter = ["role", "company"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return ["user", "company"] if obj is not None else []
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        ids = staff_company_ids(request)
+        if db_field.name == "user" and ids is not None:
+            # Colleagues, or accounts no company has taken on yet; never another company's staff.
+            kwargs["queryset"] = (
+                get_user_model()
+                .objects.filter(
+                    Q(memberships__company__in=ids) | Q(memberships__isnull=True),
+                    is_superuser=False,
+                )
+                .distinct()
+                .order_by("username")
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        membership = staff_membership_set(user=obj.user, company=obj.company, role=obj.role)
+        obj.pk = membership.pk
+
+    def delete_model(self, request, obj):
+        staff_membership_remove(memberships=[obj])
+
+    def delete_queryset(self, request, queryset):
+        staff_membership_remove(memberships=queryset.select_related("user"))
 
 
 @admin.register(Contact)
@@ -133,7 +206,7 @@ class GatewayCredentialAdmin(CompanyScopedAdmin):
             _("Copy this token now; it will not be shown again: %(token)s") % {"token": token},
         )
 
-    @admin.action(description=_("Revoke selected credentials"))
+    @admin.action(description=_("Revoke selected credentials"), permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
         for credential in queryset:
             gateway_credential_revoke(credential=credential)

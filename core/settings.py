@@ -24,7 +24,7 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "core.admin_site.GaranteAdminConfig",  # django.contrib.admin with Garante's site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -17,14 +17,14 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
 from django_fsm_log.admin import StateLogInline
 
-from core.admin import CompanyScopedAdmin, staff_company_ids
+from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, staff_company_ids
 from core.errors import GaranteError
 from core.models import Contact
 from sales import money, services
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
 
 
-class ServiceTransitionsMixin(FSMAdminMixin):
+class ServiceTransitionsMixin(GuardedTransitionsMixin, FSMAdminMixin):
     """FSM buttons (and transition forms) applied by a service, never by the model method.
 
     `fsm_services` maps a transition name to `service(obj, user, **form_data) -> obj`.

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
 from django_fsm_log.admin import StateLogInline
 
-from core.admin import CompanyScopedAdmin, staff_company_ids
+from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, staff_company_ids
 from core.errors import GaranteError
 from core.models import StaffMembership
 from support import services
@@ -126,7 +126,7 @@ class CaseCommentInline(admin.StackedInline):
 
 
 @admin.register(Case)
-class CaseAdmin(FSMAdminMixin, CompanyScopedAdmin):
+class CaseAdmin(GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin):
     form = CaseAdminForm
     fsm_fields = ["state"]
     list_display = [

@@ -7,6 +7,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from core.admin import CompanyScopedAdmin
+from tooling import admin_trace  # noqa: F401  (tool calls, the ledger, conversation traces)
 from tooling.models import IdempotencyRecord
 
 

@@ -1,0 +1,192 @@
+"""Staff roles: the Django groups agent, supervisor and admin, and keeping users in them.
+
+A staff member's role lives on their StaffMembership (one per company); the permissions come
+from the group of the same name. The groups' permissions are defined here, in code: a data
+migration creates them and every `migrate` re-applies them (post_migrate), so models added
+later get their permissions without another migration. Edits made to these three groups in
+the admin are overwritten on the next migrate; make another group for a custom set.
+
+Django's permissions are global to a user, so someone who is an admin in one company and an
+agent in another holds both groups; what they see is still limited to their companies by the
+admin's scoping (core.admin.CompanyScopedAdmin).
+"""
+
+from collections.abc import Iterable
+
+from django.apps import apps as global_apps
+from django.apps.registry import Apps
+from django.contrib.auth.management import create_permissions
+from django.contrib.auth.models import AbstractBaseUser, Group
+from django.db import DEFAULT_DB_ALIAS, transaction
+from django.db.models import Q
+
+from core.models import Company, StaffMembership
+
+ROLES = tuple(StaffMembership.Role.values)  # ("agent", "supervisor", "admin")
+
+# The apps whose permissions roles hand out.
+STAFF_APPS = ("core", "tooling", "agenda", "sales", "support", "integration", "django_fsm_log")
+
+_AGENT_VIEW = [
+    "core.company",
+    "core.contact",
+    "core.conversation",
+    "core.securityevent",
+    "core.verificationchallenge",
+    "tooling.toolcall",
+    "tooling.exposedreference",
+    "agenda.service",
+    "agenda.professional",
+    "agenda.workinghours",
+    "agenda.timeoff",
+    "agenda.appointment",
+    "sales.product",
+    "sales.pricelist",
+    "sales.pricelistitem",
+    "sales.quote",
+    "sales.quoteline",
+    "sales.opportunity",
+    "support.case",
+    "support.casecomment",
+    "django_fsm_log.statelog",
+]
+# Agents serve customers: they book, cancel and mark appointments, open and move cases and
+# comment on them, and keep contacts up to date. No prices, no settings, no credentials.
+_AGENT_WORK = {
+    "add": ["core.contact", "agenda.appointment", "support.case", "support.casecomment"],
+    "change": ["core.contact", "agenda.appointment", "support.case"],
+}
+# Supervisors also run the catalogue, the schedules and the sales pipeline, send verification
+# codes, and see who is on the team and what the tool API did.
+_SUPERVISOR_VIEW = [
+    "core.staffmembership",
+    "core.stepuppolicy",
+    "tooling.idempotencyrecord",
+    "agenda.agendasettings",
+    "support.supportsettings",
+]
+_SUPERVISOR_MANAGE = [
+    "core.verificationchallenge",
+    "agenda.service",
+    "agenda.professional",
+    "agenda.workinghours",
+    "agenda.timeoff",
+    "sales.product",
+    "sales.pricelist",
+    "sales.pricelistitem",
+    "sales.quote",
+    "sales.opportunity",
+]
+_SUPERVISOR_WORK = {
+    "add": _SUPERVISOR_MANAGE,
+    "change": [*_SUPERVISOR_MANAGE, "agenda.agendasettings", "support.supportsettings"],
+    "delete": ["agenda.workinghours", "agenda.timeoff", "sales.pricelistitem"],
+}
+# Admins hold every permission of the staff apps (credentials, memberships, policies) except
+# creating and deleting companies: tenants are the platform operator's (a superuser's) call.
+_ADMIN_EXCLUDED = {("core", "add_company"), ("core", "delete_company")}
+
+
+def _codenames(grants: dict[str, list[str]]) -> set[tuple[str, str]]:
+    found = set()
+    for action, models in grants.items():
+        for dotted in models:
+            app_label, model = dotted.split(".")
+            found.add((app_label, f"{action}_{model}"))
+    return found
+
+
+def role_permission_keys(role: str) -> set[tuple[str, str]] | None:
+    """(app_label, codename) pairs a role grants; None for admin, meaning "all but a few"."""
+    agent = _codenames({"view": _AGENT_VIEW, **_AGENT_WORK})
+    if role == StaffMembership.Role.AGENT:
+        return agent
+    if role == StaffMembership.Role.SUPERVISOR:
+        return agent | _codenames({"view": _SUPERVISOR_VIEW, **_SUPERVISOR_WORK})
+    if role == StaffMembership.Role.ADMIN:
+        return None
+    raise ValueError(f"unknown role {role!r}")
+
+
+def role_groups_sync(*, apps: Apps = global_apps, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Create the three role groups and give each exactly its permissions.
+
+    Takes an app registry so the data migration can run it on the historical models; with
+    the historical registry only the models that exist at that point get permissions.
+    """
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    staff_permissions = Permission.objects.using(using).filter(
+        content_type__app_label__in=STAFF_APPS
+    )
+    for role in ROLES:
+        group, _ = Group.objects.using(using).get_or_create(name=role)
+        keys = role_permission_keys(role)
+        if keys is None:
+            excluded = Q()
+            for app_label, codename in _ADMIN_EXCLUDED:
+                excluded |= Q(content_type__app_label=app_label, codename=codename)
+            permissions = staff_permissions.exclude(excluded)
+        else:
+            wanted = Q(pk__in=[])
+            for app_label, codename in keys:
+                wanted |= Q(content_type__app_label=app_label, codename=codename)
+            permissions = staff_permissions.filter(wanted)
+        group.permissions.set(list(permissions))
+
+
+def role_groups_sync_after_migrate(sender, using: str = DEFAULT_DB_ALIAS, **kwargs) -> None:
+    """post_migrate receiver (also after a test flush): re-apply the roles once per run, when
+    the last staff app's signal comes. Receivers run in connection order and this one may
+    come before auth's, so the staff apps' permissions are created first (idempotent)."""
+    if getattr(sender, "label", None) != _last_staff_app_label():
+        return
+    apps = kwargs.get("apps") or global_apps
+    for app_config in global_apps.get_app_configs():
+        if app_config.label in STAFF_APPS:
+            create_permissions(app_config, verbosity=0, using=using, apps=apps)
+    role_groups_sync(apps=apps, using=using)
+
+
+def _last_staff_app_label() -> str:
+    installed = [c.label for c in global_apps.get_app_configs() if c.label in STAFF_APPS]
+    return installed[-1]
+
+
+@transaction.atomic
+def staff_roles_sync(*, user: AbstractBaseUser) -> None:
+    """Put the user in exactly the role groups of their memberships, and mark them staff.
+
+    Call after any change to the user's memberships. A user with no membership left keeps
+    their account but leaves every role group (and so the admin, unless a superuser).
+    """
+    roles = set(StaffMembership.objects.filter(user=user).values_list("role", flat=True))
+    groups = {g.name: g for g in Group.objects.filter(name__in=ROLES)}
+    user.groups.remove(*[g for name, g in groups.items() if name not in roles])
+    user.groups.add(*[g for name, g in groups.items() if name in roles])
+    if roles and not user.is_staff:
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
+
+
+@transaction.atomic
+def staff_membership_set(*, user: AbstractBaseUser, company: Company, role: str) -> StaffMembership:
+    """Give a user a role in a company (creating the membership or changing its role)."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}")
+    membership, _ = StaffMembership.objects.update_or_create(
+        user=user, company=company, defaults={"role": role}
+    )
+    staff_roles_sync(user=user)
+    return membership
+
+
+@transaction.atomic
+def staff_membership_remove(*, memberships: Iterable[StaffMembership]) -> int:
+    """Remove memberships and take their users out of the roles they no longer hold."""
+    memberships = list(memberships)
+    users = {m.user_id: m.user for m in memberships}
+    removed = StaffMembership.objects.filter(pk__in=[m.pk for m in memberships]).delete()[0]
+    for user in users.values():
+        staff_roles_sync(user=user)
+    return removed
