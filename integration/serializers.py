@@ -174,10 +174,12 @@ class ErrorOut(serializers.Serializer):
 # --- Query filters ----------------------------------------------------------------------------
 
 
-class DateRangeFilter(serializers.Serializer):
-    """Query parameters; others (ordering, limit, offset) share the query string, so unknown
+class QueryFilter(serializers.Serializer):
+    """Query parameters. Others (ordering, limit, offset) share the query string, so unknown
     ones are not refused here."""
 
+
+class DateRangeFilter(QueryFilter):
     date_from = serializers.DateField(
         required=False, help_text="First local day (YYYY-MM-DD), inclusive."
     )
@@ -198,13 +200,8 @@ class ContactFilter(DateRangeFilter):
     document_number = serializers.CharField(required=False, max_length=32)
 
 
-class ActiveFilter(DateRangeFilter):
+class ServiceFilter(QueryFilter):
     active = serializers.BooleanField(required=False)
-
-
-class ServiceFilter(ActiveFilter):
-    date_from = None
-    date_to = None
 
 
 class ProfessionalFilter(ServiceFilter):
@@ -216,6 +213,9 @@ class ProductFilter(ServiceFilter):
 
 
 class SlotFilter(DateRangeFilter):
+    """date_from defaults to today; date_to to two weeks later; at most 31 days are searched
+    (has_more says only whether `limit` cut the answer)."""
+
     service = ReferenceInput("SV-7K2F9Q")
     professional = ReferenceInput("PR-7K2F9Q", required=False)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100)
