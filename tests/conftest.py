@@ -94,8 +94,10 @@ class ToolClient:
 
 
 @pytest.fixture
-def tool_client(live_server: Any, token: str) -> ToolClient:
-    return ToolClient(live_server.url, token, f"conv-{uuid.uuid4().hex[:8]}")
+def tool_client(live_server: Any, token: str) -> Iterator[ToolClient]:
+    client = ToolClient(live_server.url, token, f"conv-{uuid.uuid4().hex[:8]}")
+    yield client
+    client.http.close()  # frees the live server's keep-alive thread and its DB connection
 
 
 @pytest.fixture
