@@ -103,6 +103,9 @@ class GuardedTransitionsMixin:
     def get_fsm_block_label(fsm_field_name: str) -> str:
         return _("Change the state")
 
+    def get_help_text(self, transition) -> str:
+        return transition.custom.get("help_text") or ""  # not the tooltip "None"
+
 
 def _related_only(model: type, spec: object) -> object:
     if not isinstance(spec, str):
