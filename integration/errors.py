@@ -20,8 +20,8 @@ from core.errors import (
     SystemUnavailable,
     ValidationFailed,
 )
-from tooling.api import outcome_response
 from tooling.execution import error_outcome
+from tooling.http import outcome_response
 
 logger = logging.getLogger("garante.integration")
 

@@ -70,8 +70,8 @@ from support.services import (
     case_start,
     case_wait_for_customer,
 )
-from tooling.api import outcome_response
 from tooling.execution import Outcome
+from tooling.http import outcome_response
 from tooling.idempotency import check_http_key, idempotent_execute
 
 API_PREFIX = "/api/v1"

@@ -19,9 +19,9 @@ from ninja.security import HttpBearer
 from core.errors import GaranteError, PermissionRefused, SystemUnavailable, ValidationFailed
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
-from tooling.execution import InvalidArguments, Outcome, call_tool, error_outcome
+from tooling.execution import InvalidArguments, call_tool
+from tooling.http import error_response, json_response, outcome_response
 from tooling.idempotency import check_http_key
-from tooling.output import dumps
 from tooling.registry import Tool, registry
 
 logger = logging.getLogger("garante.tools")
@@ -40,30 +40,6 @@ api = NinjaAPI(
     description="Every Gateway tool as a plain HTTP endpoint, with Idempotency-Key semantics.",
     urls_namespace="api",
 )
-
-
-def json_response(
-    body: dict[str, Any], status: int, headers: dict[str, str] | None = None
-) -> HttpResponse:
-    response = HttpResponse(dumps(body), status=status, content_type="application/json")
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response
-
-
-def outcome_response(outcome: Outcome) -> HttpResponse:
-    """The HTTP answer of a tool outcome (seed 2): a replay keeps the original status and body
-    and says so; a retryable error (request_in_progress) carries Retry-After."""
-    headers = {}
-    if outcome.replayed:
-        headers["X-Idempotency-Replayed"] = "true"
-    if outcome.is_error and "retry_after_seconds" in outcome.body:
-        headers["Retry-After"] = str(outcome.body["retry_after_seconds"])
-    return json_response(outcome.body, outcome.status, headers)
-
-
-def error_response(error: GaranteError) -> HttpResponse:
-    return outcome_response(error_outcome(error))
 
 
 @api.exception_handler(AuthenticationError)

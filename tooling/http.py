@@ -1,0 +1,36 @@
+"""HTTP answers of tool outcomes, shared by the REST tool mirror and the DRF integration API.
+
+Free of ninja and DRF so either surface can use it (seed 2's replay and retry headers live here).
+"""
+
+from typing import Any
+
+from django.http import HttpResponse
+
+from core.errors import GaranteError
+from tooling.execution import Outcome, error_outcome
+from tooling.output import dumps
+
+
+def json_response(
+    body: dict[str, Any], status: int, headers: dict[str, str] | None = None
+) -> HttpResponse:
+    response = HttpResponse(dumps(body), status=status, content_type="application/json")
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def outcome_response(outcome: Outcome) -> HttpResponse:
+    """The HTTP answer of a tool outcome (seed 2): a replay keeps the original status and body
+    and says so; a retryable error (request_in_progress) carries Retry-After."""
+    headers = {}
+    if outcome.replayed:
+        headers["X-Idempotency-Replayed"] = "true"
+    if outcome.is_error and "retry_after_seconds" in outcome.body:
+        headers["Retry-After"] = str(outcome.body["retry_after_seconds"])
+    return json_response(outcome.body, outcome.status, headers)
+
+
+def error_response(error: GaranteError) -> HttpResponse:
+    return outcome_response(error_outcome(error))
