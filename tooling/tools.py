@@ -9,8 +9,9 @@ from typing import Literal
 from django.conf import settings
 from pydantic import Field, model_validator
 
-from core.identity import contact_for_conversation, identify_contact
+from core.identity import contact_for_conversation, identify_contact, require_step_up
 from core.normalize import mask_email, mask_phone
+from core.services import contact_update_details
 from core.verification import challenge_issue, challenge_verify
 from tooling.context import ToolContext
 from tooling.registry import ToolInput, tool
@@ -113,3 +114,31 @@ def verify_code(ctx: ToolContext, params: VerifyCodeIn) -> dict:
     challenge_verify(conversation=conversation, contact=contact, code=params.code)
     minutes = int(settings.GARANTE_VERIFICATION_VALID_FOR.total_seconds() // 60)
     return {"verified": True, "valid_for_minutes": minutes}
+
+
+class UpdateContactDetailsIn(ToolInput):
+    identifier: str = Field(min_length=1, max_length=254, description=IDENTIFIER_DESCRIPTION)
+    phone: str | None = Field(default=None, max_length=40, description="The new phone number.")
+    email: str | None = Field(default=None, max_length=254, description="The new email.")
+
+
+@tool(
+    name="update_contact_details",
+    title="Change the customer's phone or email",
+    description=(
+        "Changes the identified customer's registered phone and/or email. Needs step-up "
+        "verification by default: on verification_required, send a code with "
+        "request_verification_code and check it with verify_code first."
+    ),
+    input=UpdateContactDetailsIn,
+    write=True,
+)
+def update_contact_details(ctx: ToolContext, params: UpdateContactDetailsIn) -> dict:
+    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="update_contact_details")
+    contact = contact_update_details(contact=contact, phone=params.phone, email=params.email)
+    return {
+        "updated": True,
+        "phone": mask_phone(contact.phone) or None,
+        "email": mask_email(contact.email) or None,
+    }
