@@ -4,13 +4,17 @@ Installed in place of "django.contrib.admin" (INSTALLED_APPS lists GaranteAdminC
 documented way to replace the default site; every `@admin.register` lands here.
 """
 
+import zoneinfo
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 from django.db.models.signals import post_migrate
-from django.http import HttpRequest
-from django.template.response import TemplateResponse
+from django.http import HttpRequest, HttpResponse
+from django.template.response import SimpleTemplateResponse, TemplateResponse
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 
@@ -20,6 +24,24 @@ class GaranteAdminSite(admin.AdminSite):
     index_title = _("Today at a glance")
     index_template = "admin/garante_index.html"
 
+    def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
+        """Every admin page in the staff member's company time, rendered inside it (a
+        TemplateResponse renders after the view returns, so the zone must still be on)."""
+        inner = super().admin_view(view, cacheable)
+
+        @wraps(inner)
+        def in_company_time(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            zone = staff_timezone(request)
+            if zone is None:
+                return inner(request, *args, **kwargs)
+            with timezone.override(zone):
+                response = inner(request, *args, **kwargs)
+                if isinstance(response, SimpleTemplateResponse) and not response.is_rendered:
+                    response.render()
+                return response
+
+        return in_company_time
+
     def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None):
         # Imported here: this module is loaded while the app registry is still being filled.
         from core.admin import staff_company_ids
@@ -28,6 +50,21 @@ class GaranteAdminSite(admin.AdminSite):
         context = {**staff_dashboard(request, staff_company_ids(request)), **(extra_context or {})}
         response: TemplateResponse = super().index(request, context)
         return response
+
+
+def staff_timezone(request: HttpRequest) -> zoneinfo.ZoneInfo | None:
+    """The zone of a staff member's only company; None for superusers and multi-company staff
+    (pages that show one company's object convert to its zone themselves)."""
+    from core.admin import staff_company_ids
+    from core.models import Company
+
+    if not getattr(request.user, "is_staff", False):
+        return None
+    ids = staff_company_ids(request)
+    if ids is None or len(ids) != 1:
+        return None
+    name = Company.objects.filter(pk=ids[0]).values_list("timezone", flat=True).first()
+    return zoneinfo.ZoneInfo(name) if name else None
 
 
 class GaranteAdminConfig(AdminConfig):
