@@ -130,7 +130,7 @@ def test_the_cancel_button_goes_through_the_service_and_records_who(
 
     appointment.refresh_from_db()
     assert appointment.state == Appointment.State.CANCELLED
-    assert "is now Cancelled" in response.content.decode()
+    assert "está ahora Cancelada" in response.content.decode()  # the admin speaks Spanish
     assert [(log.transition, log.by) for log in history(appointment)] == [("cancel", staff)]
 
 
