@@ -1,0 +1,168 @@
+"""Dependencies going down under a real server: PostgreSQL stopped in the middle of a load, and
+Redis (the Celery broker) stopped under code requests. Our own cluster and redis-server (see
+conftest.py): the shared services on 5432 and 6379 are never touched."""
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from tests.reliability.conftest import Answer, OutageStack, assert_clean_wire, unique
+
+# django_db: the session then creates the test database, whose schema the stack copies.
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db]
+
+# The sandbox's customers (core/management/commands/seed_sandbox.py).
+ANA, BRUNO = "12345678Z", "X1234567L"
+CLIENTS = 4
+PROMPT_SECONDS = 5  # an outage is answered within this, not after a hang
+RECOVERY_SECONDS = 20
+
+
+def identified_conversation(stack: OutageStack, document: str) -> str:
+    conversation = unique("conv")
+    gateway = stack.gateway()
+    answer = gateway.call(
+        "identify_contact", {"document": document}, conversation=conversation, key=unique("id")
+    )
+    gateway.close()
+    assert answer.status == 200 and answer.result["isError"] is False, answer.text
+    return conversation
+
+
+def is_success(answer: Answer) -> bool:
+    return answer.status == 200 and answer.result["isError"] is False
+
+
+def test_postgres_stopped_mid_load_answers_system_and_recovers_without_losing_a_write(
+    outage_stack: OutageStack,
+):
+    stack = outage_stack
+    subject = unique("outage")
+    case = {"identifier": ANA, "subject": subject, "description": "La caldera no enciende."}
+    conversations = [identified_conversation(stack, ANA) for _ in range(CLIENTS)]
+    gateway = stack.gateway(timeout=30)
+    calls: list[tuple[str, str | None, Answer]] = []  # (tool, key, answer)
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def client(conversation: str) -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 2:
+                key = f"{conversation}-w{n}"
+                answer = gateway.call("open_case", case, conversation=conversation, key=key)
+                record = ("open_case", key, answer)
+            else:
+                answer = gateway.call("list_services", {}, conversation=conversation)
+                record = ("list_services", None, answer)
+            with lock:
+                calls.append(record)
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in conversations]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(2)
+        stack.postgres.stop("immediate")
+        down_from = time.monotonic()
+        time.sleep(3)
+        down_until = time.monotonic()
+        stack.postgres.start()
+        back_at = time.monotonic()
+        # Let the load run until the server has answered successes again by itself.
+        deadline = back_at + RECOVERY_SECONDS
+        while time.monotonic() < deadline:
+            with lock:
+                recent = [a for _, _, a in calls if a.sent_at > back_at]
+            if sum(1 for a in recent if is_success(a)) >= 2 * CLIENTS:
+                break
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+
+    # Every answer, in every phase: JSON on the wire, a success or SYSTEM, promptly.
+    for tool, _key, answer in calls:
+        assert answer.status == 200, (tool, answer.status, answer.text[:300])
+        assert answer.headers["content-type"].startswith("application/json")
+        assert_clean_wire(answer.text)
+        assert is_success(answer) or answer.error_type == "SYSTEM", (tool, answer.text[:300])
+        assert answer.seconds < PROMPT_SECONDS, (tool, answer.seconds)
+    during = [a for _, _, a in calls if a.sent_at > down_from and a.answered_at < down_until]
+    assert len(during) >= CLIENTS, "the outage was not exercised"
+    assert all(a.error_type == "SYSTEM" for a in during)
+    assert all(a.body.get("user_message") for a in during)
+    after = [a for _, _, a in calls if a.sent_at > back_at]
+    assert any(is_success(a) for a in after), "the server did not recover by itself"
+    assert all(is_success(a) for a in after[-CLIENTS:]), "still failing after recovery"
+
+    # No committed write lost or duplicated: every key, retried after the outage, ends in
+    # exactly one case; keys that had succeeded replay the very same case.
+    writes = [(key, answer) for tool, key, answer in calls if tool == "open_case"]
+    first_answers = {key: answer for key, answer in writes}
+    final: dict[str, str] = {}
+    for key, answer in first_answers.items():
+        conversation = key.rsplit("-w", 1)[0]
+        retried = gateway.call("open_case", case, conversation=conversation, key=key)
+        assert is_success(retried), retried.text[:300]
+        final[key] = retried.body["reference"]
+        if is_success(answer):
+            assert retried.text == answer.text or retried.body == answer.body
+            assert retried.body["reference"] == answer.body["reference"]
+    gateway.close()
+    stored = stack.postgres.psql(
+        f"SELECT reference FROM support_case WHERE subject = '{subject}' ORDER BY reference"
+    ).split()
+    assert sorted(stored) == sorted(final.values())  # one case per key, none extra
+    assert len(set(final.values())) == len(final)
+    assert Counter(a.error_type for _, _, a in calls)["SYSTEM"] >= len(during)
+
+
+def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it_is_back(
+    outage_stack: OutageStack,
+):
+    stack = outage_stack
+    conversation = identified_conversation(stack, BRUNO)
+    gateway = stack.gateway()
+    arguments = {"identifier": BRUNO, "channel": "sms"}
+    key = unique("code")
+    stack.redis.stop()
+    try:
+        down = gateway.call(
+            "request_verification_code", arguments, conversation=conversation, key=key
+        )
+        # Writes that do not need the broker go on meanwhile.
+        listed = gateway.call("list_services", {}, conversation=conversation)
+    finally:
+        stack.redis.start()
+
+    assert down.status == 200 and down.error_type == "SYSTEM", down.text
+    assert down.body["code"] == "delivery_unavailable"
+    assert down.seconds < PROMPT_SECONDS
+    assert_clean_wire(down.text)
+    assert is_success(listed)
+    # Nothing left half-done: the code that could not be queued is void, not waiting to be
+    # delivered by a late worker, and nothing reached the (restarted) queue.
+    states = stack.postgres.psql(
+        "SELECT v.status || '/' || v.delivery_status FROM core_verificationchallenge v "
+        "JOIN core_contact c ON c.id = v.contact_id "
+        f"WHERE c.document_number = '{BRUNO}' ORDER BY v.id"
+    ).split()
+    assert states == ["revoked/not_sent"]
+
+    # Back up: the same request (same key: a failure is never stored) now goes through.
+    again = gateway.call("request_verification_code", arguments, conversation=conversation, key=key)
+    gateway.close()
+    assert is_success(again), again.text
+    assert again.body["sent"] is True
+    states = stack.postgres.psql(
+        "SELECT v.status || '/' || v.delivery_status FROM core_verificationchallenge v "
+        "JOIN core_contact c ON c.id = v.contact_id "
+        f"WHERE c.document_number = '{BRUNO}' ORDER BY v.id"
+    ).split()
+    assert states == ["revoked/not_sent", "active/queued"]
+    assert stack.redis.command("LLEN", "celery") == "1"  # the delivery task is queued

@@ -1,0 +1,202 @@
+"""Tenant isolation: every tool, over MCP and over its /api/tools endpoint, called with a second
+company's token and the first company's references and customers' identifiers, even from a
+conversation with the very same id as the first company's: nothing of the first company is
+shown, and nothing of it changes."""
+
+import io
+import re
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from agenda.models import Appointment
+from core.identity import identify_contact
+from core.models import Company, Contact, Conversation
+from core.services import contact_create
+from sales.models import Opportunity, Quote
+from support.models import Case, CaseComment
+from tests.reliability.conftest import Gateway, assert_clean_wire, unique
+from tooling.registry import registry
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+SHARED_CONVERSATION = "conversation-7"  # both companies' Gateways may use the same id
+ANA, BRUNO = "12345678Z", "X1234567L"  # the first company's customers (seed_sandbox)
+CARLA = "87654321X"  # the second company's own customer
+PRIVATE = [
+    "García",
+    "López",
+    ANA,
+    BRUNO,
+    "600111222",
+    "600333444",
+    "ana@example.com",
+    "bruno@example.com",
+    '"Ana"',
+    '"Bruno"',
+]
+
+
+def arguments_for(identifier: str, refs: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Valid arguments for every production tool, aimed at the first company's things."""
+    return {
+        "accept_quote": {"identifier": identifier, "quote": refs["quote"]},
+        "add_case_comment": {"identifier": identifier, "case": refs["case"], "message": "Hola"},
+        "book_appointment": {
+            "identifier": identifier,
+            "service": "Corte de pelo",
+            "slot": refs["slot"],
+        },
+        "cancel_appointment": {"identifier": identifier, "appointment": refs["appointment"]},
+        "confirm_case_resolved": {"identifier": identifier, "case": refs["resolved_case"]},
+        "create_quote": {"identifier": identifier, "items": [{"sku": "CAF-001", "quantity": 1}]},
+        "find_available_slots": {"service": "Corte de pelo", "from": refs["day"]},
+        "get_case": {"identifier": identifier, "case": refs["case"]},
+        "get_quote": {"identifier": identifier, "quote": refs["quote"]},
+        "identify_contact": {"document": ANA},
+        "list_my_appointments": {"identifier": identifier},
+        "list_my_cases": {"identifier": identifier},
+        "list_my_quotes": {"identifier": identifier},
+        "list_services": {},
+        "open_case": {
+            "identifier": identifier,
+            "subject": "Sigue igual",
+            "description": "Vuelve a pasar.",
+            "related_case": refs["closed_case"],
+        },
+        "reject_quote": {"identifier": identifier, "quote": refs["quote"]},
+        "report_case_not_fixed": {
+            "identifier": identifier,
+            "case": refs["resolved_case"],
+            "message": "No está arreglado.",
+        },
+        "request_sales_contact": {"identifier": identifier, "topic": "Quiero comprar"},
+        "request_verification_code": {"identifier": identifier, "channel": "sms"},
+        "reschedule_appointment": {
+            "identifier": identifier,
+            "appointment": refs["appointment"],
+            "slot": refs["slot"],
+        },
+        "search_products": {"query": "Café"},
+        "update_contact_details": {"identifier": identifier, "email": "nuevo@example.com"},
+        "verify_code": {"identifier": identifier, "code": "123456"},
+    }
+
+
+def production_tools() -> list[str]:
+    return [t.name for t in registry.all() if not t.name.startswith("testapp_")]
+
+
+def snapshot(company: Company) -> dict[str, Any]:
+    """What the first company's staff would see change."""
+    return {
+        "appointments": sorted(
+            Appointment.objects.filter(company=company).values_list(
+                "reference", "state", "starts_at"
+            )
+        ),
+        "quotes": sorted(Quote.objects.filter(company=company).values_list("reference", "state")),
+        "cases": sorted(Case.objects.filter(company=company).values_list("reference", "state")),
+        "comments": CaseComment.objects.filter(case__company=company).count(),
+        "opportunities": sorted(
+            Opportunity.objects.filter(company=company).values_list("reference", "state")
+        ),
+        "contacts": sorted(
+            Contact.objects.filter(company=company).values_list("document_number", "phone", "email")
+        ),
+    }
+
+
+def first_company_sees_its_things(server_url: str, token: str) -> dict[str, str]:
+    """The first company's Gateway, in SHARED_CONVERSATION: identify Ana and read what she has,
+    so its exposure ledger holds every reference."""
+    gateway = Gateway(server_url, token)
+    conv = SHARED_CONVERSATION
+    identified = gateway.call("identify_contact", {"document": ANA}, conversation=conv, key="a-id")
+    assert identified.result["isError"] is False, identified.text
+    day = (timezone.now() + timedelta(days=7)).date().isoformat()
+    slots = gateway.call(
+        "find_available_slots", {"service": "Corte de pelo", "from": day}, conversation=conv
+    )
+    appointments = gateway.call("list_my_appointments", {"identifier": ANA}, conversation=conv)
+    quotes = gateway.call("list_my_quotes", {"identifier": ANA}, conversation=conv)
+    cases = gateway.call("list_my_cases", {"identifier": ANA}, conversation=conv)
+    gateway.close()
+    by_state = {c["state"]: c["reference"] for c in cases.body["items"]}
+    return {
+        "day": day,
+        "slot": slots.body["items"][0]["slot"],
+        "appointment": appointments.body["items"][0]["appointment"],
+        "quote": quotes.body["items"][0]["reference"],
+        "case": by_state["open"],
+        "closed_case": by_state["closed"],
+        "resolved_case": by_state["resolved"],
+    }
+
+
+def leaks(text: str, sent: dict[str, Any], foreign_references: set[str]) -> list[str]:
+    sent_text = str(sent)
+    found = [p for p in PRIVATE if p in text and p.strip('"') not in sent_text]
+    found += [r for r in foreign_references if r in text and r not in sent_text]
+    return found
+
+
+def test_a_second_companys_token_reaches_nothing_of_the_first_company_through_any_tool(
+    gunicorn_server, other_company: Company, other_token: str
+):
+    out = io.StringIO()
+    call_command("seed_sandbox", stdout=out)
+    token = re.search(r"Gateway token:\s*(\S+)", out.getvalue()).group(1)
+    first = Company.objects.get(slug="sandbox")
+    carla = contact_create(
+        company=other_company, first_name="Carla", document_number=CARLA, phone="+34600999888"
+    )
+    own = Conversation.objects.create(company=other_company, external_id=SHARED_CONVERSATION)
+    identify_contact(conversation=own, kind="document", value=carla.document_number)
+    server = gunicorn_server(workers=2, threads=4)
+    refs = first_company_sees_its_things(server.url, token)
+    foreign = (
+        set(Appointment.objects.filter(company=first).values_list("reference", flat=True))
+        | set(Quote.objects.filter(company=first).values_list("reference", flat=True))
+        | set(Case.objects.filter(company=first).values_list("reference", flat=True))
+        | set(Opportunity.objects.filter(company=first).values_list("reference", flat=True))
+        | {refs["slot"]}
+    )
+    before = snapshot(first)
+    tools = production_tools()
+    assert set(tools) == set(arguments_for(ANA, refs)), "add every new tool to this matrix"
+
+    intruder = Gateway(server.url, other_token)
+    rest = httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {other_token}"}, timeout=30
+    )
+    problems = []
+    for identifier in (ANA, CARLA):
+        matrix = arguments_for(identifier, refs)
+        for name in tools:
+            sent = matrix[name]
+            mcp = intruder.call(name, sent, conversation=SHARED_CONVERSATION, key=unique("x"))
+            headers = {"X-Conversation-Id": SHARED_CONVERSATION, "Idempotency-Key": unique("x")}
+            mirrored = rest.post(f"/api/tools/{name}", json=sent, headers=headers)
+            for surface, status, text in (
+                ("mcp", mcp.status, mcp.text),
+                ("rest", mirrored.status_code, mirrored.text),
+            ):
+                assert status < 500, (surface, name, text[:300])
+                assert_clean_wire(text)
+                found = leaks(text, sent, foreign)
+                if found:
+                    problems.append(f"{surface} {name} as {identifier}: {found} in {text[:300]}")
+            # Posing as the first company's customer, or naming its service, never succeeds.
+            if identifier == ANA and name not in ("list_services", "search_products"):
+                assert mcp.result["isError"] is True, (name, mcp.text[:300])
+                assert mirrored.status_code >= 400, (name, mirrored.text[:300])
+    intruder.close()
+    rest.close()
+
+    assert problems == []
+    assert snapshot(first) == before
