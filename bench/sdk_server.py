@@ -1,0 +1,81 @@
+"""The reference point: the same trivial tool served by the official MCP Python SDK server.
+
+`list_services` answers the sandbox's services in Garante's listing shape, from memory (no
+database, no authentication: the SDK server's best case). Served in stateless JSON mode under
+uvicorn with several worker processes, as the SDK documents for horizontal scaling:
+
+    .venv/bin/python bench/sdk_server.py --port 8100 --workers 2 [--nodelay]
+
+Why `--nodelay`: with `workers > 1` uvicorn binds the listening socket itself with
+`socket.socket(family=...)`, whose `proto` is 0, and asyncio only sets TCP_NODELAY on accepted
+sockets whose `proto` is IPPROTO_TCP. Replies then wait on Nagle's algorithm against the
+client's delayed ACK (~40 ms per keep-alive reply on Linux). `--nodelay` sets the option on
+every accepted connection, which is what a single-process uvicorn does by itself.
+"""
+
+import argparse
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# The sandbox's services (agenda/sandbox.py), as Garante's list_services answers them.
+SERVICES = [
+    {"name": "Consulta de asesoría", "description": "", "duration_minutes": 45},
+    {"name": "Corte de pelo", "description": "", "duration_minutes": 30},
+    {"name": "Tinte", "description": "", "duration_minutes": 90},
+]
+
+server = MCPServer("sdk-bench", log_level="WARNING")
+
+
+@server.tool(
+    name="list_services",
+    title="List bookable services",
+    description="Lists the services customers can book, with their duration in minutes.",
+)
+def list_services(limit: int = 20) -> dict[str, Any]:
+    items = SERVICES[:limit]
+    return {"items": items, "count": len(items), "has_more": len(SERVICES) > limit}
+
+
+app = server.streamable_http_app(json_response=True, stateless_http=True)
+
+
+class NoDelayProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+    """uvicorn's HTTP protocol, with TCP_NODELAY set on the accepted connection."""
+
+    def connection_made(self, transport: Any) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().connection_made(transport)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--nodelay", action="store_true", help="work around the uvicorn bug")
+    options = parser.parse_args()
+    uvicorn.run(
+        "bench.sdk_server:app",
+        host="127.0.0.1",
+        port=options.port,
+        workers=options.workers,
+        http="bench.sdk_server:NoDelayProtocol" if options.nodelay else "auto",
+        log_level="warning",
+        access_log=False,
+    )
+
+
+if __name__ == "__main__":
+    main()
