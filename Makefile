@@ -35,6 +35,10 @@ format: install
 
 bench: install
 	$(BIN)/python bench/idempotency.py
+	@command -v wrk >/dev/null 2>&1 || { apt-get install -y -qq wrk >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq wrk >/dev/null 2>&1; } || \
+		echo "wrk could not be installed: bench/load.py skips the load scenarios"; }
+	$(BIN)/python bench/load.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3 .pytest_cache .ruff_cache
