@@ -17,13 +17,17 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
-from django_fsm_log.admin import StateLogInline
 
 from agenda import clock, services
 from agenda.availability import describe_instant, slot_validate, working_intervals
 from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
 from agenda.selectors import appointments_for_day
-from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, staff_company_ids
+from core.admin import (
+    CompanyScopedAdmin,
+    GuardedTransitionsMixin,
+    TransitionHistoryInline,
+    staff_company_ids,
+)
 from core.errors import GaranteError
 from core.models import Company
 
@@ -290,7 +294,7 @@ class AppointmentAdmin(
     search_fields = ["reference", "contact__first_name", "contact__last_name", "contact__phone"]
     date_hierarchy = "starts_at"
     ordering = ["-starts_at"]
-    inlines = [StateLogInline]
+    inlines = [TransitionHistoryInline]
     readonly_fields = [
         "reference",
         "company",

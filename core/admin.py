@@ -9,7 +9,10 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
+from django_fsm_log.admin import StateLogInline
+from django_fsm_log.models import StateLog
 
 from core.errors import GaranteError
 from core.models import (
@@ -105,6 +108,55 @@ class GuardedTransitionsMixin:
 
     def get_help_text(self, transition) -> str:
         return transition.custom.get("help_text") or ""  # not the tooltip "None"
+
+
+class TransitionHistoryInline(StateLogInline):
+    """django-fsm-log's history of an object, in the staff's language: which button, from
+    which state to which, who, when. Read-only, newest first."""
+
+    fields = ["when", "transition_shown", "from_state", "to_state", "by_shown", "note"]
+    verbose_name = _("state change")
+    verbose_name_plural = _("state history")
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return self.fields
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return True  # whoever may see the object may see its history
+
+    @admin.display(description=_("when"))
+    def when(self, log: StateLog) -> str:
+        return formats.date_format(timezone.localtime(log.timestamp), "SHORT_DATETIME_FORMAT")
+
+    @admin.display(description=_("note"))
+    def note(self, log: StateLog) -> str:
+        return log.description or "—"
+
+    @admin.display(description=_("action"))
+    def transition_shown(self, log: StateLog) -> str:
+        method = getattr(log.content_type.model_class(), log.transition, None)
+        meta = getattr(method, "_django_fsm", None)
+        for transition in getattr(meta, "transitions", {}).values():
+            if transition.custom.get("label"):
+                return str(transition.custom["label"])
+        return log.transition
+
+    @admin.display(description=_("from"))
+    def from_state(self, log: StateLog) -> str:
+        return log.get_source_state_display() or "—"
+
+    @admin.display(description=_("to"))
+    def to_state(self, log: StateLog) -> str:
+        return log.get_state_display()
+
+    @admin.display(description=_("by"))
+    def by_shown(self, log: StateLog) -> str:
+        if log.by is None:
+            return _("the conversational agent or the system")
+        return f"{log.by.get_full_name() or log.by.get_username()} ({log.by.get_username()})"
 
 
 def _related_only(model: type, spec: object) -> object:

@@ -15,9 +15,13 @@ from django.db import transaction
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
-from django_fsm_log.admin import StateLogInline
 
-from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, staff_company_ids
+from core.admin import (
+    CompanyScopedAdmin,
+    GuardedTransitionsMixin,
+    TransitionHistoryInline,
+    staff_company_ids,
+)
 from core.errors import GaranteError
 from core.models import Contact
 from sales import money, services
@@ -283,7 +287,7 @@ class QuoteAdmin(ServiceTransitionsMixin, CompanyScopedAdmin):
     list_select_related = ["contact", "opportunity"]
     search_fields = ["reference", "contact__first_name", "contact__last_name", "contact__email"]
     date_hierarchy = "created_at"
-    inlines = [QuoteLineInline, StateLogInline]
+    inlines = [QuoteLineInline, TransitionHistoryInline]
     change_fields = [
         "reference",
         "state",
@@ -394,7 +398,7 @@ class OpportunityAdmin(ServiceTransitionsMixin, CompanyScopedAdmin):
     list_select_related = ["contact", "owner"]
     search_fields = ["reference", "title", "contact__first_name", "contact__last_name"]
     date_hierarchy = "created_at"
-    inlines = [StateLogInline]
+    inlines = [TransitionHistoryInline]
     readonly_on_change = [
         "reference",
         "company",

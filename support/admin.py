@@ -10,9 +10,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
-from django_fsm_log.admin import StateLogInline
 
-from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, staff_company_ids
+from core.admin import (
+    CompanyScopedAdmin,
+    GuardedTransitionsMixin,
+    TransitionHistoryInline,
+    staff_company_ids,
+)
 from core.errors import GaranteError
 from core.models import StaffMembership
 from support import services
@@ -151,7 +155,7 @@ class CaseAdmin(GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin):
         "contact__phone",
     ]
     date_hierarchy = "created_at"
-    inlines = [CaseCommentInline, StateLogInline]
+    inlines = [CaseCommentInline, TransitionHistoryInline]
     add_fields = [
         "company",
         "contact",

@@ -161,7 +161,8 @@ def test_a_staff_member_cancels_an_appointment_sees_the_history_and_only_their_c
     appointment.refresh_from_db()
     assert appointment.state == "cancelled"
     history = browser.find_element(By.CSS_SELECTOR, "#content-main .inline-group").text
-    assert "cancel" in history
+    assert "Cancelar" in history  # the button pressed, as staff read it
+    assert "Agendada" in history and "Cancelada" in history
     assert agent.username in history
     assert not browser.find_elements(
         By.CSS_SELECTOR, 'button[name="_fsm_transition_to"][value="cancel"]'
