@@ -263,9 +263,11 @@ class GatewayCredentialAdmin(CompanyScopedAdmin):
 
     @admin.action(description=_("Revoke selected credentials"), permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
-        for credential in queryset:
+        revoked = 0
+        for credential in queryset.filter(revoked_at__isnull=True):
             gateway_credential_revoke(credential=credential)
-        self.message_user(request, _("Revoked %(n)d credential(s).") % {"n": queryset.count()})
+            revoked += 1
+        self.message_user(request, _("Revoked %(n)d credential(s).") % {"n": revoked})
 
 
 @admin.register(Conversation)

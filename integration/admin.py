@@ -57,7 +57,7 @@ class IntegrationCredentialAdmin(CompanyScopedAdmin):
             _("Copy this token now; it will not be shown again: %(token)s") % {"token": token},
         )
 
-    @admin.action(description=_("Revoke selected credentials"))
+    @admin.action(description=_("Revoke selected credentials"), permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
         revoked = 0
         for credential in queryset.filter(revoked_at__isnull=True):

@@ -75,3 +75,16 @@ def test_an_issued_credentials_scope_cannot_be_widened_in_place(client, staff, c
     credential.refresh_from_db()
     assert credential.name == "Web shop"  # the change was saved...
     assert credential.scope == IntegrationCredential.Scope.READ  # ...but not the scope
+
+
+def test_staff_who_may_only_view_credentials_cannot_revoke_them(client, company):
+    viewer = User.objects.create_user("pablo", password="pw-pablo-123", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename="view_integrationcredential"))
+    StaffMembership.objects.create(user=viewer, company=company, role="agent")
+    credential, _ = integration_credential_issue(company=company, name="ERP")
+    client.force_login(viewer)
+
+    client.post(URL, {"action": "revoke", "_selected_action": [credential.pk]})
+
+    credential.refresh_from_db()
+    assert credential.revoked_at is None
