@@ -6,8 +6,8 @@ from datetime import date, datetime, time, timedelta
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from agenda.models import CUSTOMER_STATE_LABELS, AgendaSettings, Appointment, Professional, Service
-from core.errors import Ambiguous, NotFound, ValidationFailed
+from agenda.models import AgendaSettings, Appointment, Professional, Service
+from core.errors import Ambiguous, NotFound
 from core.models import Company, Contact
 from core.references import normalize_reference
 
@@ -74,18 +74,6 @@ def professional_resolve(*, company: Company, service: Service, name: str) -> Pr
             candidates=[p.display_name for p in matches[:10]],
         )
     return matches[0]
-
-
-def appointment_state_parse(text: str) -> str:
-    """A state from its code ("cancelled") or its customer label ("cancelada")."""
-    wanted = fold_text(text)
-    for state, label in CUSTOMER_STATE_LABELS.items():
-        if wanted in (fold_text(state), fold_text(state.replace("_", " ")), fold_text(str(label))):
-            return state
-    raise ValidationFailed(
-        _("Ese estado de cita no existe. Use: agendada, cancelada, atendida o no asistida."),
-        code="invalid_state_filter",
-    )
 
 
 def appointment_list_for_contact(

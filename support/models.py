@@ -107,11 +107,6 @@ class Case(FSMModelMixin, models.Model):
     def __str__(self) -> str:
         return f"{self.reference} · {self.subject}"
 
-    @property
-    def customer_state_label(self) -> str:
-        """The state as the customer reads it (Spanish source text, translated per company)."""
-        return str(CUSTOMER_STATE_LABELS[self.state])
-
     # Transitions. `by` (the staff user, if any) and `description` go to django-fsm-log.
 
     @fsm_log_by
