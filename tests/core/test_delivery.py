@@ -142,6 +142,9 @@ def test_a_provider_5xx_or_timeout_is_transient_and_a_4xx_is_permanent(twilio):
 
     assert permanent.value.detail == "HTTP 400 (twilio 21211)"  # the body is never echoed
     assert timeout.value.detail.startswith("timeout")
+    # The slow answer is logged by the server when it finally goes out; wait for it here, or
+    # it lands in the next test's request log.
+    assert wait_for(lambda: len(twilio.log) == 3, timeout=10)
 
 
 def test_the_task_retries_a_5xx_and_stores_the_providers_message_id(ana, ana_conv, twilio):
