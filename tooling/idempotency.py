@@ -151,14 +151,8 @@ def _count_replay(record: IdempotencyRecord, now: datetime) -> None:
         replays.update(replay_count=F("replay_count") + 1, last_replayed_at=now)
 
 
-def _set_lock_timeout(milliseconds: int | None) -> None:
-    if connection.vendor != "postgresql":
-        return  # SQLite serialises writers at BEGIN IMMEDIATE, bounded by its busy timeout.
-    with connection.cursor() as cursor:
-        if milliseconds is None:
-            cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
-        else:
-            cursor.execute(f"SET LOCAL lock_timeout = '{int(milliseconds)}ms'")
+def _lock_timeout_value() -> str:
+    return f"{int(settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS)}ms"
 
 
 def _is_lock_wait_exceeded(exc: OperationalError) -> bool:
@@ -175,30 +169,64 @@ def _claim(
     fingerprint: str,
     now: datetime,
     forgotten: IdempotencyRecord | None,
-) -> IdempotencyRecord:
-    """Insert the record in the current transaction; wait (bounded) for a concurrent twin."""
-    _set_lock_timeout(settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS)
+) -> int:
+    """Insert the record in the current transaction and return its id; wait (bounded) for a
+    concurrent twin.
+
+    No savepoint: a unique violation (the twin committed) leaves `idempotent_execute`'s atomic
+    block, which rolls the whole claim back, to its own savepoint when a caller's transaction
+    encloses it; nothing in this transaction is worth keeping once the key is taken.
+    """
     if forgotten is not None:
-        # Past its tombstone period but not purged yet: the key starts a new operation.
+        # Past its tombstone period but not purged yet: the key starts a new operation. A twin
+        # may be deleting it too; waiting on its row lock is waiting on the twin, so bounded.
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('lock_timeout', %s, true)", [_lock_timeout_value()]
+                )
         IdempotencyRecord.objects.filter(pk=forgotten.pk, expires_at__lte=now).delete()
     replay_until = now + settings.GARANTE_IDEMPOTENCY_REPLAY_WINDOW
+    record = IdempotencyRecord(
+        company=company,
+        key=key,
+        operation=operation,
+        fingerprint=fingerprint,
+        created_at=now,
+        replay_until=replay_until,
+        expires_at=replay_until + settings.GARANTE_IDEMPOTENCY_TOMBSTONE_PERIOD,
+    )
     try:
-        # A savepoint, so a unique violation leaves the outer transaction usable.
-        with transaction.atomic():
-            record = IdempotencyRecord.objects.create(
-                company=company,
-                key=key,
-                operation=operation,
-                fingerprint=fingerprint,
-                created_at=now,
-                replay_until=replay_until,
-                expires_at=replay_until + settings.GARANTE_IDEMPOTENCY_TOMBSTONE_PERIOD,
-            )
+        if connection.vendor != "postgresql":
+            # SQLite serialises writers at BEGIN IMMEDIATE, bounded by its busy timeout.
+            record.save(force_insert=True)
+            return record.pk
+        return _insert_bounded(record)
     except IntegrityError:
         raise _AlreadyRecorded from None
-    # The effect's own locks are not ours to bound.
-    _set_lock_timeout(None)
-    return record
+
+
+def _insert_bounded(record: IdempotencyRecord) -> int:
+    """INSERT the record in one statement that bounds only its own wait on the unique index.
+
+    `set_config(..., true)` is SET LOCAL as a function: the subquery sets lock_timeout before
+    the row reaches the index (where a twin's uncommitted insert makes us wait), and RETURNING,
+    evaluated once the row is in the index, resets it (NULL is DEFAULT), so the effect's own
+    locks are not ours to bound. Three round trips (SET, INSERT, SET) become one.
+    """
+    opts = IdempotencyRecord._meta
+    fields = [field for field in opts.concrete_fields if not field.primary_key]
+    quote = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(opts.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"SELECT {', '.join(['%s'] * len(fields))} "
+        "FROM (SELECT set_config('lock_timeout', %s, true)) AS bound "
+        f"RETURNING {quote(opts.pk.column)}, set_config('lock_timeout', NULL, true)"
+    )
+    params = [field.get_db_prep_save(field.pre_save(record, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, _lock_timeout_value()])
+        return cursor.fetchone()[0]
 
 
 def idempotent_execute(
@@ -224,7 +252,7 @@ def idempotent_execute(
     claimed = False
     try:
         with transaction.atomic():
-            record = _claim(
+            record_id = _claim(
                 company=company,
                 key=key,
                 operation=operation,
@@ -235,7 +263,7 @@ def idempotent_execute(
             claimed = True
             body, status = effect()
             text = response_text(body)
-            IdempotencyRecord.objects.filter(pk=record.pk).update(response=text, status_code=status)
+            IdempotencyRecord.objects.filter(pk=record_id).update(response=text, status_code=status)
     except _AlreadyRecorded:
         record = _lookup(company, key)
         if record is None:  # purged in between: vanishingly rare; let the caller retry
