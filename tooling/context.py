@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from django.db import connection
+
 from core.models import Company, Conversation
 
 
@@ -24,8 +26,50 @@ class ToolContext:
 
     @cached_property
     def conversation(self) -> Conversation:
-        """The conversation of this call, created on first sight."""
-        conversation, _ = Conversation.objects.get_or_create(
-            company=self.company, external_id=self.meta.conversation_id
-        )
+        """The conversation of this call, created on first sight.
+
+        Fetched with its identified contact (every sensitive tool reads it) and handed this
+        call's company, so neither costs a query of its own.
+        """
+        try:
+            conversation = Conversation.objects.select_related("contact").get(
+                company=self.company, external_id=self.meta.conversation_id
+            )
+        except Conversation.DoesNotExist:
+            conversation = _conversation_create(self.company, self.meta.conversation_id)
+        conversation.company = self.company
         return conversation
+
+
+def _conversation_create(company: Company, external_id: str) -> Conversation:
+    """Insert the conversation, or read the one a concurrent call of it just committed.
+
+    INSERT ... ON CONFLICT DO NOTHING waits on the unique index for a twin's uncommitted insert
+    like get_or_create's INSERT does, but a conflict is an empty result instead of an error, so
+    no savepoint is needed to keep the enclosing transaction usable.
+    """
+    if connection.vendor != "postgresql":
+        return Conversation.objects.get_or_create(company=company, external_id=external_id)[0]
+    conversation = Conversation(company=company, external_id=external_id)
+    opts = Conversation._meta
+    fields = [f for f in opts.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    unique = opts.get_field("company").column, opts.get_field("external_id").column
+    sql = (
+        f"INSERT INTO {quote(opts.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) "
+        f"ON CONFLICT ({', '.join(quote(column) for column in unique)}) DO NOTHING "
+        f"RETURNING {quote(opts.pk.column)}"
+    )
+    params = [f.get_db_prep_save(f.pre_save(conversation, True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return Conversation.objects.select_related("contact").get(
+            company=company, external_id=external_id
+        )
+    conversation.pk = row[0]
+    conversation._state.adding = False
+    conversation._state.db = connection.alias
+    return conversation
