@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.durable import durably
-from core.errors import NotFound, PermissionRefused, ValidationFailed
+from core.errors import GaranteError, NotFound, PermissionRefused, ValidationFailed
 from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy
 from core.normalize import normalize_document, normalize_email, normalize_phone
 
@@ -145,7 +145,6 @@ def _retry_after(conversation: Conversation, now: datetime) -> int | None:
     return max(1, int((recent[-1] + window - now).total_seconds()) + 1)
 
 
-@transaction.atomic
 def identify_contact(*, conversation: Conversation, kind: str, value: str) -> Contact:
     """Bind the conversation to the company's contact with this document, phone or email.
 
@@ -154,6 +153,19 @@ def identify_contact(*, conversation: Conversation, kind: str, value: str) -> Co
     recently (`retry_after_seconds`). Failures are counted in the database, durably, so every
     app node sees them and the call's rollback does not erase them.
     """
+    # No savepoint (inside a tool call's transaction it would cost two statements), so a
+    # refusal is raised outside the block: it must leave a caller's transaction usable. The
+    # one write a refusal follows, dropping the verification on an identity switch, is meant
+    # to stand anyway; any other exception still aborts the transaction.
+    with transaction.atomic(savepoint=False):
+        try:
+            return _identify_locked(conversation=conversation, kind=kind, value=value)
+        except GaranteError as error:
+            refusal = error
+    raise refusal
+
+
+def _identify_locked(*, conversation: Conversation, kind: str, value: str) -> Contact:
     now = timezone.now()
     # Serialise identifications of one conversation so concurrent guesses are counted in turn.
     # FOR NO KEY UPDATE leaves durable inserts referring to this row free to proceed.

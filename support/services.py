@@ -38,7 +38,6 @@ def support_settings_get(*, company: Company) -> SupportSettings:
     return support_settings
 
 
-@transaction.atomic
 def case_open(
     *,
     company: Company,
@@ -55,6 +54,10 @@ def case_open(
 
     `related_case` is an earlier case of the same contact (typically a closed one the customer
     still has trouble with: closed cases are never reopened).
+
+    Not atomic of its own: every check comes before its one write, the INSERT, which has its
+    own savepoint (a reference collision is retried), so a savepoint around the whole would
+    guard nothing, and inside a tool call's transaction it would cost two statements.
     """
     subject, description = subject.strip(), description.strip()
     if not subject:
