@@ -1,0 +1,236 @@
+"""The SQL a first write sends (issue #11), and the guarantees the lean path must keep.
+
+A first write with a fresh idempotency key is the most expensive call the Gateway makes; each
+statement costs CPU in the ORM and a round trip. These tests pin the exact statements of the
+call's own work, from the key lookup to the COMMIT of its transaction, so a savepoint, a lazy
+foreign-key load or a duplicated SELECT that creeps back in fails here. Authentication and the
+call's trace are other code's budget and are left out.
+"""
+
+import re
+import threading
+import uuid
+
+import pytest
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
+
+from core.errors import Conflict
+from core.models import Company, Conversation
+from core.services import contact_create
+from support.models import Case
+from tooling.context import CallMeta, ToolContext
+from tooling.execution import call_tool
+from tooling.idempotency import idempotent_execute
+from tooling.models import IdempotencyRecord
+from tooling.registry import registry
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+_TABLE = re.compile(r'^(?:SELECT .*? FROM|INSERT INTO|UPDATE|DELETE FROM) "(\w+)"', re.S)
+
+
+def shape(sql: str) -> str:
+    """A statement as "VERB table" (transaction control as itself), for readable asserts."""
+    for control in ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT", "SET"):
+        if sql == control or sql.startswith(control + " "):
+            return control
+    match = _TABLE.match(sql)
+    assert match, f"unexpected statement: {sql[:120]}"
+    suffix = " FOR NO KEY UPDATE" if sql.endswith("FOR NO KEY UPDATE") else ""
+    return f"{sql.split()[0]} {match.group(1)}{suffix}"
+
+
+def first_call(company: Company, tool: str, arguments: dict, conversation_id: str):
+    """Call a write tool in process with a fresh key; return its outcome and the statements of
+    its own work: up to the COMMIT of its transaction (what follows is the trace, and on_commit
+    tasks that production hands to the broker)."""
+    meta = CallMeta(conversation_id=conversation_id, idempotency_key=uuid.uuid4().hex)
+    with CaptureQueriesContext(connection) as captured:
+        outcome = call_tool(
+            registry.get(tool), company=company, arguments=arguments, meta=meta, surface="mcp"
+        )
+    statements = [query["sql"] for query in captured.captured_queries]
+    assert "COMMIT" in statements, statements
+    return outcome, statements[: statements.index("COMMIT") + 1]
+
+
+@pytest.fixture
+def gateway_company(company):
+    """The company as authentication hands it to a call: nothing related loaded yet."""
+    return Company.objects.get(pk=company.pk)
+
+
+@pytest.fixture
+def ana(company):
+    return contact_create(
+        company=company,
+        first_name="Ana",
+        document_number="12345678Z",
+        phone="600111222",
+        email="ana@example.com",
+    )
+
+
+def test_a_first_identify_contact_of_a_new_conversation_sends_eleven_statements(
+    gateway_company, ana
+):
+    outcome, statements = first_call(
+        gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-new"
+    )
+
+    assert outcome.is_error is False
+    assert outcome.body["first_name"] == "Ana"
+    assert [shape(sql) for sql in statements] == [
+        "SELECT tooling_idempotencyrecord",  # the key lookup, before any guard
+        "BEGIN",
+        "INSERT tooling_idempotencyrecord",  # the claim, its lock wait bounded in-statement
+        "SELECT core_conversation",
+        "INSERT core_conversation",  # first sight of the conversation
+        "SELECT core_conversation FOR NO KEY UPDATE",  # identifications in turn
+        "SELECT core_securityevent",  # the rate limit
+        "SELECT core_contact",
+        "UPDATE core_conversation",
+        "UPDATE tooling_idempotencyrecord",  # the answer, stored with the effect
+        "COMMIT",
+    ]
+    assert not any("core_company" in sql for sql in statements)
+    assert Conversation.objects.get(external_id="conv-new").contact == ana
+
+
+def test_a_first_open_case_sends_eleven_statements_and_never_reads_the_company(
+    gateway_company, ana
+):
+    first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
+
+    outcome, statements = first_call(
+        gateway_company,
+        "open_case",
+        {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea desde ayer."},
+        "conv-1",
+    )
+
+    assert outcome.is_error is False
+    assert [shape(sql) for sql in statements] == [
+        "SELECT tooling_idempotencyrecord",
+        "BEGIN",
+        "INSERT tooling_idempotencyrecord",
+        "SELECT core_conversation",  # with its identified contact, joined
+        "SELECT core_stepuppolicy",
+        "SAVEPOINT",  # a reference collision is retried: this savepoint must stay
+        "INSERT support_case",
+        "RELEASE SAVEPOINT",
+        "INSERT tooling_exposedreference",  # the ledger
+        "UPDATE tooling_idempotencyrecord",
+        "COMMIT",
+    ]
+    assert not any("core_company" in sql for sql in statements)
+    assert Case.objects.get(reference=outcome.body["reference"]).contact == ana
+
+
+# The guarantees the lean claim must keep -----------------------------------------------------
+
+
+def _in_thread(target) -> threading.Thread:
+    def run() -> None:
+        try:
+            target()
+        finally:
+            connections.close_all()  # the test database cannot be dropped with them open
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _current_lock_timeout() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW lock_timeout")
+        return cursor.fetchone()[0]
+
+
+def test_the_wait_for_a_twin_is_bounded_and_its_answer_replayed_after(company, settings):
+    settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = 200
+    running, release = threading.Event(), threading.Event()
+
+    def slow_effect():
+        running.set()
+        assert release.wait(10)
+        return {"done": 1}, 200
+
+    twin = _in_thread(
+        lambda: idempotent_execute(
+            company=company, key="k-1", operation="op", request={}, effect=slow_effect
+        )
+    )
+    assert running.wait(10)
+
+    with pytest.raises(Conflict) as waited:
+        idempotent_execute(
+            company=company, key="k-1", operation="op", request={}, effect=lambda: ({}, 200)
+        )
+    release.set()
+    twin.join(10)
+
+    assert waited.value.code == "request_in_progress"
+    replayed = idempotent_execute(
+        company=company, key="k-1", operation="op", request={}, effect=lambda: ({}, 200)
+    )
+    assert (replayed.replayed, replayed.body) == (True, {"done": 1})
+    assert IdempotencyRecord.objects.filter(company=company).count() == 1
+
+
+def test_the_effects_own_lock_waits_are_not_bounded_by_the_claim(company, settings):
+    settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = 200
+    outside = _current_lock_timeout()
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_company_row():
+        with transaction.atomic():
+            Company.objects.select_for_update().get(pk=company.pk)
+            locked.set()
+            release.wait(10)
+
+    holder = _in_thread(hold_company_row)
+    assert locked.wait(10)
+    threading.Timer(0.6, release.set).start()  # three times the claim's bound
+
+    def effect():
+        timeout_seen = _current_lock_timeout()
+        Company.objects.select_for_update().get(pk=company.pk)  # waits ~0.6 s, then proceeds
+        return {"lock_timeout": timeout_seen}, 200
+
+    result = idempotent_execute(
+        company=company, key="k-2", operation="op", request={}, effect=effect
+    )
+    holder.join(10)
+
+    assert result.body == {"lock_timeout": outside}
+    assert result.replayed is False
+
+
+@pytest.mark.parametrize("twin_commits", [True, False])
+def test_a_conversation_created_concurrently_is_one_conversation(company, twin_commits):
+    inserted, release = threading.Event(), threading.Event()
+    twins: list[int] = []
+
+    def twin():
+        with transaction.atomic():
+            twins.append(Conversation.objects.create(company=company, external_id="conv-race").pk)
+            inserted.set()
+            release.wait(10)
+            if not twin_commits:
+                transaction.set_rollback(True)
+
+    thread = _in_thread(twin)
+    assert inserted.wait(10)
+    threading.Timer(0.3, release.set).start()  # our insert waits on the twin's until then
+
+    conversation = ToolContext(company=company, meta=CallMeta(conversation_id="conv-race"))
+    ours = conversation.conversation
+    thread.join(10)
+
+    stored = Conversation.objects.get(company=company, external_id="conv-race")
+    assert ours.pk == stored.pk
+    assert (ours.pk == twins[0]) is twin_commits
+    assert ours.company == company
