@@ -31,7 +31,7 @@ from agenda.models import (
     TimeOff,
     WorkingHours,
 )
-from agenda.selectors import agenda_settings_for, fold_text
+from agenda.selectors import agenda_settings_for, fold_text, professional_pick
 from core.errors import ValidationFailed
 from core.models import Company
 from core.references import ALPHABET as REFERENCE_ALPHABET
@@ -162,19 +162,19 @@ def busy_times(
     *,
     exclude_appointment_id: int | None = None,
 ) -> BusyTimes:
-    """Scheduled appointments and time off of these professionals that touch [start, end)."""
+    """Scheduled appointments and time off of these professionals that touch [start, end),
+    read in one statement (UNION ALL of the two bounded index scans)."""
     ranges: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
     appointments = scheduled_in_window(professional_ids, start, end)
     if exclude_appointment_id is not None:
         appointments = appointments.exclude(pk=exclude_appointment_id)
-    for pk, blocked_from, blocked_until in appointments.values_list(
-        "professional_id", "blocked_from", "blocked_until"
-    ):
-        ranges[pk].append((blocked_from, blocked_until))
-    for pk, starts_at, ends_at in TimeOff.objects.filter(
+    time_off = TimeOff.objects.filter(
         professional_id__in=professional_ids, ends_at__gt=start, starts_at__lt=end
-    ).values_list("professional_id", "starts_at", "ends_at"):
-        ranges[pk].append((starts_at, ends_at))
+    ).order_by()
+    for pk, busy_from, busy_until in appointments.values_list(
+        "professional_id", "blocked_from", "blocked_until"
+    ).union(time_off.values_list("professional_id", "starts_at", "ends_at"), all=True):
+        ranges[pk].append((busy_from, busy_until))
     return BusyTimes(ranges)
 
 
@@ -207,15 +207,50 @@ def blocked_range(service: Service, starts_at: datetime) -> tuple[datetime, date
     )
 
 
+@dataclass(frozen=True)
+class Bookable:
+    """A professional who gives the searched service, with their weekly working hours."""
+
+    professional: Professional
+    weekly: dict[int, list[tuple[time, time]]]
+
+
 def bookable_professionals(
-    company: Company, service: Service, professional: Professional | None = None
-) -> list[Professional]:
-    professionals = Professional.objects.filter(
-        company=company, active=True, services=service
-    ).order_by("display_name", "pk")
+    company: Company,
+    service: Service,
+    professional: Professional | None = None,
+    *,
+    named: str | None = None,
+) -> list[Bookable]:
+    """The active professionals giving `service`, in display-name order, each with their
+    weekly hours: one statement (the professionals LEFT JOIN their hours), so its cost does not
+    grow with the number of professionals. `professional` narrows to that one; `named` to the
+    one a customer named (NotFound or Ambiguous, as `professional_resolve`)."""
+    rows = Professional.objects.filter(company=company, active=True, services=service)
     if professional is not None:
-        professionals = professionals.filter(pk=professional.pk)
-    return list(professionals)
+        rows = rows.filter(pk=professional.pk)
+    found: dict[int, Bookable] = {}
+    fields = ["id", "company_id", "display_name", "active"]
+    for pk, display_name, weekday, start, end in rows.order_by("display_name", "pk").values_list(
+        "pk",
+        "display_name",
+        "working_hours__weekday",
+        "working_hours__start_time",
+        "working_hours__end_time",
+    ):
+        bookable = found.get(pk)
+        if bookable is None:
+            # Built as the ORM would load it (every field, saved state), without a second read.
+            instance = Professional.from_db(rows.db, fields, [pk, company.pk, display_name, True])
+            instance.company = company
+            bookable = found[pk] = Bookable(instance, defaultdict(list))
+        if weekday is not None:
+            bookable.weekly[weekday].append((start, end))
+    result = list(found.values())
+    if named is not None:
+        chosen = professional_pick([b.professional for b in result], named)
+        result = [b for b in result if b.professional is chosen]
+    return result
 
 
 def _customer_limits(settings: AgendaSettings, now: datetime) -> tuple[datetime, datetime]:
@@ -234,24 +269,27 @@ def slots_available(
     ends_at: datetime,
     now: datetime,
     professional: Professional | None = None,
+    bookable: list[Bookable] | None = None,
     limit: int | None = None,
     exclude_appointment_id: int | None = None,
 ) -> list[Slot]:
     """Free slots starting in [starts_at, ends_at), in time order (then by professional).
 
-    Honours minimum notice and horizon as of `now`. With `limit`, stops after the local day on
-    which the limit is reached.
+    Searches `bookable` when the caller has read them with `bookable_professionals`, else reads
+    them here (only `professional`, if given). Honours minimum notice and horizon as of `now`.
+    With `limit`, stops after the local day on which the limit is reached. Four statements
+    whatever the number of professionals or days.
     """
     settings = agenda_settings_for(company=company)
     tz = company.tz
     earliest, horizon = _customer_limits(settings, now)
     first = max(starts_at, earliest)
     last = min(ends_at, horizon + timedelta(microseconds=1))
-    professionals = bookable_professionals(company, service, professional)
-    if first >= last or not service.active or not professionals:
+    if bookable is None:
+        bookable = bookable_professionals(company, service, professional)
+    if first >= last or not service.active or not bookable:
         return []
-    ids = [p.pk for p in professionals]
-    weekly = _weekly_hours(ids)
+    ids = [b.professional.pk for b in bookable]
     busy = busy_times(
         ids,
         first - timedelta(minutes=service.buffer_before_minutes),
@@ -265,8 +303,9 @@ def slots_available(
     last_day = last.astimezone(tz).date()
     while day <= last_day:
         day_slots: list[Slot] = []
-        for prof in professionals:
-            for open_at, close_at in working_intervals(weekly[prof.pk], day, tz):
+        for candidate in bookable:
+            prof = candidate.professional
+            for open_at, close_at in working_intervals(candidate.weekly, day, tz):
                 start = open_at
                 if start < first:
                     start = open_at + step * math.ceil((first - open_at) / step)

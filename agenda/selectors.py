@@ -62,6 +62,12 @@ def professional_resolve(*, company: Company, service: Service, name: str) -> Pr
             "display_name"
         )
     )
+    return professional_pick(professionals, name)
+
+
+def professional_pick(professionals: list[Professional], name: str) -> Professional:
+    """The one of `professionals` (already read) a customer named: NotFound, or Ambiguous with
+    the candidates in the given order."""
     matches = _match_by_name(professionals, name, "display_name")
     if not matches:
         raise NotFound(

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from agenda import clock
 from agenda.availability import (
+    bookable_professionals,
     describe_instant,
     local_label,
     search_window,
@@ -23,7 +24,6 @@ from agenda.models import CUSTOMER_STATE_LABELS, Appointment
 from agenda.selectors import (
     appointment_list_for_contact,
     appointment_owner_id,
-    professional_resolve,
     service_list,
     service_resolve,
 )
@@ -138,11 +138,8 @@ class FindAvailableSlotsIn(ToolInput):
 def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict:
     now, company = clock.now(), ctx.company
     service = service_resolve(company=company, name=params.service)
-    professional = (
-        professional_resolve(company=company, service=service, name=params.professional)
-        if params.professional
-        else None
-    )
+    # The professionals and their hours in one read, the named one picked from it.
+    bookable = bookable_professionals(company, service, named=params.professional or None)
     start, end = search_window(company=company, from_text=params.from_, to_text=params.to, now=now)
     found = slots_available(
         company=company,
@@ -150,7 +147,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         starts_at=start,
         ends_at=end,
         now=now,
-        professional=professional,
+        bookable=bookable,
         limit=params.limit + 1,
     )
     slots, has_more = page(found, params.limit)

@@ -1,0 +1,201 @@
+"""A slot search costs a fixed number of statements, whatever the professionals or days searched;
+and find_available_slots still answers the professional the customer named."""
+
+from datetime import time, timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agenda import clock
+from agenda.availability import slots_available
+from agenda.models import Appointment
+from agenda.services import appointment_book, professional_create, time_off_add
+from core.errors import Ambiguous, NotFound
+from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+from tooling.context import CallMeta, ToolContext
+from tooling.models import ExposedReference
+from tooling.registry import registry
+
+pytestmark = pytest.mark.django_db
+
+# slots_available: the agenda settings, the professionals with their weekly hours, and the
+# busy times (appointments and time off together).
+SEARCH_STATEMENTS = 3
+# The tool adds the service and the ledger's insert of the slots it shows (the conversation is
+# read before counting: it belongs to the call, not to the search).
+TOOL_STATEMENTS = SEARCH_STATEMENTS + 2
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch):
+    monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
+
+
+@pytest.fixture
+def busy_marta(company, service, marta, customer):
+    """Marta with an appointment and a morning off in the first searched days."""
+    appointment_book(
+        company=company,
+        contact=customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 10),
+        created_via=Appointment.Via.STAFF,
+        now=MONDAY_8AM,
+    )
+    time_off_add(
+        professional=marta, starts_at=local(2026, 12, 9, 9), ends_at=local(2026, 12, 9, 13)
+    )
+    return marta
+
+
+@pytest.fixture
+def two_more(company, service, customer, busy_marta):
+    """Luis and Eva also give the service, with their own hours, appointments and time off."""
+    added = []
+    for name, hours in (("Luis", (time(10), time(14))), ("Eva", (time(15), time(20)))):
+        professional = professional_create(
+            company=company,
+            display_name=name,
+            services=[service],
+            weekly_hours=[(d, *hours) for d in WEEKDAYS],
+        )
+        time_off_add(
+            professional=professional, starts_at=local(2026, 12, 10), ends_at=local(2026, 12, 11)
+        )
+        added.append(professional)
+    appointment_book(
+        company=company,
+        contact=customer,
+        service=service,
+        professional=added[0],
+        starts_at=local(2026, 12, 8, 11),
+        created_via=Appointment.Via.STAFF,
+        now=MONDAY_8AM,
+    )
+    return added
+
+
+def search_statements(company, service, days: int) -> tuple[int, int]:
+    """Statements of one search over `days` days from Tuesday, and the slots found."""
+    with CaptureQueriesContext(connection) as queries:
+        slots = slots_available(
+            company=company,
+            service=service,
+            starts_at=local(2026, 12, 8),
+            ends_at=local(2026, 12, 8) + timedelta(days=days),
+            now=MONDAY_8AM,
+        )
+    return len(queries.captured_queries), len(slots)
+
+
+def find(company, conversation_id: str = "budget", **arguments) -> tuple[dict, int]:
+    """The tool's answer and the statements it took, called as the registry serves it."""
+    tool = registry.get("find_available_slots")
+    params = tool.input.model_validate(
+        {"service": "Corte de pelo", "from": "2026-12-08"} | arguments
+    )
+    ctx = ToolContext(company=company, meta=CallMeta(conversation_id=conversation_id))
+    ctx.conversation  # noqa: B018 (read outside the count)
+    with CaptureQueriesContext(connection) as queries:
+        answer = tool.handler(ctx, params)
+    return answer, len(queries.captured_queries)
+
+
+def test_a_search_costs_the_same_statements_for_one_or_three_professionals(
+    company, service, busy_marta, request
+):
+    alone = search_statements(company, service, days=1)
+    request.getfixturevalue("two_more")
+    three = search_statements(company, service, days=1)
+
+    assert alone[0] == three[0] == SEARCH_STATEMENTS
+    assert three[1] > alone[1]  # the others' slots are really searched
+
+
+@pytest.mark.parametrize("days", [1, 7, 31])
+def test_a_search_costs_the_same_statements_for_any_window(company, service, two_more, days):
+    statements, found = search_statements(company, service, days=days)
+
+    assert statements == SEARCH_STATEMENTS
+    assert found > 0
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {},
+        {"to": "2026-12-08", "limit": 1},
+        {"to": "2027-01-07", "limit": 20},
+        {"professional": "Luis"},
+        {"professional": "eva", "to": "2027-01-07"},
+    ],
+)
+def test_the_tool_costs_the_same_statements_for_any_search(
+    company, two_more, frozen_clock, arguments
+):
+    answer, statements = find(company, **arguments)
+
+    assert answer["items"]
+    assert statements == TOOL_STATEMENTS
+
+
+def test_a_named_professional_gets_only_their_slots(company, two_more, frozen_clock):
+    answer, _ = find(company, professional="luis", to="2026-12-08", limit=20)
+
+    assert {item["professional"] for item in answer["items"]} == {"Luis"}
+    # Luis works 10-14 and is busy with an appointment at 11:00 (plus its buffer).
+    assert [item["time"] for item in answer["items"]] == [
+        "10:00",
+        "12:00",
+        "12:30",
+        "13:00",
+        "13:30",
+    ]
+
+
+def test_the_slots_shown_are_recorded_for_the_conversation(company, two_more, frozen_clock):
+    answer, _ = find(company, conversation_id="ledger-check", to="2026-12-08", limit=5)
+
+    seen = ExposedReference.objects.filter(conversation__external_id="ledger-check", kind="slot")
+    assert {row.reference for row in seen} == {item["slot"] for item in answer["items"]}
+    assert {row.data["professional"] for row in seen} <= {p.pk for p in company.professionals.all()}
+
+
+def test_a_named_professional_without_working_hours_has_no_slots(
+    company, service, marta, frozen_clock
+):
+    professional_create(company=company, display_name="Nuevo", services=[service])
+
+    answer, _ = find(company, professional="Nuevo")
+
+    assert answer["items"] == []
+
+
+def test_an_unknown_professional_is_not_found(company, marta, frozen_clock):
+    with pytest.raises(NotFound) as error:
+        find(company, professional="Pablo")
+
+    assert error.value.code == "professional_not_found"
+
+
+def test_a_name_several_professionals_contain_is_ambiguous_in_name_order(
+    company, service, marta, frozen_clock
+):
+    professional_create(company=company, display_name="Marta Ruiz", services=[service])
+    professional_create(company=company, display_name="Marta López", services=[service])
+
+    with pytest.raises(Ambiguous) as error:
+        find(company, professional="mart")
+
+    assert error.value.code == "ambiguous_professional"
+    assert error.value.extras["candidates"] == ["Marta", "Marta López", "Marta Ruiz"]
+
+
+def test_an_exact_name_wins_over_names_that_contain_it(company, service, marta, frozen_clock):
+    professional_create(company=company, display_name="Marta Ruiz", services=[service])
+
+    answer, _ = find(company, professional="MARTA ", to="2026-12-08")
+
+    assert {item["professional"] for item in answer["items"]} == {"Marta"}
