@@ -1,0 +1,125 @@
+"""The gateway token lookup is kept per process for a few seconds: no query on a warm call,
+changes made here take effect at once, changes made elsewhere within the cache's lifetime."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from core import selectors
+from core.models import Company, GatewayCredential
+from core.selectors import gateway_authentication_forget, gateway_company_authenticate
+from core.services import gateway_credential_issue, gateway_credential_revoke
+
+
+@pytest.fixture(autouse=True)
+def clean_cache(settings):
+    settings.GARANTE_GATEWAY_AUTH_CACHE_SECONDS = 5
+    gateway_authentication_forget()
+    yield
+    gateway_authentication_forget()
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    class Clock:
+        now = 1000.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    fake = Clock()
+    monkeypatch.setattr(selectors, "_clock", fake)
+    return fake
+
+
+def queries_of(call):
+    with CaptureQueriesContext(connection) as captured:
+        result = call()
+    return result, [q["sql"] for q in captured.captured_queries]
+
+
+def test_a_warm_token_costs_no_query(company, token):
+    first, sql = queries_of(lambda: gateway_company_authenticate(token))
+    assert first.pk == company.pk
+    assert len(sql) == 2  # the lookup, and last_used_at (once a minute)
+    second, sql = queries_of(lambda: gateway_company_authenticate(token))
+    assert second.pk == company.pk and second.name == company.name
+    assert sql == []
+
+
+def test_each_request_gets_its_own_company_instance(company, token):
+    first = gateway_company_authenticate(token)
+    second = gateway_company_authenticate(token)
+    assert first == second and first is not second
+    first.name = "changed by a request"
+    assert gateway_company_authenticate(token).name == company.name
+
+
+def test_unknown_tokens_are_never_cached(company, token):
+    for _ in range(2):
+        result, sql = queries_of(lambda: gateway_company_authenticate("gt_not-a-token"))
+        assert result is None and len(sql) == 1
+    assert gateway_company_authenticate("") is None
+
+
+def test_revoking_here_takes_effect_at_once(company):
+    credential, token = gateway_credential_issue(company=company, name="gateway")
+    assert gateway_company_authenticate(token) is not None
+    gateway_credential_revoke(credential=credential)
+    assert gateway_company_authenticate(token) is None
+
+
+def test_a_company_saved_here_is_served_as_it_now_is(company, token):
+    assert gateway_company_authenticate(token).language == "es"
+    company.language = "en"
+    company.save()
+    assert gateway_company_authenticate(token).language == "en"
+
+
+def test_a_revocation_made_elsewhere_takes_effect_within_the_cache_lifetime(company, token, clock):
+    assert gateway_company_authenticate(token) is not None
+    # Another process revokes: an UPDATE this process hears nothing about.
+    GatewayCredential.objects.filter(company=company).update(revoked_at=timezone.now())
+    clock.now += 4.9
+    assert gateway_company_authenticate(token) is not None
+    clock.now += 0.2
+    assert gateway_company_authenticate(token) is None
+
+
+def test_a_company_changed_elsewhere_is_seen_after_the_cache_lifetime(company, token, clock):
+    assert gateway_company_authenticate(token).timezone == "Europe/Madrid"
+    Company.objects.filter(pk=company.pk).update(timezone="Atlantic/Canary")
+    assert gateway_company_authenticate(token).timezone == "Europe/Madrid"
+    clock.now += 5.1
+    assert gateway_company_authenticate(token).timezone == "Atlantic/Canary"
+
+
+def test_last_used_is_refreshed_once_a_minute(company, token, monkeypatch):
+    gateway_company_authenticate(token)
+    credential = GatewayCredential.objects.get(company=company)
+    assert credential.last_used_at is not None
+    later = credential.last_used_at + timedelta(minutes=2)
+    monkeypatch.setattr(selectors.timezone, "now", lambda: later)
+    _, sql = queries_of(lambda: gateway_company_authenticate(token))
+    assert len(sql) == 1 and sql[0].startswith("UPDATE")
+    credential.refresh_from_db()
+    assert credential.last_used_at == later
+
+
+def test_with_the_cache_off_every_call_asks_the_database(company, token, settings):
+    settings.GARANTE_GATEWAY_AUTH_CACHE_SECONDS = 0
+    gateway_company_authenticate(token)
+    for _ in range(2):
+        result, sql = queries_of(lambda: gateway_company_authenticate(token))
+        assert result.pk == company.pk and len(sql) == 1
+
+
+def test_deleting_a_company_forgets_its_tokens(make_company):
+    doomed = make_company(name="Se va")
+    _, token = gateway_credential_issue(company=doomed, name="gateway")
+    assert gateway_company_authenticate(token) is not None
+    doomed.delete()
+    assert gateway_company_authenticate(token) is None
