@@ -165,6 +165,12 @@ GARANTE_MCP_ALLOWED_ORIGINS = [
     o for o in os.environ.get("GARANTE_MCP_ALLOWED_ORIGINS", "").split(",") if o
 ]
 GARANTE_OUTPUT_MAX_CHARS = 3000
+# Each process keeps a valid gateway token's company this many seconds (0: ask the database on
+# every call). Revoking a credential or saving a company takes effect at once in the process
+# that does it and within this many seconds in the others.
+GARANTE_GATEWAY_AUTH_CACHE_SECONDS = float(
+    os.environ.get("GARANTE_GATEWAY_AUTH_CACHE_SECONDS", "5")
+)
 GARANTE_IDEMPOTENCY_REPLAY_WINDOW = timedelta(
     days=float(os.environ.get("GARANTE_IDEMPOTENCY_REPLAY_DAYS", "7"))
 )
@@ -178,6 +184,9 @@ GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = int(
 GARANTE_IDEMPOTENCY_RETRY_AFTER_SECONDS = 2
 # The conversation trace (tooling.trace): tool calls older than this are trimmed daily.
 GARANTE_TRACE_RETENTION_DAYS = float(os.environ.get("GARANTE_TRACE_RETENTION_DAYS", "30"))
+# Bookkeeping (trace rows, replay counters) is written in batches this often, off the request
+# path (tooling.deferred); 0 writes each row at once, in the request.
+GARANTE_DEFERRED_WRITE_SECONDS = float(os.environ.get("GARANTE_DEFERRED_WRITE_SECONDS", "0.5"))
 
 # The integration API (/api/v1/, DRF) for the company's other systems; see integration/.
 REST_FRAMEWORK = {

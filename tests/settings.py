@@ -30,3 +30,7 @@ REDIS_AVAILABLE = _reachable("127.0.0.1", 6379)
 LOGGING["root"]["level"] = "WARNING"  # noqa: F405
 # Live-server threads must not keep connections open, or the test database cannot be dropped.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+# In-process tests read trace rows and replay counters inside their own transaction: write
+# them at once. The deferred writer itself is tested with this overridden.
+if "GARANTE_DEFERRED_WRITE_SECONDS" not in os.environ:
+    GARANTE_DEFERRED_WRITE_SECONDS = 0

@@ -3,7 +3,8 @@
 Staff read it to answer "why did the assistant say that?": which tool ran, with what (masked)
 arguments, how it ended (error type and stable code), how long it took and whether it was a
 replay. Writing it must never change the call it describes: it runs after the call is over,
-outside the write's transaction, and a failure to write is logged and swallowed.
+outside the write's transaction, in batches off the request path (tooling.deferred), and a
+failure to write is logged and swallowed.
 """
 
 import json
@@ -13,10 +14,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import connection, transaction
 from django.utils import timezone
 
 from core.models import Company
+from tooling.deferred import DeferredQueue
 from tooling.models import ToolCall
 
 if TYPE_CHECKING:
@@ -129,25 +130,22 @@ def tool_call_record(
     arguments: Any,
     outcome: "Outcome",
     latency_ms: float,
-) -> ToolCall | None:
+) -> None:
     """Record one finished tool call. Never raises: the trace must not break the call.
 
-    Call after the call's own transaction has ended. Inside a caller's transaction (a test, a
-    nested use) the write takes a savepoint, so its failure leaves that transaction usable.
+    Call after the call's own transaction has ended. The row is written by the deferred
+    writer (tooling.deferred), in a batch with the process's other calls of that moment.
     """
     try:
-        if connection.in_atomic_block:
-            with transaction.atomic():
-                return _write(tool, company, meta, surface, arguments, outcome, latency_ms)
-        return _write(tool, company, meta, surface, arguments, outcome, latency_ms)
+        row = _row(tool, company, meta, surface, arguments, outcome, latency_ms)
     except Exception:
-        # DatabaseError above all (the database is down: the call already answered SYSTEM),
-        # but a trace bug must not turn a good answer into a failure either.
+        # A trace bug must not turn a good answer into a failure.
         logger.exception("could not record the trace of tool %s", tool.name)
-        return None
+        return
+    _trace_rows.add(row)
 
 
-def _write(
+def _row(
     tool: "Tool",
     company: Company,
     meta: "CallMeta",
@@ -155,26 +153,33 @@ def _write(
     arguments: Any,
     outcome: "Outcome",
     latency_ms: float,
-) -> ToolCall:
+) -> dict[str, Any]:
     key = meta.conversation_id if isinstance(meta.conversation_id, str) else ""
     body = outcome.body if isinstance(outcome.body, dict) else {}
     count = body.get("count") if not outcome.is_error else None
     idempotency_key = meta.idempotency_key if isinstance(meta.idempotency_key, str) else ""
-    return ToolCall.objects.create(
-        company=company,
-        conversation_key=key[:255],
-        tool=tool.name,
-        surface=surface[:16],
-        outcome=ToolCall.Outcome.ERROR if outcome.is_error else ToolCall.Outcome.OK,
-        error_type=(outcome.error_type or "") if outcome.is_error else "",
-        code=str(body.get("code", ""))[:64] if outcome.is_error else "",
-        replayed=outcome.replayed,
-        latency_ms=round(latency_ms, 1),
-        result_count=count if isinstance(count, int) and count >= 0 else None,
-        arguments=redact_arguments(arguments),
-        idempotency_key=idempotency_key[:255],
-        created_at=timezone.now() - timedelta(milliseconds=latency_ms),
-    )
+    return {
+        "company_id": company.pk,
+        "conversation_key": key[:255],
+        "tool": tool.name,
+        "surface": surface[:16],
+        "outcome": ToolCall.Outcome.ERROR if outcome.is_error else ToolCall.Outcome.OK,
+        "error_type": (outcome.error_type or "") if outcome.is_error else "",
+        "code": str(body.get("code", ""))[:64] if outcome.is_error else "",
+        "replayed": outcome.replayed,
+        "latency_ms": round(latency_ms, 1),
+        "result_count": count if isinstance(count, int) and count >= 0 else None,
+        "arguments": redact_arguments(arguments),
+        "idempotency_key": idempotency_key[:255],
+        "created_at": timezone.now() - timedelta(milliseconds=latency_ms),
+    }
+
+
+def _write_rows(rows: list[dict[str, Any]]) -> None:
+    ToolCall.objects.bulk_create([ToolCall(**row) for row in rows])
+
+
+_trace_rows = DeferredQueue("conversation trace", _write_rows)
 
 
 def tool_calls_trim(*, now: datetime | None = None, batch_size: int = 5000) -> int:

@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
 from django.utils import timezone
 
 from core.services import contact_create
@@ -124,11 +124,20 @@ def test_a_call_with_invalid_arguments_is_traced_and_still_refused(company):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_trace_is_written_after_the_writes_transaction(company):
-    seen_inside_transaction = []
+    committed_when_traced = []
 
     def spy(execute, sql, params, many, context):
         if "tooling_toolcall" in sql:
-            seen_inside_transaction.append(connection.in_atomic_block)
+            # What another connection sees at that moment: the write already committed.
+            other = connections.create_connection(DEFAULT_DB_ALIAS)
+            try:
+                with other.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT value FROM testapp_counter WHERE company_id = %s", [company.pk]
+                    )
+                    committed_when_traced.append(cursor.fetchall())
+            finally:
+                other.close()
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(spy):
@@ -137,7 +146,7 @@ def test_the_trace_is_written_after_the_writes_transaction(company):
         )
 
     assert not outcome.is_error
-    assert seen_inside_transaction == [False]
+    assert committed_when_traced == [[(1,)]]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -156,7 +165,7 @@ def test_a_failing_trace_write_is_logged_and_swallowed_and_the_write_stands(comp
     assert outcome.body["value"] == 1
     assert Counter.objects.get(company=company, name="visits").value == 1
     assert not ToolCall.objects.exists()
-    assert "could not record the trace of tool testapp_increment_counter" in caplog.text
+    assert "conversation trace: could not write 1 items; dropped" in caplog.text
 
 
 @pytest.mark.django_db

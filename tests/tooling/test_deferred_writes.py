@@ -1,0 +1,158 @@
+"""Deferred bookkeeping writes (tooling.deferred): trace rows and replay counters are queued by
+the request and written in batches by a background thread; a graceful stop writes them first,
+a failure to write never reaches a call."""
+
+import logging
+import time
+import uuid
+
+import httpx
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from core.services import contact_create
+from tooling import deferred, trace
+from tooling.context import CallMeta
+from tooling.deferred import DeferredQueue, deferred_flush, deferred_writer_stop
+from tooling.execution import call_tool
+from tooling.models import IdempotencyRecord, ToolCall
+from tooling.registry import registry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WAIT_SECONDS = 15  # an upper bound for a background thread, not a measurement
+
+
+@pytest.fixture
+def deferral(settings):
+    """Deferral on, with an interval so long that only a full queue or a flush writes."""
+    deferred_writer_stop()  # a fresh thread, started by the first item with these settings
+    settings.GARANTE_DEFERRED_WRITE_SECONDS = 3600
+    yield settings
+    deferred_writer_stop()
+
+
+def call(company, name, arguments, **meta):
+    meta.setdefault("conversation_id", "conv-deferred")
+    return call_tool(
+        registry.get(name),
+        company=company,
+        arguments=arguments,
+        meta=CallMeta(**meta),
+        surface="mcp",
+    )
+
+
+def eventually(predicate) -> bool:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_calls_are_queued_then_written_in_one_batch(deferral, company):
+    for _ in range(3):
+        assert not call(company, "list_services", {"limit": 5}).is_error
+    assert ToolCall.objects.filter(company=company).count() == 0
+    assert trace._trace_rows.pending() == 3
+
+    with CaptureQueriesContext(connection) as captured:
+        assert deferred_flush() == 3
+    inserts = [q["sql"] for q in captured if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 1 and "tooling_toolcall" in inserts[0]
+    rows = ToolCall.objects.filter(company=company, conversation_key="conv-deferred")
+    assert [r.tool for r in rows] == ["list_services"] * 3
+    assert all(r.result_count == 0 and r.latency_ms > 0 for r in rows)
+
+
+def test_the_background_thread_writes_at_its_interval(deferral, company):
+    deferral.GARANTE_DEFERRED_WRITE_SECONDS = 0.05
+    call(company, "list_services", {"limit": 5})
+    assert eventually(lambda: ToolCall.objects.filter(company=company).exists())
+    assert trace._trace_rows.pending() == 0
+
+
+def test_a_full_queue_is_written_without_waiting_for_the_interval(deferral, company):
+    for _ in range(deferred.BATCH_SIZE):
+        call(company, "list_services", {"limit": 5})
+    assert eventually(
+        lambda: ToolCall.objects.filter(company=company).count() == deferred.BATCH_SIZE
+    )
+
+
+def test_replays_are_counted_once_written_and_answered_without_a_statement(deferral, company):
+    contact_create(company=company, first_name="Ana", document_number="12345678Z")
+    first = call(company, "identify_contact", {"document": "12345678Z"}, idempotency_key="k-1")
+    with CaptureQueriesContext(connection) as captured:
+        replays = [
+            call(company, "identify_contact", {"document": "12345678Z"}, idempotency_key="k-1")
+            for _ in range(3)
+        ]
+    assert all(r.replayed and r.body == first.body for r in replays)
+    # Each replay reads its record and writes nothing: counters and trace rows are queued.
+    assert [q["sql"].split()[0] for q in captured] == ["SELECT"] * 3
+    deferred_flush()
+    record = IdempotencyRecord.objects.get(company=company, key="k-1")
+    assert record.replay_count == 3 and record.last_replayed_at is not None
+    assert ToolCall.objects.filter(company=company, replayed=True).count() == 3
+
+
+def test_a_failing_batch_is_logged_and_dropped_never_raised(deferral, caplog):
+    def broken(items):
+        raise RuntimeError("the database said no")
+
+    queue = DeferredQueue("test broken", broken)
+    try:
+        queue.add("one")
+        queue.add("two")
+        with caplog.at_level(logging.ERROR, logger="garante.deferred"):
+            assert queue.flush() == 2
+        assert "test broken: could not write 2 items; dropped" in caplog.text
+        assert queue.pending() == 0
+    finally:
+        deferred._queues.remove(queue)
+
+
+def test_a_queue_past_its_bound_drops_new_items_and_says_how_many(deferral, monkeypatch, caplog):
+    written: list[list[str]] = []
+    queue = DeferredQueue("test bounded", written.append)
+    monkeypatch.setattr(deferred, "MAX_PENDING", 3)
+    try:
+        for item in "abcde":
+            queue.add(item)
+        assert queue.pending() == 3
+        with caplog.at_level(logging.WARNING, logger="garante.deferred"):
+            queue.flush()
+        assert written == [["a", "b", "c"]]
+        assert "test bounded: dropped 2 items while the queue was full" in caplog.text
+    finally:
+        deferred._queues.remove(queue)
+
+
+def test_with_deferral_off_each_row_is_written_in_the_call(settings, company):
+    settings.GARANTE_DEFERRED_WRITE_SECONDS = 0
+    call(company, "list_services", {"limit": 5})
+    assert ToolCall.objects.filter(company=company).count() == 1
+    assert trace._trace_rows.pending() == 0
+
+
+def test_a_gracefully_stopped_server_writes_what_it_had_queued(gunicorn_server, company, token):
+    # Production's deferral, with an interval no test waits for: only the stop can write.
+    server = gunicorn_server(workers=2, threads=2, env={"GARANTE_DEFERRED_WRITE_SECONDS": "3600"})
+    conversation = f"conv-{uuid.uuid4().hex[:8]}"
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    ) as http:
+        for _ in range(6):
+            answer = http.post(
+                "/api/tools/list_services",
+                json={"limit": 5},
+                headers={"X-Conversation-Id": conversation},
+            )
+            assert answer.status_code == 200
+    assert ToolCall.objects.filter(company=company).count() == 0
+    server.stop()  # SIGTERM: gunicorn's workers exit gracefully
+    assert ToolCall.objects.filter(company=company, conversation_key=conversation).count() == 6
