@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.utils import formats
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
@@ -215,42 +215,73 @@ class Bookable:
     weekly: dict[int, list[tuple[time, time]]]
 
 
-def bookable_professionals(
+@dataclass(frozen=True)
+class Roster:
+    """What a slot search reads before the busy times: the company's booking rules and the
+    active professionals giving the service (display-name order) with their weekly hours."""
+
+    settings: AgendaSettings
+    bookable: list[Bookable]
+
+
+_SETTINGS_FIELDS = [f.attname for f in AgendaSettings._meta.concrete_fields]
+_PROFESSIONAL_FIELDS = [f.attname for f in Professional._meta.concrete_fields]
+
+
+def search_roster(
     company: Company,
     service: Service,
     professional: Professional | None = None,
     *,
     named: str | None = None,
-) -> list[Bookable]:
-    """The active professionals giving `service`, in display-name order, each with their
-    weekly hours: one statement (the professionals LEFT JOIN their hours), so its cost does not
-    grow with the number of professionals. `professional` narrows to that one; `named` to the
-    one a customer named (NotFound or Ambiguous, as `professional_resolve`)."""
+) -> Roster:
+    """The roster of a slot search in one statement (the professionals LEFT JOIN their hours
+    and the company's agenda settings), so its cost does not grow with the professionals.
+    `professional` narrows it to that one; `named` to the one a customer named (NotFound or
+    Ambiguous, as `professional_resolve`)."""
     rows = Professional.objects.filter(company=company, active=True, services=service)
     if professional is not None:
         rows = rows.filter(pk=professional.pk)
+    settings_columns = [f"company__agenda_settings__{name}" for name in _SETTINGS_FIELDS]
     found: dict[int, Bookable] = {}
-    fields = ["id", "company_id", "display_name", "active"]
-    for pk, display_name, weekday, start, end in rows.order_by("display_name", "pk").values_list(
+    settings: AgendaSettings | None = None
+    for pk, display_name, weekday, start, end, *settings_values in rows.order_by(
+        "display_name", "pk"
+    ).values_list(
         "pk",
         "display_name",
         "working_hours__weekday",
         "working_hours__start_time",
         "working_hours__end_time",
+        *settings_columns,
     ):
         bookable = found.get(pk)
         if bookable is None:
-            # Built as the ORM would load it (every field, saved state), without a second read.
-            instance = Professional.from_db(rows.db, fields, [pk, company.pk, display_name, True])
+            # Built as the ORM would load them (every field, saved state), without more reads.
+            values = {"id": pk, "company_id": company.pk, "display_name": display_name}
+            instance = _loaded(Professional, rows.db, values | {"active": True})
             instance.company = company
             bookable = found[pk] = Bookable(instance, defaultdict(list))
         if weekday is not None:
             bookable.weekly[weekday].append((start, end))
-    result = list(found.values())
+        if settings is None and settings_values[0] is not None:
+            settings = _loaded(
+                AgendaSettings, rows.db, dict(zip(_SETTINGS_FIELDS, settings_values, strict=True))
+            )
+            settings.company = company
+    if settings is None:  # no professional gives it, or the settings row is still to be created
+        settings = agenda_settings_for(company=company)
+    bookable_list = list(found.values())
     if named is not None:
-        chosen = professional_pick([b.professional for b in result], named)
-        result = [b for b in result if b.professional is chosen]
-    return result
+        chosen = professional_pick([b.professional for b in bookable_list], named)
+        bookable_list = [b for b in bookable_list if b.professional is chosen]
+    return Roster(settings, bookable_list)
+
+
+def _loaded(model: type[Model], db: str, values: dict[str, object]) -> Model:
+    """An instance as the ORM loads one from a row holding every concrete field."""
+    names = [f.attname for f in model._meta.concrete_fields]
+    return model.from_db(db, names, [values[name] for name in names])
 
 
 def _customer_limits(settings: AgendaSettings, now: datetime) -> tuple[datetime, datetime]:
@@ -269,24 +300,24 @@ def slots_available(
     ends_at: datetime,
     now: datetime,
     professional: Professional | None = None,
-    bookable: list[Bookable] | None = None,
+    roster: Roster | None = None,
     limit: int | None = None,
     exclude_appointment_id: int | None = None,
 ) -> list[Slot]:
     """Free slots starting in [starts_at, ends_at), in time order (then by professional).
 
-    Searches `bookable` when the caller has read them with `bookable_professionals`, else reads
-    them here (only `professional`, if given). Honours minimum notice and horizon as of `now`.
-    With `limit`, stops after the local day on which the limit is reached. Four statements
-    whatever the number of professionals or days.
+    Searches `roster` when the caller has read it with `search_roster`, else reads it here
+    (only `professional`, if given). Honours minimum notice and horizon as of `now`. With
+    `limit`, stops after the local day on which the limit is reached. Two statements (the
+    roster, the busy times) whatever the number of professionals or days.
     """
-    settings = agenda_settings_for(company=company)
+    if roster is None:
+        roster = search_roster(company, service, professional)
+    settings, bookable = roster.settings, roster.bookable
     tz = company.tz
     earliest, horizon = _customer_limits(settings, now)
     first = max(starts_at, earliest)
     last = min(ends_at, horizon + timedelta(microseconds=1))
-    if bookable is None:
-        bookable = bookable_professionals(company, service, professional)
     if first >= last or not service.active or not bookable:
         return []
     ids = [b.professional.pk for b in bookable]

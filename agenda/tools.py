@@ -11,9 +11,9 @@ from pydantic import Field
 
 from agenda import clock
 from agenda.availability import (
-    bookable_professionals,
     describe_instant,
     local_label,
+    search_roster,
     search_window,
     slot_from_ledger,
     slot_ledger_data,
@@ -138,8 +138,8 @@ class FindAvailableSlotsIn(ToolInput):
 def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict:
     now, company = clock.now(), ctx.company
     service = service_resolve(company=company, name=params.service)
-    # The professionals and their hours in one read, the named one picked from it.
-    bookable = bookable_professionals(company, service, named=params.professional or None)
+    # Rules, professionals and their hours in one read; the named professional picked from it.
+    roster = search_roster(company, service, named=params.professional or None)
     start, end = search_window(company=company, from_text=params.from_, to_text=params.to, now=now)
     found = slots_available(
         company=company,
@@ -147,7 +147,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         starts_at=start,
         ends_at=end,
         now=now,
-        bookable=bookable,
+        roster=roster,
         limit=params.limit + 1,
     )
     slots, has_more = page(found, params.limit)

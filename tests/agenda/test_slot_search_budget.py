@@ -9,19 +9,19 @@ from django.test.utils import CaptureQueriesContext
 
 from agenda import clock
 from agenda.availability import slots_available
-from agenda.models import Appointment
+from agenda.models import AgendaSettings, Appointment, Service
 from agenda.services import appointment_book, professional_create, time_off_add
 from core.errors import Ambiguous, NotFound
-from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+from tests.agenda.conftest import MADRID, MONDAY_8AM, WEEKDAYS, local
 from tooling.context import CallMeta, ToolContext
 from tooling.models import ExposedReference
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db
 
-# slots_available: the agenda settings, the professionals with their weekly hours, and the
+# slots_available: the roster (agenda settings, professionals and their weekly hours) and the
 # busy times (appointments and time off together).
-SEARCH_STATEMENTS = 3
+SEARCH_STATEMENTS = 2
 # The tool adds the service and the ledger's insert of the slots it shows (the conversation is
 # read before counting: it belongs to the call, not to the search).
 TOOL_STATEMENTS = SEARCH_STATEMENTS + 2
@@ -199,3 +199,23 @@ def test_an_exact_name_wins_over_names_that_contain_it(company, service, marta, 
     answer, _ = find(company, professional="MARTA ", to="2026-12-08")
 
     assert {item["professional"] for item in answer["items"]} == {"Marta"}
+
+
+def test_a_company_without_agenda_settings_searches_with_the_defaults(make_company):
+    fresh = make_company(name="Barbería Nueva")
+    haircut = Service.objects.create(company=fresh, name="Corte", duration_minutes=30)
+    professional_create(
+        company=fresh, display_name="Leo", services=[haircut], weekly_hours=[(1, time(9), time(10))]
+    )
+
+    slots = slots_available(
+        company=fresh,
+        service=haircut,
+        starts_at=local(2026, 12, 8),
+        ends_at=local(2026, 12, 9),
+        now=MONDAY_8AM,
+    )
+
+    assert AgendaSettings.objects.filter(company=fresh).exists()
+    # The default step is 15 minutes: 09:00 to 09:30 for a 30-minute service ending by 10:00.
+    assert [s.local(MADRID).strftime("%H:%M") for s in slots] == ["09:00", "09:15", "09:30"]
