@@ -165,12 +165,10 @@ GARANTE_MCP_ALLOWED_ORIGINS = [
     o for o in os.environ.get("GARANTE_MCP_ALLOWED_ORIGINS", "").split(",") if o
 ]
 GARANTE_OUTPUT_MAX_CHARS = 3000
-# Each process keeps a valid gateway token's company this many seconds (0: ask the database on
-# every call). Revoking a credential or saving a company takes effect at once in the process
-# that does it and within this many seconds in the others.
-GARANTE_GATEWAY_AUTH_CACHE_SECONDS = float(
-    os.environ.get("GARANTE_GATEWAY_AUTH_CACHE_SECONDS", "5")
-)
+# Read-mostly values (a gateway token's company, the service catalogue) are kept per process
+# this many seconds (core.process_cache; 0: read the database every time). A change takes
+# effect at once in the process that makes it and within this many seconds in the others.
+GARANTE_PROCESS_CACHE_SECONDS = float(os.environ.get("GARANTE_PROCESS_CACHE_SECONDS", "5"))
 GARANTE_IDEMPOTENCY_REPLAY_WINDOW = timedelta(
     days=float(os.environ.get("GARANTE_IDEMPOTENCY_REPLAY_DAYS", "7"))
 )

@@ -6,14 +6,14 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from core.models import Company, GatewayCredential
-from core.selectors import gateway_authentication_forget
+from core.selectors import authentications
 
 
 @receiver(post_save, sender=Company, dispatch_uid="core.company_saved_forget_authentications")
 @receiver(post_delete, sender=Company, dispatch_uid="core.company_deleted_forget_authentications")
 def company_changed(sender: type, instance: Company, **kwargs: Any) -> None:
     """A renamed, re-languaged or deleted company is served as it now is, at once here."""
-    gateway_authentication_forget(company_id=instance.pk)
+    authentications.forget(tag=instance.pk)
 
 
 @receiver(
@@ -26,4 +26,4 @@ def company_changed(sender: type, instance: Company, **kwargs: Any) -> None:
 )
 def gateway_credential_changed(sender: type, instance: GatewayCredential, **kwargs: Any) -> None:
     """A revoked or deleted credential stops working at once in this process."""
-    gateway_authentication_forget(company_id=instance.company_id)
+    authentications.forget(tag=instance.company_id)

@@ -1,4 +1,4 @@
-"""The gateway token lookup is kept per process for a few seconds: no query on a warm call,
+"""The gateway token lookup is kept in the process cache for a few seconds: no query on a warm call,
 changes made here take effect at once, changes made elsewhere within the cache's lifetime."""
 
 from datetime import timedelta
@@ -8,18 +8,18 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from core import selectors
+from core import process_cache, selectors
 from core.models import Company, GatewayCredential
-from core.selectors import gateway_authentication_forget, gateway_company_authenticate
+from core.selectors import authentications, gateway_company_authenticate
 from core.services import gateway_credential_issue, gateway_credential_revoke
 
 
 @pytest.fixture(autouse=True)
 def clean_cache(settings):
-    settings.GARANTE_GATEWAY_AUTH_CACHE_SECONDS = 5
-    gateway_authentication_forget()
+    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
+    authentications.forget()
     yield
-    gateway_authentication_forget()
+    authentications.forget()
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def clock(monkeypatch):
             return self.now
 
     fake = Clock()
-    monkeypatch.setattr(selectors, "_clock", fake)
+    monkeypatch.setattr(process_cache, "_clock", fake)
     return fake
 
 
@@ -110,7 +110,7 @@ def test_last_used_is_refreshed_once_a_minute(company, token, monkeypatch):
 
 
 def test_with_the_cache_off_every_call_asks_the_database(company, token, settings):
-    settings.GARANTE_GATEWAY_AUTH_CACHE_SECONDS = 0
+    settings.GARANTE_PROCESS_CACHE_SECONDS = 0
     gateway_company_authenticate(token)
     for _ in range(2):
         result, sql = queries_of(lambda: gateway_company_authenticate(token))
