@@ -1,6 +1,7 @@
 """Reads of the agenda: catalogue, professionals, settings and a customer's appointments."""
 
 import unicodedata
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
 from django.db.models import QuerySet
@@ -9,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from agenda.models import AgendaSettings, Appointment, Professional, Service
 from core.errors import Ambiguous, NotFound
 from core.models import Company, Contact
+from core.process_cache import ProcessCache
 from core.references import normalize_reference
 
 
@@ -30,6 +32,37 @@ def service_list(*, company: Company, active_only: bool = True) -> QuerySet[Serv
     if active_only:
         services = services.filter(active=True)
     return services.order_by("name", "pk")
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """A bookable service as customers see it in the catalogue."""
+
+    name: str
+    description: str
+    duration_minutes: int
+
+
+# company id -> the first CATALOGUE_SIZE active services; agenda.signals forgets a company's
+# entry whenever one of its services is saved or deleted.
+catalogue = ProcessCache("service catalogue")
+CATALOGUE_SIZE = 51  # the longest page customers can ask for (50), and one to tell more exist
+
+
+def service_catalogue(*, company: Company) -> tuple[CatalogueEntry, ...]:
+    """The company's active services in name order, at most CATALOGUE_SIZE, from the process
+    cache (core.process_cache): asked for in nearly every conversation, changed rarely.
+
+    Only for showing the catalogue: booking resolves and checks services in the database.
+    """
+
+    def load() -> tuple[int, tuple[CatalogueEntry, ...]]:
+        rows = service_list(company=company).values_list("name", "description", "duration_minutes")[
+            :CATALOGUE_SIZE
+        ]
+        return company.pk, tuple(CatalogueEntry(*row) for row in rows)
+
+    return catalogue.get(company.pk, load)
 
 
 def _match_by_name(items: list, name: str, attribute: str) -> list:

@@ -24,7 +24,7 @@ from agenda.models import CUSTOMER_STATE_LABELS, Appointment
 from agenda.selectors import (
     appointment_list_for_contact,
     appointment_owner_id,
-    service_list,
+    service_catalogue,
     service_resolve,
 )
 from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
@@ -93,7 +93,9 @@ class ListServicesIn(ToolInput):
     input=ListServicesIn,
 )
 def list_services(ctx: ToolContext, params: ListServicesIn) -> dict:
-    services, has_more = page(service_list(company=ctx.company)[: params.limit + 1], params.limit)
+    services, has_more = page(
+        service_catalogue(company=ctx.company)[: params.limit + 1], params.limit
+    )
     items = [
         {"name": s.name, "description": s.description, "duration_minutes": s.duration_minutes}
         for s in services

@@ -1,0 +1,117 @@
+"""list_services answers from the process cache of the catalogue: a warm call reads nothing,
+a change made in this process shows at once, one made elsewhere within the cache's lifetime."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agenda.models import Service
+from agenda.selectors import catalogue
+from core import process_cache
+from tooling.context import CallMeta
+from tooling.execution import call_tool
+from tooling.registry import registry
+
+
+@pytest.fixture(autouse=True)
+def cache_on(settings):
+    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
+    catalogue.forget()
+    yield
+    catalogue.forget()
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    moment = {"now": 1000.0}
+    monkeypatch.setattr(process_cache, "_clock", lambda: moment["now"])
+    return moment
+
+
+def list_services(company, **arguments):
+    outcome = call_tool(
+        registry.get("list_services"),
+        company=company,
+        arguments=arguments,
+        meta=CallMeta(conversation_id="conv-catalogue"),
+        surface="mcp",
+    )
+    assert not outcome.is_error, outcome.body
+    return outcome.body
+
+
+def names(body) -> list[str]:
+    return [item["name"] for item in body["items"]]
+
+
+def add_service(company, name, **fields) -> Service:
+    return Service.objects.create(company=company, name=name, **fields)
+
+
+def test_a_warm_call_reads_nothing_but_its_trace(company):
+    add_service(company, "Tinte", duration_minutes=90, description="Color completo")
+    add_service(company, "Corte de pelo")
+    first = list_services(company)
+    with CaptureQueriesContext(connection) as captured:
+        again = list_services(company)
+    assert again == first
+    assert first["items"] == [
+        {"name": "Corte de pelo", "description": "", "duration_minutes": 30},
+        {"name": "Tinte", "description": "Color completo", "duration_minutes": 90},
+    ]
+    # The trace row, written at once in tests (in a savepoint of the test's transaction).
+    assert [
+        q["sql"]
+        for q in captured
+        if "tooling_toolcall" not in q["sql"] and not q["sql"].startswith(("SAVEPOINT", "RELEASE"))
+    ] == []
+
+
+def test_changes_made_here_show_at_once(company):
+    cut = add_service(company, "Corte de pelo")
+    assert names(list_services(company)) == ["Corte de pelo"]
+    add_service(company, "Tinte")
+    assert names(list_services(company)) == ["Corte de pelo", "Tinte"]
+    cut.name = "Corte"
+    cut.save()
+    assert names(list_services(company)) == ["Corte", "Tinte"]
+    cut.active = False
+    cut.save()
+    assert names(list_services(company)) == ["Tinte"]
+    Service.objects.get(company=company, name="Tinte").delete()
+    assert names(list_services(company)) == []
+
+
+def test_a_change_made_elsewhere_shows_within_the_cache_lifetime(company, clock):
+    add_service(company, "Corte de pelo")
+    assert names(list_services(company)) == ["Corte de pelo"]
+    # Another process withdraws it: an UPDATE this process hears nothing about.
+    Service.objects.filter(company=company).update(active=False)
+    clock["now"] += 4.9
+    assert names(list_services(company)) == ["Corte de pelo"]
+    clock["now"] += 0.2
+    assert names(list_services(company)) == []
+
+
+def test_each_company_sees_its_own_catalogue(company, other_company):
+    add_service(company, "Corte de pelo")
+    add_service(other_company, "Limpieza dental")
+    assert names(list_services(company)) == ["Corte de pelo"]
+    assert names(list_services(other_company)) == ["Limpieza dental"]
+    add_service(other_company, "Ortodoncia")  # forgets the other company only
+    with CaptureQueriesContext(connection) as captured:
+        assert names(list_services(company)) == ["Corte de pelo"]
+    assert not [q for q in captured if "agenda_service" in q["sql"]]
+
+
+def test_the_longest_page_still_tells_whether_more_exist(company):
+    for n in range(50):
+        add_service(company, f"S{n:02d}")
+    body = list_services(company, limit=50)
+    assert (body["count"], body["has_more"]) == (50, False)
+    add_service(company, "S50")
+    body = list_services(company, limit=50)
+    assert (body["count"], body["has_more"]) == (50, True)
+    assert names(body) == [f"S{n:02d}" for n in range(50)]
+    body = list_services(company, limit=5)
+    assert names(body) == [f"S{n:02d}" for n in range(5)] and body["has_more"] is True
