@@ -2,7 +2,8 @@
 
 `_meta["com.garante/fault"] = "database"` points this call's database connection at a port
 where nothing listens: the driver itself fails to connect, and the call takes the same SYSTEM
-path a real outage would. Production companies never honour it.
+path a real outage would meet in a process whose caches are cold (core.process_cache is
+bypassed, so a cached catalogue cannot hide the outage). Production companies never honour it.
 """
 
 import logging
@@ -14,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.errors import ValidationFailed
 from core.models import Company
+from core.process_cache import process_caches_bypassed
 
 logger = logging.getLogger("garante.tools")
 
@@ -39,7 +41,7 @@ def injected_fault(company: Company, fault: str | None) -> Iterator[None]:
             driver_error = connection.Database.OperationalError("simulated database outage")
             raise OperationalError(str(driver_error)) from driver_error
 
-        with connection.execute_wrapper(refuse):
+        with connection.execute_wrapper(refuse), process_caches_bypassed():
             yield
         return
     original = connection.settings_dict
@@ -51,7 +53,8 @@ def injected_fault(company: Company, fault: str | None) -> Iterator[None]:
         unreachable["HOST"], unreachable["PORT"] = "127.0.0.1", "9"
     connection.settings_dict = unreachable
     try:
-        yield
+        with process_caches_bypassed():
+            yield
     finally:
         connection.close()
         connection.settings_dict = original

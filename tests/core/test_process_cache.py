@@ -123,3 +123,41 @@ def test_deleting_a_company_forgets_its_tokens(make_company):
     assert gateway_company_authenticate(token) is not None
     doomed.delete()
     assert gateway_company_authenticate(token) is None
+
+
+def test_the_cache_is_bounded_and_forgets_by_tag(monkeypatch, settings):
+    cache = process_cache.ProcessCache("test")
+    monkeypatch.setattr(process_cache, "MAX_ENTRIES", 3)
+    loads = []
+
+    def load(key, tag):
+        def loader():
+            loads.append(key)
+            return tag, f"value of {key}"
+
+        return loader
+
+    for key, tag in [("a", 1), ("b", 1), ("c", 2)]:
+        assert cache.get(key, load(key, tag)) == f"value of {key}"
+    assert cache.get("a", load("a", 1)) == "value of a" and loads == ["a", "b", "c"]
+    cache.forget(tag=1)
+    cache.get("a", load("a", 1))
+    cache.get("c", load("c", 2))
+    assert loads == ["a", "b", "c", "a"]  # c kept: another tag
+    cache.get("d", load("d", 3))
+    cache.get("e", load("e", 3))  # a fourth entry: the full cache starts over
+    cache.get("c", load("c", 2))
+    assert loads[-3:] == ["d", "e", "c"]
+
+
+def test_a_bypassed_cache_reads_its_source_every_time_and_keeps_nothing():
+    cache = process_cache.ProcessCache("test")
+    loads = []
+
+    def load():
+        loads.append(1)
+        return "tag", len(loads)
+
+    with process_cache.process_caches_bypassed():
+        assert [cache.get("k", load), cache.get("k", load)] == [1, 2]
+    assert cache.get("k", load) == 3 and cache.get("k", load) == 3

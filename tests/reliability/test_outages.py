@@ -92,10 +92,17 @@ def test_postgres_stopped_mid_load_answers_system_and_recovers_without_losing_a_
         assert_clean_wire(answer.text)
         assert is_success(answer) or answer.error_type == "SYSTEM", (tool, answer.text[:300])
         assert answer.seconds < PROMPT_SECONDS, (tool, answer.seconds)
-    during = [a for _, _, a in calls if a.sent_at > down_from and a.answered_at < down_until]
-    assert len(during) >= CLIENTS, "the outage was not exercised"
-    assert all(a.error_type == "SYSTEM" for a in during)
-    assert all(a.body.get("user_message") for a in during)
+    during = [(t, a) for t, _, a in calls if a.sent_at > down_from and a.answered_at < down_until]
+    assert sum(1 for t, _ in during if t == "open_case") >= CLIENTS, "no outage exercised"
+    # Every call that needs the database answers SYSTEM with a message. The catalogue may
+    # still come from a worker's process cache (core.process_cache): then it is the very
+    # catalogue answered before the outage, never anything else.
+    catalogue = next(a.body for t, _, a in calls if t == "list_services" and is_success(a))
+    for tool, answer in during:
+        if is_success(answer):
+            assert tool == "list_services" and answer.body == catalogue, answer.text[:300]
+        else:
+            assert answer.error_type == "SYSTEM" and answer.body.get("user_message")
     after = [a for _, _, a in calls if a.sent_at > back_at]
     assert any(is_success(a) for a in after), "the server did not recover by itself"
     assert all(is_success(a) for a in after[-CLIENTS:]), "still failing after recovery"
@@ -119,7 +126,9 @@ def test_postgres_stopped_mid_load_answers_system_and_recovers_without_losing_a_
     ).split()
     assert sorted(stored) == sorted(final.values())  # one case per key, none extra
     assert len(set(final.values())) == len(final)
-    assert Counter(a.error_type for _, _, a in calls)["SYSTEM"] >= len(during)
+    assert Counter(a.error_type for _, _, a in calls)["SYSTEM"] >= sum(
+        1 for _, a in during if not is_success(a)
+    )
 
 
 def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it_is_back(
