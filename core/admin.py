@@ -1,8 +1,10 @@
 """Staff admin for the core models, and the per-company scoping every admin in Garante uses."""
 
+import math
 import re
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path
 from django.contrib.auth import get_user_model
@@ -267,7 +269,11 @@ class GatewayCredentialAdmin(CompanyScopedAdmin):
         for credential in queryset.filter(revoked_at__isnull=True):
             gateway_credential_revoke(credential=credential)
             revoked += 1
-        self.message_user(request, _("Revoked %(n)d credential(s).") % {"n": revoked})
+        self.message_user(
+            request,
+            _("Revoked %(n)d credential(s); every server refuses them within %(seconds)d seconds.")
+            % {"n": revoked, "seconds": math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)},
+        )
 
 
 @admin.register(Conversation)

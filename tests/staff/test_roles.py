@@ -1,6 +1,7 @@
 """Staff roles: the groups the data migration creates, and memberships keeping users in them."""
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 
 from core.models import GatewayCredential, StaffMembership
@@ -165,5 +166,11 @@ def test_agents_cannot_see_gateway_credentials_and_admins_manage_them(
     token_page = client.get(f"/admin/core/gatewaycredential/{credential.pk}/change/")
     assert credential.token_hash not in token_page.content.decode()
     assert revoked.status_code == 200
+    # Staff are told how long other servers may still accept it (core.process_cache).
+    (told,) = [str(m) for m in revoked.context["messages"]]
+    assert told == (
+        "Se revocaron 1 credencial(es); todos los servidores las rechazan en "
+        f"{settings.GARANTE_PROCESS_CACHE_SECONDS:.0f} segundos como máximo."
+    )
     credential.refresh_from_db()
     assert credential.revoked_at is not None
