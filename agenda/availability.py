@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from django.db.models import Model, QuerySet
+from django.db.models import Exists, Model, QuerySet
 from django.utils import formats
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
@@ -29,7 +29,6 @@ from agenda.models import (
     Professional,
     Service,
     TimeOff,
-    WorkingHours,
 )
 from agenda.selectors import agenda_settings_for, fold_text, professional_pick
 from core.errors import ValidationFailed
@@ -176,15 +175,6 @@ def busy_times(
     ).union(time_off.values_list("professional_id", "starts_at", "ends_at"), all=True):
         ranges[pk].append((busy_from, busy_until))
     return BusyTimes(ranges)
-
-
-def _weekly_hours(professional_ids: list[int]) -> dict[int, dict[int, list[tuple[time, time]]]]:
-    hours: dict[int, dict[int, list[tuple[time, time]]]] = defaultdict(lambda: defaultdict(list))
-    for pk, weekday, start, end in WorkingHours.objects.filter(
-        professional_id__in=professional_ids
-    ).values_list("professional_id", "weekday", "start_time", "end_time"):
-        hours[pk][weekday].append((start, end))
-    return hours
 
 
 def working_intervals(
@@ -441,28 +431,103 @@ def slot_taken_error(
     )
 
 
-def slot_validate(
+@dataclass(frozen=True)
+class SlotFacts:
+    """Everything `slot_check` decides on for one professional at one start, read together:
+    the company's booking rules, whether the professional is an active one of the company who
+    gives the service, their weekly hours, and whether time off or another scheduled
+    appointment touches the blocked range (the service plus its buffers)."""
+
+    company: Company
+    service: Service
+    professional: Professional
+    starts_at: datetime
+    exclude_appointment_id: int | None
+    settings: AgendaSettings
+    bookable: bool
+    weekly: dict[int, list[tuple[time, time]]]
+    time_off: bool
+    taken: bool
+
+
+def slot_facts(
     *,
     company: Company,
     service: Service,
     professional: Professional,
     starts_at: datetime,
-    now: datetime,
-    enforce_customer_rules: bool = True,
     exclude_appointment_id: int | None = None,
-) -> None:
-    """Check, at the instant, that this professional can take this service at `starts_at`.
+) -> SlotFacts:
+    """The facts of a slot in one statement: the professional's row LEFT JOIN their hours and
+    the company's agenda settings, with three EXISTS (gives the service; time off; another
+    scheduled appointment, but `exclude_appointment_id`) on the same bounded index scans as a
+    slot search. One snapshot, so the check sees one instant."""
+    block_from, block_until = blocked_range(service, starts_at)
+    appointments = scheduled_in_window([professional.pk], block_from, block_until)
+    if exclude_appointment_id is not None:
+        appointments = appointments.exclude(pk=exclude_appointment_id)
+    time_off = TimeOff.objects.filter(
+        professional_id=professional.pk, ends_at__gt=block_from, starts_at__lt=block_until
+    )
+    gives = Professional.services.through.objects.filter(
+        professional_id=professional.pk, service_id=service.pk
+    )
+    rows = (
+        Professional.objects.filter(company=company, pk=professional.pk)
+        .order_by()
+        .annotate(gives=Exists(gives), off=Exists(time_off), taken=Exists(appointments))
+        .values_list(
+            "active",
+            "gives",
+            "off",
+            "taken",
+            "working_hours__weekday",
+            "working_hours__start_time",
+            "working_hours__end_time",
+            *[f"company__agenda_settings__{name}" for name in _SETTINGS_FIELDS],
+        )
+    )
+    weekly: dict[int, list[tuple[time, time]]] = defaultdict(list)
+    settings: AgendaSettings | None = None
+    bookable = in_time_off = taken = False  # no row: not a professional of this company
+    for active, gives_service, off, busy, weekday, start, end, *settings_values in rows:
+        bookable, in_time_off, taken = active and gives_service, off, busy
+        if weekday is not None:
+            weekly[weekday].append((start, end))
+        if settings is None and settings_values[0] is not None:
+            settings = _loaded(
+                AgendaSettings, rows.db, dict(zip(_SETTINGS_FIELDS, settings_values, strict=True))
+            )
+            settings.company = company
+    if settings is None:  # the settings row is still to be created (or no such professional)
+        settings = agenda_settings_for(company=company)
+    return SlotFacts(
+        company=company,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        exclude_appointment_id=exclude_appointment_id,
+        settings=settings,
+        bookable=bookable,
+        weekly=weekly,
+        time_off=in_time_off,
+        taken=taken,
+    )
+
+
+def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool = True) -> None:
+    """Decide on a slot from its facts, read at the instant (`slot_facts`).
 
     Raises ValidationFailed: past, too soon or too far (customer rules), service or
     professional not bookable, outside working hours or in time off, or overlapping another
-    scheduled appointment (then with the nearest free slots). Call inside the booking
-    transaction, right before writing.
+    scheduled appointment (then with the nearest free slots).
     """
+    company, service, starts_at = facts.company, facts.service, facts.starts_at
     if starts_at <= now:
         raise ValidationFailed(
             _("Esa franja ya pasó. Elija una hora posterior a la actual."), code="slot_in_past"
         )
-    settings = agenda_settings_for(company=company)
+    settings = facts.settings
     if enforce_customer_rules:
         earliest, horizon = _customer_limits(settings, now)
         if starts_at < earliest:
@@ -482,45 +547,57 @@ def slot_validate(
             )
     if not service.active or service.company_id != company.pk:
         raise ValidationFailed(_("Ese servicio ya no se ofrece."), code="service_inactive")
-    if (
-        professional.company_id != company.pk
-        or not professional.active
-        or not professional.services.filter(pk=service.pk).exists()
-    ):
+    if not facts.bookable:
         raise ValidationFailed(
             _("Ese profesional no ofrece ese servicio."), code="professional_unavailable"
         )
     context = {
         "company": company,
         "service": service,
-        "professional": professional,
+        "professional": facts.professional,
         "starts_at": starts_at,
         "now": now,
-        "exclude_appointment_id": exclude_appointment_id,
+        "exclude_appointment_id": facts.exclude_appointment_id,
     }
     tz = company.tz
     ends_at = starts_at + timedelta(minutes=service.duration_minutes)
-    weekly = _weekly_hours([professional.pk])[professional.pk]
     day = starts_at.astimezone(tz).date()
     if not any(
         open_at <= starts_at and ends_at <= close_at
-        for open_at, close_at in working_intervals(weekly, day, tz)
+        for open_at, close_at in working_intervals(facts.weekly, day, tz)
     ):
         raise _unavailable(
             _g("Ese horario está fuera del horario de atención."), "slot_unavailable", **context
         )
-    block_from, block_until = blocked_range(service, starts_at)
-    if TimeOff.objects.filter(
-        professional=professional, ends_at__gt=block_from, starts_at__lt=block_until
-    ).exists():
+    if facts.time_off:
         raise _unavailable(
             _g("Ese profesional no atiende en ese horario."), "slot_unavailable", **context
         )
-    busy = busy_times(
-        [professional.pk], block_from, block_until, exclude_appointment_id=exclude_appointment_id
-    )
-    if busy.overlaps(professional.pk, block_from, block_until):
+    if facts.taken:
         raise slot_taken_error(**context)
+
+
+def slot_validate(
+    *,
+    company: Company,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    now: datetime,
+    enforce_customer_rules: bool = True,
+    exclude_appointment_id: int | None = None,
+) -> None:
+    """Check, at the instant, that this professional can take this service at `starts_at`
+    (`slot_check` on `slot_facts`: one statement, and more only to refuse). Call inside the
+    booking transaction, right before writing."""
+    facts = slot_facts(
+        company=company,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        exclude_appointment_id=exclude_appointment_id,
+    )
+    slot_check(facts, now=now, enforce_customer_rules=enforce_customer_rules)
 
 
 # --- Loose date inputs, decided here rather than trusted from the agent -----------------------
