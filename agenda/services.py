@@ -4,11 +4,12 @@ Each appointment write runs in a transaction, locks the row it changes, re-check
 state and availability at that instant, and only then calls the model's FSM transition.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, time, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Subquery
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 
@@ -24,7 +25,7 @@ from agenda.models import (
     WorkingHours,
 )
 from agenda.selectors import agenda_settings_for
-from core.errors import NotFound, ValidationFailed
+from core.errors import GaranteError, NotFound, ValidationFailed
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.references import new_reference, normalize_reference
@@ -36,6 +37,7 @@ _TERMINAL_MESSAGES = {
     Appointment.State.NO_SHOW: _("Esa cita ya pasó y quedó registrada como no asistida."),
 }
 _OVERLAP_CONSTRAINT = "appointment_no_overlap"
+_REFERENCE_CONSTRAINT = "unique_appointment_ref"
 _REFERENCE_ATTEMPTS = 8
 
 
@@ -83,29 +85,43 @@ def time_off_add(
 # --- Appointments ------------------------------------------------------------------------------
 
 
-def _new_reference(company: Company) -> str:
-    for _attempt in range(_REFERENCE_ATTEMPTS):
-        reference = new_reference("AP")
-        if not Appointment.objects.filter(company=company, reference=reference).exists():
-            return reference
-    raise RuntimeError("could not draw a free appointment reference")
-
-
 def _violated_constraint(error: IntegrityError) -> str | None:
     cause = error.__cause__
     diag = getattr(cause, "diag", None)
     return getattr(diag, "constraint_name", None)
 
 
-def _locked(company: Company, reference: str) -> Appointment:
-    """The company's appointment with this reference, row-locked until the transaction ends."""
-    appointment = (
-        Appointment.objects.select_for_update()
+def _without_savepoint(work: Callable[[], Appointment]) -> Appointment:
+    """Run `work` in the caller's transaction (or a new one) without a savepoint of its own:
+    inside a tool call's transaction one would cost two statements and guard nothing. The
+    refusals are raised after the block, so a caller's transaction stays usable; `work` must
+    refuse only before it writes, or after a write its own savepoint undid."""
+    with transaction.atomic(savepoint=False):
+        try:
+            return work()
+        except GaranteError as error:
+            refusal = error
+    raise refusal
+
+
+def _locked(company: Company, reference: str, *, with_cutoff: bool = False) -> Appointment:
+    """The company's appointment with this reference, row-locked until the transaction ends,
+    read with its service and professional (only the appointment's row is locked) and, with
+    `with_cutoff`, the company's cancellation cut-off (as `cutoff_minutes`)."""
+    appointments = (
+        Appointment.objects.select_for_update(of=("self",))
+        .select_related("service", "professional")
         .filter(company=company, reference=normalize_reference(reference))
-        .first()
     )
+    if with_cutoff:
+        cutoff = AgendaSettings.objects.filter(company=company).values(
+            "cancellation_cutoff_minutes"
+        )
+        appointments = appointments.annotate(cutoff_minutes=Subquery(cutoff[:1]))
+    appointment = appointments.first()
     if appointment is None:
         raise NotFound(_("No encontré esa cita."), code="appointment_not_found")
+    appointment.company = company
     return appointment
 
 
@@ -126,9 +142,13 @@ def _check_scheduled(appointment: Appointment) -> None:
         )
 
 
-def _check_cutoff(company: Company, appointment: Appointment, now: datetime, action: str) -> None:
-    settings = agenda_settings_for(company=company)
-    cutoff = timedelta(minutes=settings.cancellation_cutoff_minutes)
+def _check_cutoff(appointment: Appointment, now: datetime, action: str) -> None:
+    """Call with an appointment read by `_locked(..., with_cutoff=True)`."""
+    cutoff_minutes = appointment.cutoff_minutes
+    if cutoff_minutes is None:  # the settings row is still to be created
+        settings = agenda_settings_for(company=appointment.company)
+        cutoff_minutes = settings.cancellation_cutoff_minutes
+    cutoff = timedelta(minutes=cutoff_minutes)
     if now >= appointment.starts_at - cutoff:
         hours, minutes = divmod(int(cutoff.total_seconds()) // 60, 60)
         span = (
@@ -149,18 +169,21 @@ def _check_cutoff(company: Company, appointment: Appointment, now: datetime, act
         raise ValidationFailed(message, code="cutoff_passed")
 
 
-def _save_times(
+def _write_times(
+    write: Callable[[], None],
     appointment: Appointment,
     *,
     company: Company,
     now: datetime,
     exclude_appointment_id: int | None,
 ) -> None:
-    """Write the appointment in a savepoint; on PostgreSQL the exclusion constraint is the last
-    word on overlaps (a concurrent booking that committed first makes this one fail)."""
+    """Run `write` (which saves the appointment's times) in a savepoint; on PostgreSQL the
+    exclusion constraint is the last word on overlaps (a concurrent booking that committed
+    first makes this one fail), and the savepoint undoes the write and leaves the transaction
+    usable to look for the nearest free slots."""
     try:
         with transaction.atomic():
-            appointment.save()
+            write()
     except IntegrityError as error:
         if _violated_constraint(error) != _OVERLAP_CONSTRAINT:
             raise
@@ -174,7 +197,26 @@ def _save_times(
         ) from None
 
 
-@transaction.atomic
+def _insert(appointment: Appointment, *, company: Company, now: datetime) -> None:
+    """Insert the appointment under a random reference; on the rare collision, draw again
+    (the unique index decides, so no read asks first)."""
+    for _attempt in range(_REFERENCE_ATTEMPTS):
+        appointment.reference = new_reference("AP")
+        try:
+            _write_times(
+                appointment.save,
+                appointment,
+                company=company,
+                now=now,
+                exclude_appointment_id=None,
+            )
+            return
+        except IntegrityError as error:
+            if _violated_constraint(error) != _REFERENCE_CONSTRAINT:
+                raise
+    raise RuntimeError("could not draw a free appointment reference")
+
+
 def appointment_book(
     *,
     company: Company,
@@ -189,39 +231,44 @@ def appointment_book(
 ) -> Appointment:
     """Book `service` with `professional` at `starts_at` for `contact`.
 
-    Availability is re-validated here, at the instant, inside the transaction. Staff pass
-    enforce_customer_rules=False to skip minimum notice and horizon (never past or busy).
+    Availability is re-validated here, at the instant, inside the transaction (on the SQLite
+    demo, whose write transactions are serialised, that is what keeps a slot single). Staff
+    pass enforce_customer_rules=False to skip minimum notice and horizon (never past or busy).
+    Every check comes before the one write, the INSERT, which has its own savepoint (the
+    exclusion constraint's verdict becomes VALIDATION, a reference collision is drawn again).
     """
     now = now or clock.now()
     if contact.company_id != company.pk:
         raise ValueError("contact of another company")
-    slot_validate(
-        company=company,
-        service=service,
-        professional=professional,
-        starts_at=starts_at,
-        now=now,
-        enforce_customer_rules=enforce_customer_rules,
-    )
-    block_from, block_until = blocked_range(service, starts_at)
-    appointment = Appointment(
-        company=company,
-        reference=_new_reference(company),
-        contact=contact,
-        service=service,
-        professional=professional,
-        starts_at=starts_at,
-        ends_at=starts_at + timedelta(minutes=service.duration_minutes),
-        blocked_from=block_from,
-        blocked_until=block_until,
-        created_via=created_via,
-        conversation=conversation,
-    )
-    _save_times(appointment, company=company, now=now, exclude_appointment_id=None)
-    return appointment
+
+    def book() -> Appointment:
+        slot_validate(
+            company=company,
+            service=service,
+            professional=professional,
+            starts_at=starts_at,
+            now=now,
+            enforce_customer_rules=enforce_customer_rules,
+        )
+        block_from, block_until = blocked_range(service, starts_at)
+        appointment = Appointment(
+            company=company,
+            contact=contact,
+            service=service,
+            professional=professional,
+            starts_at=starts_at,
+            ends_at=starts_at + timedelta(minutes=service.duration_minutes),
+            blocked_from=block_from,
+            blocked_until=block_until,
+            created_via=created_via,
+            conversation=conversation,
+        )
+        _insert(appointment, company=company, now=now)
+        return appointment
+
+    return _without_savepoint(book)
 
 
-@transaction.atomic
 def appointment_reschedule(
     *,
     company: Company,
@@ -238,35 +285,46 @@ def appointment_reschedule(
     Customers (`contact` given) only move their own, and not after the cut-off.
     """
     now = now or clock.now()
-    appointment = _locked(company, reference)
-    _check_owner(contact, appointment)
-    _check_scheduled(appointment)
-    if enforce_customer_rules:
-        _check_cutoff(company, appointment, now, "reschedule")
-    professional = professional or appointment.professional
-    slot_validate(
-        company=company,
-        service=appointment.service,
-        professional=professional,
-        starts_at=starts_at,
-        now=now,
-        enforce_customer_rules=enforce_customer_rules,
-        exclude_appointment_id=appointment.pk,
-    )
-    block_from, block_until = blocked_range(appointment.service, starts_at)
-    appointment.reschedule(
-        professional=professional,
-        starts_at=starts_at,
-        ends_at=starts_at + timedelta(minutes=appointment.service.duration_minutes),
-        blocked_from=block_from,
-        blocked_until=block_until,
-        by=by,
-    )
-    _save_times(appointment, company=company, now=now, exclude_appointment_id=appointment.pk)
-    return appointment
+
+    def reschedule() -> Appointment:
+        appointment = _locked(company, reference, with_cutoff=enforce_customer_rules)
+        _check_owner(contact, appointment)
+        _check_scheduled(appointment)
+        if enforce_customer_rules:
+            _check_cutoff(appointment, now, "reschedule")
+        moved_to = professional or appointment.professional
+        service = appointment.service
+        slot_validate(
+            company=company,
+            service=service,
+            professional=moved_to,
+            starts_at=starts_at,
+            now=now,
+            enforce_customer_rules=enforce_customer_rules,
+            exclude_appointment_id=appointment.pk,
+        )
+        block_from, block_until = blocked_range(service, starts_at)
+
+        def write() -> None:
+            # In the savepoint with the UPDATE, so the transition's log goes if it fails.
+            appointment.reschedule(
+                professional=moved_to,
+                starts_at=starts_at,
+                ends_at=starts_at + timedelta(minutes=service.duration_minutes),
+                blocked_from=block_from,
+                blocked_until=block_until,
+                by=by,
+            )
+            appointment.save()
+
+        _write_times(
+            write, appointment, company=company, now=now, exclude_appointment_id=appointment.pk
+        )
+        return appointment
+
+    return _without_savepoint(reschedule)
 
 
-@transaction.atomic
 def appointment_cancel(
     *,
     company: Company,
@@ -279,14 +337,18 @@ def appointment_cancel(
     """Cancel a scheduled appointment. Customers (`contact` given) only cancel their own and
     not after the company's cut-off; staff pass enforce_cutoff=False."""
     now = now or clock.now()
-    appointment = _locked(company, reference)
-    _check_owner(contact, appointment)
-    _check_scheduled(appointment)
-    if enforce_cutoff:
-        _check_cutoff(company, appointment, now, "cancel")
-    appointment.cancel(by=by)
-    appointment.save()
-    return appointment
+
+    def cancel() -> Appointment:
+        appointment = _locked(company, reference, with_cutoff=enforce_cutoff)
+        _check_owner(contact, appointment)
+        _check_scheduled(appointment)
+        if enforce_cutoff:
+            _check_cutoff(appointment, now, "cancel")
+        appointment.cancel(by=by)
+        appointment.save()
+        return appointment
+
+    return _without_savepoint(cancel)
 
 
 def _check_started(appointment: Appointment, now: datetime) -> None:

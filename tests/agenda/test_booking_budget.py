@@ -1,0 +1,381 @@
+"""The SQL of a first book_appointment, reschedule_appointment and cancel_appointment (issue #11),
+and the guarantees the lean write path keeps.
+
+Each test pins the statements of the call's own work, from the idempotency key lookup to the
+COMMIT of its transaction, as the Gateway's calls run them (`call_tool` with a fresh key), so a
+savepoint that guards nothing, a setting read twice or a lazy foreign-key load that creeps back
+fails here. The call's trace (tooling_toolcall) and authentication (core_gatewaycredential) are
+other code's budget and are left out.
+"""
+
+import re
+import uuid
+from datetime import time, timedelta
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django_fsm_log.models import StateLog
+
+from agenda import clock, services
+from agenda.models import Appointment
+from agenda.services import (
+    appointment_book,
+    appointment_cancel,
+    appointment_reschedule,
+    professional_create,
+    time_off_add,
+)
+from core.errors import ValidationFailed
+from core.identity import identify_contact
+from core.models import Company, Conversation
+from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+from tooling.context import CallMeta
+from tooling.execution import call_tool
+from tooling.registry import registry
+
+ANA = "12345678Z"
+CONVERSATION = "conv-budget"
+_WRITTEN = re.compile(r'^(?:INSERT INTO|UPDATE|DELETE FROM) "(\w+)"')
+_FROM = re.compile(r' FROM "(\w+)"')
+_OTHER_BUDGETS = ('"tooling_toolcall"', '"core_gatewaycredential"')
+
+# book_appointment: the engine's claim, the call's conversation and step-up policy, the slot in
+# the ledger, the service and the professional it names, then ONE read for the whole slot check
+# (rules, hours, time off, busy times) and the INSERT in the savepoint that turns the exclusion
+# constraint's verdict into VALIDATION.
+BOOK = [
+    "SELECT tooling_idempotencyrecord",  # the key lookup, before any guard
+    "BEGIN",
+    "INSERT tooling_idempotencyrecord",
+    "SELECT core_conversation",
+    "SELECT core_stepuppolicy",
+    "SELECT tooling_exposedreference",  # the slot, as this conversation saw it
+    "SELECT agenda_service",
+    "SELECT agenda_professional",  # the slot's professional
+    "SELECT agenda_professional",  # the slot check: settings, hours, time off, busy, in one
+    "SAVEPOINT",  # the exclusion constraint's verdict (or a reference collision) is caught
+    "INSERT agenda_appointment",
+    "RELEASE SAVEPOINT",
+    "INSERT tooling_exposedreference",  # the new appointment, seen by the conversation
+    "UPDATE tooling_idempotencyrecord",
+    "COMMIT",
+]
+RESCHEDULE = [
+    "SELECT tooling_idempotencyrecord",
+    "BEGIN",
+    "INSERT tooling_idempotencyrecord",
+    "SELECT core_conversation",
+    "SELECT core_stepuppolicy",
+    "SELECT tooling_exposedreference",  # the appointment
+    "SELECT tooling_exposedreference",  # the slot
+    "SELECT agenda_professional",  # the slot's professional
+    # Locked with its service, professional and the cut-off; only its own row is locked.
+    "SELECT agenda_appointment FOR UPDATE",
+    "SELECT agenda_professional",  # the slot check
+    "SAVEPOINT",  # the transition's log and the UPDATE go together if the constraint refuses
+    "INSERT django_fsm_log_statelog",
+    "UPDATE agenda_appointment",
+    "RELEASE SAVEPOINT",
+    "INSERT tooling_exposedreference",
+    "UPDATE tooling_idempotencyrecord",
+    "COMMIT",
+]
+CANCEL = [
+    "SELECT tooling_idempotencyrecord",
+    "BEGIN",
+    "INSERT tooling_idempotencyrecord",
+    "SELECT core_conversation",
+    "SELECT core_stepuppolicy",
+    "SELECT tooling_exposedreference",
+    "SELECT agenda_appointment FOR UPDATE",  # with the cut-off, the service and professional
+    "INSERT django_fsm_log_statelog",
+    "UPDATE agenda_appointment",
+    "UPDATE tooling_idempotencyrecord",
+    "COMMIT",
+]
+
+
+def _main_table(sql: str) -> str | None:
+    """The table a statement reads or writes: for a SELECT, the first FROM outside every
+    parenthesis (a subquery's FROM does not count; a UNION is named by its first branch)."""
+    if not sql.startswith(("SELECT", "(SELECT")):
+        match = _WRITTEN.match(sql)
+        return match.group(1) if match else None
+    start = 1 if sql.startswith("(") else 0
+    for match in _FROM.finditer(sql):
+        if sql[start : match.start()].count("(") == sql[start : match.start()].count(")"):
+            return match.group(1)
+    return None
+
+
+def shape(sql: str) -> str:
+    """A statement as "VERB table" (transaction control as itself), for readable asserts."""
+    for control in ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT", "SET"):
+        if sql == control or sql.startswith(control + " "):
+            return control
+    table = _main_table(sql)
+    assert table, f"unexpected statement: {sql[:120]}"
+    lock = " FOR UPDATE" if re.search(r" FOR UPDATE( OF [\w\", ]+)?$", sql) else ""
+    return f"{sql.lstrip('(').split()[0]} {table}{lock}"
+
+
+def call(company: Company, tool: str, arguments: dict, *, key: bool = True):
+    """Call a tool in process as the Gateway does; return its outcome and the statements of
+    its own work, up to the COMMIT of its transaction."""
+    meta = CallMeta(conversation_id=CONVERSATION, idempotency_key=uuid.uuid4().hex if key else None)
+    with CaptureQueriesContext(connection) as captured:
+        outcome = call_tool(
+            registry.get(tool), company=company, arguments=arguments, meta=meta, surface="mcp"
+        )
+    statements = [
+        q["sql"]
+        for q in captured.captured_queries
+        if not any(table in q["sql"] for table in _OTHER_BUDGETS)
+    ]
+    if "COMMIT" in statements:
+        statements = statements[: statements.index("COMMIT") + 1]
+    return outcome, [shape(sql) for sql in statements]
+
+
+def first_slot(company: Company, day: str) -> str:
+    outcome, _ = call(
+        company,
+        "find_available_slots",
+        {"service": "Corte de pelo", "from": day, "to": day, "limit": 1},
+        key=False,
+    )
+    assert outcome.is_error is False, outcome.body
+    return outcome.body["items"][0]["slot"]
+
+
+@pytest.fixture
+def gateway(company, marta, customer, monkeypatch):
+    """The company as authentication hands it to a call, with Ana identified in the
+    conversation, on Monday 7 December 2026 at 08:00 in Madrid."""
+    monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
+    conversation = Conversation.objects.create(company=company, external_id=CONVERSATION)
+    identify_contact(conversation=conversation, kind="document", value=ANA)
+    ContentType.objects.get_for_model(Appointment)  # the transition log's, cached per process
+    return Company.objects.get(pk=company.pk)
+
+
+@pytest.fixture
+def crowded(company, service, customer, marta):
+    """Two more professionals give the service, and everybody has appointments and time off
+    in the weeks booked: none of it may add a statement."""
+    others = [
+        professional_create(
+            company=company,
+            display_name=name,
+            services=[service],
+            weekly_hours=[(d, time(9), time(19)) for d in WEEKDAYS],
+        )
+        for name in ("Luis", "Eva")
+    ]
+    for professional in [marta, *others]:
+        for day in (8, 9, 29, 30):
+            time_off_add(
+                professional=professional,
+                starts_at=local(2026, 12, day, 12),
+                ends_at=local(2026, 12, day, 13),
+            )
+            appointment_book(
+                company=company,
+                contact=customer,
+                service=service,
+                professional=professional,
+                starts_at=local(2026, 12, day, 16),
+                created_via=Appointment.Via.STAFF,
+                now=MONDAY_8AM,
+            )
+    return others
+
+
+def book(company: Company, slot: str):
+    return call(
+        company, "book_appointment", {"identifier": ANA, "service": "Corte de pelo", "slot": slot}
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_first_booking_sends_fifteen_statements(gateway):
+    outcome, statements = book(gateway, first_slot(gateway, "2026-12-08"))
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == BOOK
+    booked = Appointment.objects.get(reference=outcome.body["appointment"])
+    assert (booked.professional.display_name, booked.starts_at) == ("Marta", local(2026, 12, 8, 9))
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("day", ["2026-12-08", "2026-12-30"])
+def test_a_booking_costs_the_same_whatever_the_professionals_appointments_or_day(
+    gateway, crowded, day
+):
+    outcome, statements = book(gateway, first_slot(gateway, day))
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == BOOK
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_first_reschedule_sends_seventeen_statements(gateway, crowded):
+    booked, _ = book(gateway, first_slot(gateway, "2026-12-08"))
+
+    outcome, statements = call(
+        gateway,
+        "reschedule_appointment",
+        {
+            "identifier": ANA,
+            "appointment": booked.body["appointment"],
+            "slot": first_slot(gateway, "2026-12-30"),
+        },
+    )
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == RESCHEDULE
+    assert (outcome.body["date"], outcome.body["time"]) == ("2026-12-30", "09:00")
+    assert StateLog.objects.filter(transition="reschedule").count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_first_cancel_sends_eleven_statements(gateway):
+    booked, _ = book(gateway, first_slot(gateway, "2026-12-09"))
+
+    outcome, statements = call(
+        gateway,
+        "cancel_appointment",
+        {"identifier": ANA, "appointment": booked.body["appointment"]},
+    )
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == CANCEL
+    assert outcome.body["state"] == "cancelled"
+    assert Appointment.objects.get(reference=booked.body["appointment"]).state == "cancelled"
+
+
+# The guarantees the lean path keeps --------------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_reference_collision_draws_another_reference_within_the_call(gateway, monkeypatch):
+    taken, _ = book(gateway, first_slot(gateway, "2026-12-08"))
+    draws = iter([taken.body["appointment"], "AP-NEW234"])
+    monkeypatch.setattr(services, "new_reference", lambda prefix: next(draws))
+
+    outcome, statements = book(gateway, first_slot(gateway, "2026-12-08"))
+
+    assert outcome.is_error is False, outcome.body
+    assert outcome.body["appointment"] == "AP-NEW234"
+    assert statements.count("SAVEPOINT") == 2  # the collision was undone by its savepoint
+    assert Appointment.objects.count() == 2
+
+
+def _overlapping(appointment: Appointment, contact) -> Appointment:
+    """Another customer's appointment at the same time, written as a concurrent booking
+    that committed first would be."""
+    return Appointment.objects.create(
+        company=appointment.company,
+        reference="AP-RACE22",
+        contact=contact,
+        service=appointment.service,
+        professional=appointment.professional,
+        starts_at=appointment.starts_at,
+        ends_at=appointment.ends_at,
+        blocked_from=appointment.blocked_from,
+        blocked_until=appointment.blocked_until,
+        created_via=Appointment.Via.STAFF,
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_usable(
+    company, service, marta, customer, other_customer, monkeypatch
+):
+    """The availability read misses a concurrent booking; the exclusion constraint refuses the
+    UPDATE, and its savepoint takes the transition's log with it."""
+    moving = appointment_book(
+        company=company,
+        contact=customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 10),
+        created_via=Appointment.Via.STAFF,
+        now=MONDAY_8AM,
+    )
+    target = local(2026, 12, 9, 10)
+    validate = services.slot_validate
+
+    def validate_then_lose_the_race(**kwargs):
+        validate(**kwargs)
+        racer = Appointment(
+            company=company,
+            service=service,
+            professional=marta,
+            starts_at=target,
+            ends_at=target + timedelta(minutes=30),
+            blocked_from=target,
+            blocked_until=target + timedelta(minutes=40),
+        )
+        _overlapping(racer, other_customer)
+
+    monkeypatch.setattr(services, "slot_validate", validate_then_lose_the_race)
+
+    with transaction.atomic():  # a caller's transaction (the tool engine's, the admin's)
+        with pytest.raises(ValidationFailed) as caught:
+            appointment_reschedule(
+                company=company,
+                reference=moving.reference,
+                contact=customer,
+                starts_at=target,
+                now=MONDAY_8AM,
+            )
+        assert Appointment.objects.filter(reference="AP-RACE22").exists()  # still usable
+
+    assert caught.value.code == "slot_taken"
+    assert caught.value.as_dict()["nearest_free_slots"]
+    moving.refresh_from_db()
+    assert (moving.state, moving.starts_at) == ("scheduled", local(2026, 12, 8, 10))
+    assert not StateLog.objects.filter(transition="reschedule").exists()
+
+
+@pytest.mark.django_db
+def test_refusals_leave_a_callers_transaction_usable(company, service, marta, customer):
+    appointment = appointment_book(
+        company=company,
+        contact=customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 7, 9),
+        created_via=Appointment.Via.STAFF,
+        now=MONDAY_8AM,
+        enforce_customer_rules=False,
+    )
+
+    with transaction.atomic():
+        with pytest.raises(ValidationFailed) as too_late:  # within the 120-minute cut-off
+            appointment_cancel(
+                company=company, reference=appointment.reference, contact=customer, now=MONDAY_8AM
+            )
+        with pytest.raises(ValidationFailed) as taken:
+            appointment_book(
+                company=company,
+                contact=customer,
+                service=service,
+                professional=marta,
+                starts_at=local(2026, 12, 7, 9),
+                created_via=Appointment.Via.STAFF,
+                now=MONDAY_8AM,
+            )
+        appointment.refresh_from_db()  # the transaction still answers
+
+    assert (too_late.value.code, taken.value.code) == ("cutoff_passed", "slot_taken")
+    assert appointment.state == "scheduled"
