@@ -167,7 +167,7 @@ def _row(
         "error_type": (outcome.error_type or "") if outcome.is_error else "",
         "code": str(body.get("code", ""))[:64] if outcome.is_error else "",
         "replayed": outcome.replayed,
-        "latency_ms": round(latency_ms, 1),
+        "latency_ms": round(latency_ms, 3),
         "result_count": count if isinstance(count, int) and count >= 0 else None,
         "arguments": redact_arguments(arguments),
         "idempotency_key": idempotency_key[:255],
