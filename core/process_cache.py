@@ -24,6 +24,7 @@ from django.conf import settings
 MAX_ENTRIES = 10_000
 
 _clock = time.monotonic
+_caches: list["ProcessCache"] = []
 _bypassed: ContextVar[bool] = ContextVar("process_cache_bypassed", default=False)
 
 
@@ -45,6 +46,7 @@ class ProcessCache:
         self.name = name
         self._entries: dict[Hashable, tuple[Hashable, Any, float]] = {}
         self._lock = threading.Lock()
+        _caches.append(self)
 
     def get(self, key: Hashable, load: Callable[[], tuple[Hashable, Any] | None]) -> Any:
         """The value under `key`, from `load()` when absent or stale.
@@ -79,3 +81,9 @@ class ProcessCache:
                 return
             for key in [k for k, entry in self._entries.items() if entry[0] == tag]:
                 del self._entries[key]
+
+
+def process_caches_forget() -> None:
+    """Empty every process cache of this process (after a bulk change made with SQL)."""
+    for cache in _caches:
+        cache.forget()

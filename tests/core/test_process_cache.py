@@ -161,3 +161,10 @@ def test_a_bypassed_cache_reads_its_source_every_time_and_keeps_nothing():
     with process_cache.process_caches_bypassed():
         assert [cache.get("k", load), cache.get("k", load)] == [1, 2]
     assert cache.get("k", load) == 3 and cache.get("k", load) == 3
+
+
+def test_every_cache_of_the_process_can_be_emptied_at_once(company, token):
+    gateway_company_authenticate(token)
+    process_cache.process_caches_forget()
+    _, sql = queries_of(lambda: gateway_company_authenticate(token))
+    assert len(sql) == 1
