@@ -15,6 +15,13 @@ tests/conftest.py (`pytest_plugins = ["tests.servers"]`), so every test can use:
   The fixture needs `transactional_db` (it requests it): the server is another process and
   sees only committed rows, so build your data through services as usual and it is visible.
 
+- `start_celery_worker(...)` — a context manager: `celery -A core worker` in its own process
+  (production settings, solo pool) on one queue of a Redis database, against the given
+  database, with extra environment (SMTP, SMS provider); yields the `CeleryWorker` (`.queue`,
+  `.broker_url`, `.log`) once it is ready, and on exit stops it and deletes its queue's keys.
+  `celery_publisher` — a fixture: `celery_publisher(url)` makes this process publish for real
+  (not eager) to that broker, restored after the test.
+
 - `sqlite_database` — a factory for the demo configuration: `sqlite_database()` creates a
   temporary, migrated SQLite file (a copy of one migrated once per session) and returns a
   `SqliteDatabase` (`.url` for `gunicorn_server(database_url=...)`, `.run(code)` to run
@@ -40,14 +47,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import redis
 from django.db import connection
+
+from core.celery import app as celery_app
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_SECONDS = 60
@@ -259,3 +271,101 @@ def sqlite_database(
         return database
 
     yield create
+
+
+# Celery ----------------------------------------------------------------------------------
+
+
+def _point_publisher(url: str | None, *, eager: bool) -> tuple[str | None, bool]:
+    """Point this process's Celery publisher at `url`; returns what it was."""
+    conf = celery_app.conf
+    previous = (conf.broker_url, conf.task_always_eager)
+    # kombu keeps a pool per app (and the old one stays usable): drop them to use the new URL.
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+    conf.broker_url, conf.task_always_eager = url, eager
+    return previous
+
+
+@pytest.fixture
+def celery_publisher() -> Iterator[Callable[[str], None]]:
+    """Publish for real (not eager) to a broker URL; the test settings are restored after."""
+    saved: list[tuple[str | None, bool]] = []
+
+    def point(url: str) -> None:
+        saved.append(_point_publisher(url, eager=False))
+
+    yield point
+    if saved:
+        url, eager = saved[0]
+        _point_publisher(url, eager=eager)
+
+
+@dataclass
+class CeleryWorker:
+    queue: str
+    broker_url: str
+    log: Path
+
+
+@contextmanager
+def start_celery_worker(
+    *, database_url: str, redis_db: int, log_dir: Path, env: dict[str, str] | None = None
+) -> Iterator[CeleryWorker]:
+    """A real `celery -A core worker` on a queue of its own in Redis database `redis_db`."""
+    queue = f"test-{uuid.uuid4().hex[:10]}"
+    worker = CeleryWorker(
+        queue=queue,
+        broker_url=f"redis://127.0.0.1:6379/{redis_db}",
+        log=log_dir / f"worker-{queue}.log",
+    )
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "core.settings",
+        "PYTHONPATH": str(ROOT),
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": worker.broker_url,
+        **(env or {}),
+    }
+    environment.pop("CELERY_TASK_ALWAYS_EAGER", None)
+    command = [
+        str(Path(sys.executable).parent / "celery"),
+        "-A",
+        "core",
+        "worker",
+        "--pool=solo",
+        "--queues",
+        queue,
+        "--loglevel=DEBUG",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--hostname",
+        f"{queue}@%h",
+    ]
+    with worker.log.open("wb") as out:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while process.poll() is None and b" ready." not in worker.log.read_bytes():
+            if time.monotonic() > deadline:
+                pytest.fail(f"the worker did not become ready:\n{worker.log.read_text()}")
+            time.sleep(0.1)
+        if process.poll() is not None:
+            pytest.fail(f"the worker exited:\n{worker.log.read_text()}")
+        yield worker
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        # Leave the Redis database as it was found.
+        client = redis.Redis.from_url(worker.broker_url)
+        for name in client.scan_iter(match=f"*{queue}*"):
+            client.delete(name)
+        client.delete("_kombu.binding_deadlines")
+        client.close()

@@ -2,32 +2,25 @@
 and a real Celery worker process."""
 
 import email
-import os
 import re
 import socket
-import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import pytest
-import redis
 from aiosmtpd.controller import Controller
 from django.conf import settings as django_settings
 from django.db import connection
 from werkzeug import Response
 
-from core.celery import app as celery_app
 from core.errors import SystemUnavailable
 from core.identity import conversation_is_verified
 from core.models import VerificationChallenge
 from core.sms import SmsMessage, SmsPermanentError, SmsTransientError, TwilioBackend
 from core.verification import challenge_issue, challenge_verify
+from tests.servers import database_url_of_current_connection, start_celery_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
 Delivery = VerificationChallenge.Delivery
 TWILIO_PATH = "/2010-04-01/Accounts/AC123/Messages.json"
 REDIS_DB = 11  # this test module's own Redis database: other sessions' workers never see it
@@ -212,29 +205,10 @@ def test_an_smtp_server_that_is_down_ends_in_a_failed_delivery(ana, ana_conv, se
 # The broker -------------------------------------------------------------------------------
 
 
-def use_broker(url: str | None, *, eager: bool) -> tuple:
-    """Point this process's Celery publisher at `url`; returns what to restore."""
-    conf = celery_app.conf
-    previous = (conf.broker_url, conf.task_always_eager)
-    # Drop the cached pools (kombu keeps one per URL, so the old one stays usable).
-    celery_app._pool = None
-    celery_app.amqp._producer_pool = None
-    conf.broker_url, conf.task_always_eager = url, eager
-    return previous
-
-
 @pytest.fixture
-def broker():
+def broker(celery_publisher):
     """Publishing for real (not eager) to the given broker URL, restored afterwards."""
-    saved = []
-
-    def point(url: str) -> None:
-        saved.append(use_broker(url, eager=False))
-
-    yield point
-    if saved:
-        url, eager = saved[0]
-        use_broker(url, eager=eager)
+    return celery_publisher
 
 
 def test_an_unreachable_broker_is_a_system_error_and_the_code_is_never_sent(
@@ -252,12 +226,6 @@ def test_an_unreachable_broker_is_a_system_error_and_the_code_is_never_sent(
     assert sms_outbox == []
 
 
-def database_url() -> str:
-    conf = connection.settings_dict
-    host, port = conf["HOST"] or "127.0.0.1", conf["PORT"] or 5432
-    return f"postgres://{conf['USER']}@{host}:{port}/{conf['NAME']}"
-
-
 @pytest.fixture(scope="module")
 def celery_worker(
     django_db_setup, django_db_blocker, smtp_server, make_httpserver, tmp_path_factory
@@ -267,17 +235,9 @@ def celery_worker(
     with django_db_blocker.unblock():
         if connection.vendor != "postgresql":
             pytest.skip("the worker process needs the PostgreSQL test database")
-        url = database_url()
-    queue = f"test-ident-{uuid.uuid4().hex[:8]}"
-    broker_url = f"redis://127.0.0.1:6379/{REDIS_DB}"
+        url = database_url_of_current_connection()
     host, port, _ = smtp_server
-    log = tmp_path_factory.mktemp("worker") / "worker.log"
     env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "core.settings",
-        "PYTHONPATH": str(ROOT),
-        "DATABASE_URL": url,
-        "CELERY_BROKER_URL": broker_url,
         "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,  # to unseal the codes it is given
         "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
         "EMAIL_HOST": host,
@@ -290,47 +250,13 @@ def celery_worker(
         "GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS": "0.3",
         "GARANTE_LOG_LEVEL": "DEBUG",
     }
-    env.pop("CELERY_TASK_ALWAYS_EAGER", None)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "celery"),
-                "-A",
-                "core",
-                "worker",
-                "--pool=solo",
-                "--queues",
-                queue,
-                "--loglevel=DEBUG",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--hostname",
-                f"{queue}@%h",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_for(lambda: process.poll() is not None or b" ready." in log.read_bytes(), 90)
-        if process.poll() is not None:
-            pytest.fail(f"the worker exited:\n{log.read_text()}")
-        yield {"queue": queue, "broker_url": broker_url, "log": log}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        # Leave this module's Redis database as it was found.
-        client = redis.Redis.from_url(broker_url)
-        for name in client.scan_iter(match="*test-ident-*"):
-            client.delete(name)
-        client.delete("_kombu.binding_deadlines")
-        client.close()
+    with start_celery_worker(
+        database_url=url,
+        redis_db=REDIS_DB,
+        log_dir=tmp_path_factory.mktemp("worker"),
+        env=env,
+    ) as worker:
+        yield {"queue": worker.queue, "broker_url": worker.broker_url, "log": worker.log}
 
 
 @pytest.fixture

@@ -2,26 +2,20 @@
 server; and a broker that is down does not lose the quote."""
 
 import email
-import os
 import socket
-import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 from aiosmtpd.controller import Controller
 from django.db import connection
 from django.utils import timezone
 
-from core.celery import app as celery_app
 from sales.models import Quote
 from sales.services import QuoteItem, quote_create, quote_emails_pending
+from tests.servers import database_url_of_current_connection, start_celery_worker
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parents[2]
 REDIS_DB = 13  # this module's own Redis database and queue: no other session's worker sees them
 
 
@@ -50,19 +44,9 @@ class Inbox:
 
 
 @pytest.fixture
-def publish_to():
+def publish_to(celery_publisher):
     """Publish for real (not eager) to a broker URL; the test settings are restored after."""
-    conf = celery_app.conf
-    saved = (conf.broker_url, conf.task_always_eager)
-
-    def point(url: str) -> None:
-        celery_app._pool = None  # kombu caches a pool per app; drop it to use the new URL
-        celery_app.amqp._producer_pool = None
-        conf.broker_url, conf.task_always_eager = url, False
-
-    yield point
-    point(saved[0])
-    conf.task_always_eager = saved[1]
+    return celery_publisher
 
 
 @pytest.fixture(scope="module")
@@ -72,59 +56,24 @@ def sales_worker(django_db_setup, django_db_blocker, tmp_path_factory):
     with django_db_blocker.unblock():
         if connection.vendor != "postgresql":
             pytest.skip("the worker process needs the PostgreSQL test database")
-        db = connection.settings_dict
+        url = database_url_of_current_connection()
     inbox = Inbox()
     smtp = Controller(inbox, hostname="127.0.0.1", port=free_port())
     smtp.start()
-    queue = f"test-sales-{uuid.uuid4().hex[:8]}"
-    broker_url = f"redis://127.0.0.1:6379/{REDIS_DB}"
-    log = tmp_path_factory.mktemp("sales-worker") / "worker.log"
     env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "core.settings",
-        "PYTHONPATH": str(ROOT),
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:"
-        f"{db['PORT'] or 5432}/{db['NAME']}",
-        "CELERY_BROKER_URL": broker_url,
         "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
         "EMAIL_HOST": "127.0.0.1",
         "EMAIL_PORT": str(smtp.port),
     }
-    env.pop("CELERY_TASK_ALWAYS_EAGER", None)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "celery"),
-                "-A",
-                "core",
-                "worker",
-                "--pool=solo",
-                "--loglevel=INFO",
-                "--queues",
-                queue,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--hostname",
-                f"{queue}@%h",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     try:
-        wait_for(lambda: process.poll() is not None or b" ready." in log.read_bytes(), 90)
-        if process.poll() is not None:
-            pytest.fail(f"the worker exited:\n{log.read_text()}")
-        yield {"queue": queue, "broker_url": broker_url, "inbox": inbox}
+        with start_celery_worker(
+            database_url=url,
+            redis_db=REDIS_DB,
+            log_dir=tmp_path_factory.mktemp("sales-worker"),
+            env=env,
+        ) as worker:
+            yield {"queue": worker.queue, "broker_url": worker.broker_url, "inbox": inbox}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
         smtp.stop()
 
 
