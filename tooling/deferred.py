@@ -49,13 +49,15 @@ class DeferredQueue:
         if settings.GARANTE_DEFERRED_WRITE_SECONDS <= 0:
             self._write_logged([item])
             return
+        _writer.ensure_running()  # first: in a forked child it resets what it inherited
         with self._lock:
             if len(self._items) >= MAX_PENDING:
                 self._dropped += 1
                 return
             self._items.append(item)
             full = len(self._items) >= BATCH_SIZE
-        _writer.ensure_running(wake=full)
+        if full:
+            _writer.wake()
 
     def flush(self) -> int:
         """Write what is queued now, in the calling thread; return how many items were taken."""
@@ -115,7 +117,7 @@ class _Writer:
         self._stopping = False
         self._start_lock = threading.Lock()
 
-    def ensure_running(self, *, wake: bool = False) -> None:
+    def ensure_running(self) -> None:
         if self._pid != os.getpid():
             self._after_fork()
         thread = self._thread
@@ -127,8 +129,9 @@ class _Writer:
                         target=self._run, name="garante-deferred-writes", daemon=True
                     )
                     self._thread.start()
-        if wake:
-            self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
 
     def stop(self) -> None:
         """Stop the thread (it writes what is queued first); the next item starts a new one."""

@@ -3,6 +3,7 @@ the request and written in batches by a background thread; a graceful stop write
 a failure to write never reaches a call."""
 
 import logging
+import os
 import time
 import uuid
 
@@ -156,3 +157,25 @@ def test_a_gracefully_stopped_server_writes_what_it_had_queued(gunicorn_server, 
     assert ToolCall.objects.filter(company=company).count() == 0
     server.stop()  # SIGTERM: gunicorn's workers exit gracefully
     assert ToolCall.objects.filter(company=company, conversation_key=conversation).count() == 6
+
+
+def test_a_forked_child_writes_its_own_items_and_not_its_parents(deferral, tmp_path):
+    written: list[list[str]] = []
+    queue = DeferredQueue("test fork", written.append)
+    try:
+        queue.add("parent's")
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child: its first item must survive the reset of what it inherited
+            try:
+                queue.add("child's")
+                os.write(write, repr((queue.pending(), queue.flush(), written)).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        os.waitpid(child, 0)
+        with os.fdopen(read) as answer:
+            assert answer.read() == repr((1, 1, [["child's"]]))
+        assert queue.pending() == 1  # the parent's item is still the parent's to write
+    finally:
+        deferred._queues.remove(queue)
