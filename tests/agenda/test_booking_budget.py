@@ -8,14 +8,11 @@ fails here. The call's trace (tooling_toolcall) and authentication (core_gateway
 other code's budget and are left out.
 """
 
-import re
-import uuid
 from datetime import time, timedelta
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
+from django.db import transaction
 from django_fsm_log.models import StateLog
 
 from agenda import clock, services
@@ -31,15 +28,10 @@ from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Company, Conversation
 from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
-from tooling.context import CallMeta
-from tooling.execution import call_tool
-from tooling.registry import registry
+from tests.statements import call_statements, shape
 
 ANA = "12345678Z"
 CONVERSATION = "conv-budget"
-_WRITTEN = re.compile(r'^(?:INSERT INTO|UPDATE|DELETE FROM) "(\w+)"')
-_FROM = re.compile(r' FROM "(\w+)"')
-_OTHER_BUDGETS = ('"tooling_toolcall"', '"core_gatewaycredential"')
 
 # book_appointment: the engine's claim, the call's conversation and step-up policy, the slot in
 # the ledger, the service and the professional it names, then ONE read for the whole slot check
@@ -97,45 +89,11 @@ CANCEL = [
 ]
 
 
-def _main_table(sql: str) -> str | None:
-    """The table a statement reads or writes: for a SELECT, the first FROM outside every
-    parenthesis (a subquery's FROM does not count; a UNION is named by its first branch)."""
-    if not sql.startswith(("SELECT", "(SELECT")):
-        match = _WRITTEN.match(sql)
-        return match.group(1) if match else None
-    start = 1 if sql.startswith("(") else 0
-    for match in _FROM.finditer(sql):
-        if sql[start : match.start()].count("(") == sql[start : match.start()].count(")"):
-            return match.group(1)
-    return None
-
-
-def shape(sql: str) -> str:
-    """A statement as "VERB table" (transaction control as itself), for readable asserts."""
-    for control in ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT", "SET"):
-        if sql == control or sql.startswith(control + " "):
-            return control
-    table = _main_table(sql)
-    assert table, f"unexpected statement: {sql[:120]}"
-    lock = " FOR UPDATE" if re.search(r" FOR UPDATE( OF [\w\", ]+)?$", sql) else ""
-    return f"{sql.lstrip('(').split()[0]} {table}{lock}"
-
-
 def call(company: Company, tool: str, arguments: dict, *, key: bool = True):
-    """Call a tool in process as the Gateway does; return its outcome and the statements of
-    its own work, up to the COMMIT of its transaction."""
-    meta = CallMeta(conversation_id=CONVERSATION, idempotency_key=uuid.uuid4().hex if key else None)
-    with CaptureQueriesContext(connection) as captured:
-        outcome = call_tool(
-            registry.get(tool), company=company, arguments=arguments, meta=meta, surface="mcp"
-        )
-    statements = [
-        q["sql"]
-        for q in captured.captured_queries
-        if not any(table in q["sql"] for table in _OTHER_BUDGETS)
-    ]
-    if "COMMIT" in statements:
-        statements = statements[: statements.index("COMMIT") + 1]
+    """A tool call's outcome and the shapes of its own statements, up to its COMMIT."""
+    outcome, statements = call_statements(
+        company, tool, arguments, conversation_id=CONVERSATION, key=key
+    )
     return outcome, [shape(sql) for sql in statements]
 
 

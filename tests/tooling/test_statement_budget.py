@@ -7,52 +7,26 @@ foreign-key load or a duplicated SELECT that creeps back in fails here. Authenti
 call's trace are other code's budget and are left out.
 """
 
-import re
 import threading
-import uuid
 
 import pytest
 from django.db import connection, connections, transaction
-from django.test.utils import CaptureQueriesContext
 
 from core.errors import Conflict
 from core.models import Company, Conversation
 from core.services import contact_create
 from support.models import Case
+from tests.statements import call_statements, shape
 from tooling.context import CallMeta, ToolContext
-from tooling.execution import call_tool
 from tooling.idempotency import idempotent_execute
 from tooling.models import IdempotencyRecord
-from tooling.registry import registry
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-_TABLE = re.compile(r'^(?:SELECT .*? FROM|INSERT INTO|UPDATE|DELETE FROM) "(\w+)"', re.S)
-
-
-def shape(sql: str) -> str:
-    """A statement as "VERB table" (transaction control as itself), for readable asserts."""
-    for control in ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT", "SET"):
-        if sql == control or sql.startswith(control + " "):
-            return control
-    match = _TABLE.match(sql)
-    assert match, f"unexpected statement: {sql[:120]}"
-    suffix = " FOR NO KEY UPDATE" if sql.endswith("FOR NO KEY UPDATE") else ""
-    return f"{sql.split()[0]} {match.group(1)}{suffix}"
-
 
 def first_call(company: Company, tool: str, arguments: dict, conversation_id: str):
-    """Call a write tool in process with a fresh key; return its outcome and the statements of
-    its own work: up to the COMMIT of its transaction (what follows is the trace, and on_commit
-    tasks that production hands to the broker)."""
-    meta = CallMeta(conversation_id=conversation_id, idempotency_key=uuid.uuid4().hex)
-    with CaptureQueriesContext(connection) as captured:
-        outcome = call_tool(
-            registry.get(tool), company=company, arguments=arguments, meta=meta, surface="mcp"
-        )
-    statements = [query["sql"] for query in captured.captured_queries]
-    assert "COMMIT" in statements, statements
-    return outcome, statements[: statements.index("COMMIT") + 1]
+    """A write tool called with a fresh key: its outcome and the SQL of its own work."""
+    return call_statements(company, tool, arguments, conversation_id=conversation_id)
 
 
 @pytest.fixture

@@ -1,0 +1,77 @@
+"""The SQL a tool call sends, as readable shapes: shared by the statement-budget tests.
+
+Budget tests pin the statements of a call's own work, from the idempotency key lookup to the
+COMMIT of its transaction (what follows is the call's trace and on_commit tasks that production
+hands to the broker). Authentication and the trace are other code's budget and left out.
+"""
+
+import re
+import uuid
+from typing import Any
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from core.models import Company
+from tooling.context import CallMeta
+from tooling.execution import Outcome, call_tool
+from tooling.registry import registry
+
+_WRITTEN = re.compile(r'^(?:INSERT INTO|UPDATE|DELETE FROM) "(\w+)"')
+_FROM = re.compile(r' FROM "(\w+)"')
+_LOCK = re.compile(r" FOR (NO KEY )?UPDATE( OF [\w\", ]+)?$")
+_OTHER_BUDGETS = ('"tooling_toolcall"', '"core_gatewaycredential"')
+_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT", "SET")
+
+
+def _main_table(sql: str) -> str | None:
+    """The table a statement reads or writes: for a SELECT, the first FROM outside every
+    parenthesis (a subquery's FROM does not count; a UNION is named by its first branch)."""
+    if not sql.startswith(("SELECT", "(SELECT")):
+        match = _WRITTEN.match(sql)
+        return match.group(1) if match else None
+    start = 1 if sql.startswith("(") else 0
+    for match in _FROM.finditer(sql):
+        if sql[start : match.start()].count("(") == sql[start : match.start()].count(")"):
+            return match.group(1)
+    return None
+
+
+def shape(sql: str) -> str:
+    """A statement as "VERB table" (transaction control as itself, row locks named), for
+    readable asserts."""
+    for control in _CONTROL:
+        if sql == control or sql.startswith(control + " "):
+            return control
+    table = _main_table(sql)
+    assert table, f"unexpected statement: {sql[:120]}"
+    lock = _LOCK.search(sql)
+    suffix = "" if lock is None else " FOR NO KEY UPDATE" if lock.group(1) else " FOR UPDATE"
+    return f"{sql.lstrip('(').split()[0]} {table}{suffix}"
+
+
+def call_statements(
+    company: Company,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    conversation_id: str,
+    key: bool = True,
+) -> tuple[Outcome, list[str]]:
+    """Call a tool in process as the Gateway does (a fresh idempotency key unless `key` is
+    False); return its outcome and the SQL of its own work, up to its COMMIT."""
+    meta = CallMeta(
+        conversation_id=conversation_id, idempotency_key=uuid.uuid4().hex if key else None
+    )
+    with CaptureQueriesContext(connection) as captured:
+        outcome = call_tool(
+            registry.get(tool), company=company, arguments=arguments, meta=meta, surface="mcp"
+        )
+    statements = [
+        query["sql"]
+        for query in captured.captured_queries
+        if not any(table in query["sql"] for table in _OTHER_BUDGETS)
+    ]
+    if "COMMIT" in statements:
+        statements = statements[: statements.index("COMMIT") + 1]
+    return outcome, statements
