@@ -1,7 +1,9 @@
 """Reads of sales: the current price list, the catalog search, a contact's quotes."""
 
+import operator
+from collections.abc import Iterable
 from datetime import datetime
-from decimal import Decimal
+from functools import reduce
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
@@ -40,11 +42,14 @@ def product_search(*, company: Company, price_list: PriceList, query: str = "") 
     return products
 
 
-def product_unit_prices(*, price_list: PriceList, product_ids: list[int]) -> dict[int, Decimal]:
-    return dict(
-        PriceListItem.objects.filter(price_list=price_list, product_id__in=product_ids).values_list(
-            "product_id", "unit_price"
-        )
+def products_priced(*, company: Company, price_list: PriceList, skus: Iterable[str]) -> QuerySet:
+    """The company's active products with one of these SKUs (any case), each annotated with
+    `unit_price` in `price_list` (None when the list does not price it): one statement."""
+    price = PriceListItem.objects.filter(price_list=price_list, product=OuterRef("pk"))
+    return (
+        Product.objects.filter(company=company, active=True)
+        .filter(reduce(operator.or_, (Q(sku__iexact=sku) for sku in skus)))
+        .annotate(unit_price=Subquery(price.values("unit_price")[:1]))
     )
 
 
@@ -71,18 +76,20 @@ def quote_list(
     return quotes.order_by("-created_at", "-pk")
 
 
-def quote_get(*, company: Company, reference: str) -> Quote:
+def quote_get(*, company: Company, reference: str, for_update: bool = False) -> Quote:
     """The company's sent (or resolved) quote with this public reference, with its lines;
-    NotFound otherwise. Drafts are staff work in progress and not found here."""
-    quote = (
-        Quote.objects.filter(company=company, reference=normalize_reference(reference))
-        .exclude(state=Quote.State.DRAFT)
-        .select_related("company")
-        .prefetch_related("lines")
-        .first()
-    )
+    NotFound otherwise. Drafts are staff work in progress and not found here.
+
+    With `for_update` the quote's row is locked until the transaction ends, and its lines are
+    not read (a transition needs the quote alone)."""
+    quotes = Quote.objects.filter(
+        company=company, reference=normalize_reference(reference)
+    ).exclude(state=Quote.State.DRAFT)
+    quotes = quotes.select_for_update() if for_update else quotes.prefetch_related("lines")
+    quote = quotes.first()
     if quote is None:
         raise NotFound(_("No encontré esa cotización."), code="quote_not_found")
+    quote.company = company  # the caller's, already in memory
     return quote
 
 

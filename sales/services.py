@@ -5,36 +5,49 @@ Lock order, everywhere, to keep concurrent writers free of deadlocks: quote, the
 opportunity, then its products by ascending primary key.
 """
 
-import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from functools import reduce
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, IntegerField, OuterRef, Subquery, Sum, Value, When
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
-from core.errors import NotFound, ValidationFailed
+from core.errors import GaranteError, NotFound, ValidationFailed
 from core.models import Company, Contact, Conversation
 from core.references import new_reference
 from core.states import state_shown
 from sales import money
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
-from sales.selectors import price_list_current, product_unit_prices
+from sales.selectors import price_list_current, products_priced
 
 QUOTE_VALIDITY = timedelta(days=15)
 MAX_QUOTE_LINES = 50
 MAX_LINE_QUANTITY = 10_000
 _REFERENCE_ATTEMPTS = 5
+
+_T = TypeVar("_T")
+
+
+def _without_savepoint(work: Callable[[], _T]) -> _T:
+    """Run `work` in the caller's transaction (or a new one) without a savepoint of its own:
+    inside a tool call's transaction one would cost two statements and guard nothing. The
+    refusals are raised after the block, so a caller's transaction stays usable; `work` must
+    refuse only before it writes, or after a write its own savepoint undid."""
+    with transaction.atomic(savepoint=False):
+        try:
+            return work()
+        except GaranteError as error:
+            refusal = error
+    raise refusal
 
 
 # --- Catalog and stock -------------------------------------------------------------------------
@@ -217,24 +230,19 @@ def quote_total_compute(
         )
     products = {
         p.sku.upper(): p
-        for p in Product.objects.filter(company=company, active=True).filter(
-            reduce(operator.or_, (Q(sku__iexact=sku) for sku in wanted))
-        )
+        for p in products_priced(company=company, price_list=price_list, skus=wanted)
     }
-    prices = product_unit_prices(
-        price_list=price_list, product_ids=[p.pk for p in products.values()]
-    )
     currency = price_list.currency
     lines: list[PricedLine] = []
     for sku, quantity in wanted.items():
         product = products.get(sku)
-        if product is None or product.pk not in prices:
+        if product is None or product.unit_price is None:
             raise NotFound(
                 _("No encontré el producto %(sku)s en nuestro catálogo.") % {"sku": sku},
                 code="product_not_found",
                 sku=sku,
             )
-        unit_price = money.quantize(prices[product.pk], currency)
+        unit_price = money.quantize(product.unit_price, currency)
         subtotal = money.quantize(unit_price * quantity, currency)
         tax = money.quantize(subtotal * product.tax_rate / 100, currency)
         lines.append(
@@ -307,7 +315,6 @@ def _save_with_new_reference(instance: Quote | Opportunity, prefix: str) -> None
                 raise
 
 
-@transaction.atomic
 def quote_create(
     *,
     company: Company,
@@ -324,61 +331,85 @@ def quote_create(
 
     The expected total, when given, must equal the computed one (VALIDATION with the real
     total otherwise). Stock is looked at, not reserved: reservation happens at acceptance.
+    Every check comes before the first write; the quote comes back with its lines.
     """
     now = now or timezone.now()
     if contact.company_id != company.pk:
         raise ValueError("the contact belongs to another company")
-    if opportunity is not None:
-        opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
-        if opportunity.company_id != company.pk or opportunity.contact_id != contact.pk:
-            raise ValueError("the opportunity belongs to another contact")
-        if opportunity.is_closed:
-            raise _opportunity_state_error(opportunity)
-    price_list = _require_price_list(company, now)
-    totals = quote_total_compute(company=company, price_list=price_list, items=items)
-    _check_expected_total(expected_total, totals.total, totals.currency)
-    for line in totals.lines:
-        if line.product.track_stock and line.product.quantity_available < line.quantity:
-            raise _insufficient_stock(line.product)
-    valid_until = now + QUOTE_VALIDITY
-    if price_list.valid_until is not None:
-        valid_until = min(valid_until, price_list.valid_until)
-    quote = Quote(
-        company=company,
-        contact=contact,
-        price_list=price_list,
-        currency=totals.currency,
-        subtotal=totals.subtotal,
-        tax_total=totals.tax,
-        total=totals.total,
-        valid_until=valid_until,
-        opportunity=opportunity,
-        conversation=conversation,
-    )
-    _save_with_new_reference(quote, "QT")
-    QuoteLine.objects.bulk_create(
-        QuoteLine(
-            quote=quote,
-            position=position,
-            product=line.product,
-            sku=line.product.sku,
-            name=line.product.name,
-            quantity=line.quantity,
-            unit_price=line.unit_price,
-            tax_rate=line.tax_rate,
-            subtotal=line.subtotal,
-            tax=line.tax,
-            total=line.total,
+
+    def create() -> Quote:
+        locked_opportunity = None
+        if opportunity is not None:
+            locked_opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
+            if (
+                locked_opportunity.company_id != company.pk
+                or locked_opportunity.contact_id != contact.pk
+            ):
+                raise ValueError("the opportunity belongs to another contact")
+            if locked_opportunity.is_closed:
+                raise _opportunity_state_error(locked_opportunity)
+        price_list = _require_price_list(company, now)
+        totals = quote_total_compute(company=company, price_list=price_list, items=items)
+        _check_expected_total(expected_total, totals.total, totals.currency)
+        for line in totals.lines:
+            if line.product.track_stock and line.product.quantity_available < line.quantity:
+                raise _insufficient_stock(line.product)
+        valid_until = now + QUOTE_VALIDITY
+        if price_list.valid_until is not None:
+            valid_until = min(valid_until, price_list.valid_until)
+        quote = Quote(
+            company=company,
+            contact=contact,
+            price_list=price_list,
+            currency=totals.currency,
+            subtotal=totals.subtotal,
+            tax_total=totals.tax,
+            total=totals.total,
+            valid_until=valid_until,
+            opportunity=locked_opportunity,
+            conversation=conversation,
         )
-        for position, line in enumerate(totals.lines, start=1)
-    )
-    if send:
-        quote = quote_send(quote=quote, by=by, now=now)
-    return quote
+        _save_with_new_reference(quote, "QT")
+        lines = QuoteLine.objects.bulk_create(
+            QuoteLine(
+                quote=quote,
+                position=position,
+                product=line.product,
+                sku=line.product.sku,
+                name=line.product.name,
+                quantity=line.quantity,
+                unit_price=line.unit_price,
+                tax_rate=line.tax_rate,
+                subtotal=line.subtotal,
+                tax=line.tax,
+                total=line.total,
+            )
+            for position, line in enumerate(totals.lines, start=1)
+        )
+        _lines_known(quote, lines)
+        if send:
+            # The row was inserted by this transaction: no other one sees it, nothing to lock.
+            _quote_send_locked(quote, by=by, now=now)
+        return quote
+
+    return _without_savepoint(create)
+
+
+def _lines_known(quote: Quote, lines: list[QuoteLine]) -> None:
+    """Give `quote.lines.all()` the lines just inserted, as prefetch_related would, so showing
+    the new quote reads nothing again."""
+    known = quote.lines.all()
+    known._result_cache = lines
+    known._prefetch_done = True
+    quote._prefetched_objects_cache = {"lines": known}
 
 
 def _lock_quote(quote: Quote) -> Quote:
-    return Quote.objects.select_for_update().get(pk=quote.pk)
+    """The quote's row, read again under lock (with the company the caller had in memory)."""
+    locked = Quote.objects.select_for_update().get(pk=quote.pk)
+    if Quote.company.is_cached(quote):
+        locked.company = quote.company
+    return locked
 
 
 def _guard_quote(quote: Quote, transition: Callable[..., Any], now: datetime) -> None:
@@ -402,18 +433,26 @@ def _quote_state_error(state: str) -> ValidationFailed:
     )
 
 
-@transaction.atomic
 def quote_send(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
     """Send a draft quote: it becomes answerable, and it is emailed after commit."""
     now = now or timezone.now()
-    quote = _lock_quote(quote)
+
+    def send() -> Quote:
+        locked = _lock_quote(quote)
+        _quote_send_locked(locked, by=by, now=now)
+        return locked
+
+    return _without_savepoint(send)
+
+
+def _quote_send_locked(quote: Quote, *, by: Any, now: datetime) -> None:
+    """Call while holding the quote's row lock (or having inserted it in this transaction)."""
     _guard_quote(quote, quote.send, now)
     quote.send(by=by)
     quote.sent_at = now
     quote.save(update_fields=["state", "sent_at"])
     quote_id = quote.pk  # a plain closure: Django's robust on_commit logs the callable's name
     transaction.on_commit(lambda: _enqueue_quote_email(quote_id), robust=True)
-    return quote
 
 
 def _enqueue_quote_email(quote_id: int) -> None:
@@ -426,7 +465,6 @@ def _enqueue_quote_email(quote_id: int) -> None:
     quote_email_send.apply_async((quote_id,), queue=queue)
 
 
-@transaction.atomic
 def quote_accept(
     *,
     quote: Quote,
@@ -434,71 +472,110 @@ def quote_accept(
     authorize: Callable[[], None] | None = None,
     by: Any = None,
     now: datetime | None = None,
+    locked: bool = False,
 ) -> Quote:
     """Accept a sent, still valid quote: reserve its stock and win its opportunity.
 
     `authorize`, if given, runs after the state, validity and total checks and before any
     effect (the tool's step-up check): a quote that cannot be accepted anyway says why
-    without asking the customer for a code first.
+    without asking the customer for a code first. `locked`: the caller read `quote` under
+    its row lock in the current transaction (quote_get(for_update=True)), so it is not read
+    again.
 
     Stock is checked and reserved here, under row locks on the products taken in primary-key
-    order, so concurrent acceptances serialise per product and never oversell.
+    order, so concurrent acceptances serialise per product and never oversell. Every check
+    comes before the first write.
     """
     now = now or timezone.now()
-    quote = _lock_quote(quote)
-    _guard_quote(quote, quote.accept, now)
-    _check_expected_total(expected_total, quote.total, quote.currency)
-    if authorize is not None:
-        authorize()
-    opportunity = None
-    if quote.opportunity_id is not None:
-        opportunity = Opportunity.objects.select_for_update().get(pk=quote.opportunity_id)
-        if opportunity.state == Opportunity.State.LOST:
-            raise ValidationFailed(
-                _("Esta cotización ya no se puede aceptar; le pondremos en contacto con ventas."),
-                code="opportunity_lost",
-            )
-    _stock_reserve(quote)
-    quote.accept(by=by)
-    quote.resolved_at = now
-    quote.save(update_fields=["state", "resolved_at"])
-    if opportunity is not None and not opportunity.is_closed:
-        opportunity.amount = quote.total
-        opportunity.currency = quote.currency
-        opportunity.win(by=by)
-        opportunity.closed_at = now
-        opportunity.save(update_fields=["amount", "currency", "state", "closed_at"])
-    return quote
+
+    def accept() -> Quote:
+        current = quote if locked else _lock_quote(quote)
+        _guard_quote(current, current.accept, now)
+        _check_expected_total(expected_total, current.total, current.currency)
+        if authorize is not None:
+            authorize()
+        opportunity = None
+        if current.opportunity_id is not None:
+            opportunity = Opportunity.objects.select_for_update().get(pk=current.opportunity_id)
+            if opportunity.state == Opportunity.State.LOST:
+                raise ValidationFailed(
+                    _(
+                        "Esta cotización ya no se puede aceptar; le pondremos en contacto con "
+                        "ventas."
+                    ),
+                    code="opportunity_lost",
+                )
+        _stock_reserve(current)
+        current.accept(by=by)
+        current.resolved_at = now
+        current.save(update_fields=["state", "resolved_at"])
+        if opportunity is not None and not opportunity.is_closed:
+            opportunity.amount = current.total
+            opportunity.currency = current.currency
+            opportunity.win(by=by)
+            opportunity.closed_at = now
+            opportunity.save(update_fields=["amount", "currency", "state", "closed_at"])
+        return current
+
+    return _without_savepoint(accept)
 
 
 def _stock_reserve(quote: Quote) -> None:
-    """Reserve every tracked product of the quote, or nothing. Call inside a transaction."""
-    needed: dict[int, int] = {}
-    for line in quote.lines.all():
-        needed[line.product_id] = needed.get(line.product_id, 0) + line.quantity
-    products = Product.objects.select_for_update().filter(pk__in=needed).order_by("pk")
-    for product in products:
-        if not product.track_stock:
-            continue
-        if product.quantity_available < needed[product.pk]:
+    """Reserve every tracked product of the quote, or nothing; refuse before writing anything.
+    Call inside a transaction.
+
+    One statement locks the quote's products in primary-key order, each read with the
+    quantity the quote needs; one UPDATE reserves them all.
+    """
+    needed = (
+        QuoteLine.objects.filter(quote=quote, product=OuterRef("pk"))
+        .order_by()
+        .values("product")
+        .annotate(total=Sum("quantity"))
+        .values("total")
+    )
+    products = list(
+        Product.objects.select_for_update()
+        .filter(pk__in=QuoteLine.objects.filter(quote=quote).values("product_id"))
+        .annotate(needed=Subquery(needed, output_field=IntegerField()))
+        .order_by("pk")
+    )
+    tracked = [product for product in products if product.track_stock]
+    for product in tracked:
+        if product.quantity_available < product.needed:
             raise _insufficient_stock(product)
-        Product.objects.filter(pk=product.pk).update(
-            quantity_reserved=F("quantity_reserved") + needed[product.pk]
+    if tracked:
+        Product.objects.filter(pk__in=[product.pk for product in tracked]).update(
+            quantity_reserved=F("quantity_reserved")
+            + Case(
+                *(When(pk=product.pk, then=Value(product.needed)) for product in tracked),
+                default=Value(0),
+                output_field=IntegerField(),
+            )
         )
 
 
-@transaction.atomic
 def quote_reject(
-    *, quote: Quote, reason: str = "", by: Any = None, now: datetime | None = None
+    *,
+    quote: Quote,
+    reason: str = "",
+    by: Any = None,
+    now: datetime | None = None,
+    locked: bool = False,
 ) -> Quote:
+    """Reject a sent, still valid quote. `locked` as in quote_accept."""
     now = now or timezone.now()
-    quote = _lock_quote(quote)
-    _guard_quote(quote, quote.reject, now)
-    quote.reject(by=by)
-    quote.rejection_reason = reason.strip()[:300]
-    quote.resolved_at = now
-    quote.save(update_fields=["state", "rejection_reason", "resolved_at"])
-    return quote
+
+    def reject() -> Quote:
+        current = quote if locked else _lock_quote(quote)
+        _guard_quote(current, current.reject, now)
+        current.reject(by=by)
+        current.rejection_reason = reason.strip()[:300]
+        current.resolved_at = now
+        current.save(update_fields=["state", "rejection_reason", "resolved_at"])
+        return current
+
+    return _without_savepoint(reject)
 
 
 @transaction.atomic
@@ -616,7 +693,6 @@ def _opportunity_state_error(opportunity: Opportunity) -> ValidationFailed:
     return ValidationFailed(message, code="invalid_state", **shown)
 
 
-@transaction.atomic
 def opportunity_create(
     *,
     company: Company,
@@ -632,7 +708,7 @@ def opportunity_create(
     if contact.company_id != company.pk:
         raise ValueError("the contact belongs to another company")
     title = title.strip()
-    if not title:
+    if not title:  # refused before any transaction: nothing to leave usable
         raise ValidationFailed(_("Indique de qué se trata."), code="title_required")
     currency = (currency or company.currency).upper()
     opportunity = Opportunity(
@@ -645,6 +721,8 @@ def opportunity_create(
         owner=owner,
         conversation=conversation,
     )
+    # No transaction of its own: the one INSERT has its savepoint (a reference collision is
+    # drawn again), and it is atomic by itself.
     _save_with_new_reference(opportunity, "OP")
     return opportunity
 

@@ -111,7 +111,8 @@ def _ledger_entry(quote: Quote) -> LedgerEntry:
 
 
 def _quote_seen(ctx: ToolContext, contact: Contact, given: str) -> Quote:
-    """The quote `given` designates among those this conversation saw, owned by `contact`.
+    """The quote `given` designates among those this conversation saw, owned by `contact`,
+    row-locked until the call's transaction ends (the transition reads it no more).
 
     A reference the conversation never saw is refused; when it names another customer's
     quote the refusal is PERMISSION, so the agent escalates instead of asking again.
@@ -123,7 +124,7 @@ def _quote_seen(ctx: ToolContext, contact: Contact, given: str) -> Quote:
         contact=contact,
         owner_of=lambda reference: quote_owner_id(company=ctx.company, reference=reference),
     )
-    quote = quote_get(company=ctx.company, reference=entry.reference)
+    quote = quote_get(company=ctx.company, reference=entry.reference, for_update=True)
     check_owner(contact=contact, owner_id=quote.contact_id)
     return quote
 
@@ -292,6 +293,7 @@ def accept_quote(ctx: ToolContext, params: AcceptQuoteIn) -> dict:
         quote=quote,
         expected_total=params.expected_total,
         authorize=lambda: require_step_up(conversation=ctx.conversation, action="accept_quote"),
+        locked=True,
     )
     return _quote_summary(quote, timezone.now())
 
@@ -311,7 +313,9 @@ class RejectQuoteIn(ToolInput):
 )
 def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    quote = quote_reject(quote=_quote_seen(ctx, contact, params.quote), reason=params.reason)
+    quote = quote_reject(
+        quote=_quote_seen(ctx, contact, params.quote), reason=params.reason, locked=True
+    )
     return _quote_summary(quote, timezone.now())
 
 

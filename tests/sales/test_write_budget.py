@@ -1,0 +1,318 @@
+"""The SQL of a first create_quote, accept_quote, reject_quote and request_sales_contact
+(issue #11), and the guarantees the lean write path keeps.
+
+Each test pins the statements of the call's own work, from the idempotency key lookup to the
+COMMIT of its transaction, as the Gateway's calls run them (`call_tool` with a fresh key), so a
+savepoint that guards nothing, a row read twice or a statement per quote line that creeps back
+fails here. The call's trace (tooling_toolcall) and authentication (core_gatewaycredential) are
+other code's budget and are left out.
+"""
+
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from django_fsm_log.models import StateLog
+
+from core.errors import ValidationFailed
+from core.identity import identify_contact
+from core.models import Company, Contact, Conversation
+from sales import services
+from sales.models import Opportunity, Product, Quote, QuoteLine
+from sales.services import (
+    QuoteItem,
+    price_list_item_set,
+    product_create,
+    quote_accept,
+    quote_create,
+    quote_reject,
+)
+from tests.agenda.test_booking_budget import shape
+from tests.sales.conftest import Catalog
+from tooling.context import CallMeta
+from tooling.execution import call_tool
+from tooling.registry import registry
+
+ANA = "12345678Z"
+CONVERSATION = "conv-sales-budget"
+_OTHER_BUDGETS = ('"tooling_toolcall"', '"core_gatewaycredential"')
+
+# create_quote: the engine's claim, the call's conversation, the current price list, ONE read
+# of the products with their prices, the INSERT in the savepoint that draws another reference
+# on a collision, ONE insert for every line, and the send transition (its log and UPDATE) on
+# the row this transaction inserted, so nothing is locked or read again.
+CREATE = [
+    "SELECT tooling_idempotencyrecord",  # the key lookup, before any guard
+    "BEGIN",
+    "INSERT tooling_idempotencyrecord",
+    "SELECT core_conversation",
+    "SELECT sales_pricelist",
+    "SELECT sales_product",  # every SKU asked for, each with its price in the list
+    "SAVEPOINT",  # a reference collision is caught and drawn again
+    "INSERT sales_quote",
+    "RELEASE SAVEPOINT",
+    "INSERT sales_quoteline",  # all the lines at once
+    "INSERT django_fsm_log_statelog",  # draft -> sent
+    "UPDATE sales_quote",
+    "INSERT tooling_exposedreference",  # the new quote, seen by the conversation
+    "UPDATE tooling_idempotencyrecord",
+    "COMMIT",
+]
+# accept_quote: the quote as this conversation saw it, read once under its row lock, the
+# step-up policy and the verification's freshness, then ONE statement locking the quote's
+# products in primary-key order (with what the quote needs of each) and ONE reserving them.
+ACCEPT = [
+    "SELECT tooling_idempotencyrecord",
+    "BEGIN",
+    "INSERT tooling_idempotencyrecord",
+    "SELECT core_conversation",
+    "SELECT tooling_exposedreference",
+    "SELECT sales_quote FOR UPDATE",
+    "SELECT core_stepuppolicy",
+    "SELECT core_securityevent",
+    "SELECT sales_product FOR UPDATE",
+    "UPDATE sales_product",
+    "INSERT django_fsm_log_statelog",  # sent -> accepted
+    "UPDATE sales_quote",
+    "UPDATE tooling_idempotencyrecord",
+    "COMMIT",
+]
+REJECT = [
+    "SELECT tooling_idempotencyrecord",
+    "BEGIN",
+    "INSERT tooling_idempotencyrecord",
+    "SELECT core_conversation",
+    "SELECT tooling_exposedreference",
+    "SELECT sales_quote FOR UPDATE",
+    "INSERT django_fsm_log_statelog",  # sent -> rejected
+    "UPDATE sales_quote",
+    "UPDATE tooling_idempotencyrecord",
+    "COMMIT",
+]
+REQUEST_CONTACT = [
+    "SELECT tooling_idempotencyrecord",
+    "BEGIN",
+    "INSERT tooling_idempotencyrecord",
+    "SELECT core_conversation",
+    "SAVEPOINT",  # a reference collision is caught and drawn again
+    "INSERT sales_opportunity",
+    "RELEASE SAVEPOINT",
+    "INSERT tooling_exposedreference",
+    "UPDATE tooling_idempotencyrecord",
+    "COMMIT",
+]
+
+
+def call(company: Company, tool: str, arguments: dict):
+    """Call a write tool in process as the Gateway does, with a fresh key; return its outcome
+    and the statements of its own work, up to the COMMIT of its transaction."""
+    meta = CallMeta(conversation_id=CONVERSATION, idempotency_key=uuid.uuid4().hex)
+    with CaptureQueriesContext(connection) as captured:
+        outcome = call_tool(
+            registry.get(tool), company=company, arguments=arguments, meta=meta, surface="mcp"
+        )
+    statements = [
+        q["sql"]
+        for q in captured.captured_queries
+        if not any(table in q["sql"] for table in _OTHER_BUDGETS)
+    ]
+    if "COMMIT" in statements:
+        statements = statements[: statements.index("COMMIT") + 1]
+    return outcome, [shape(sql) for sql in statements]
+
+
+@pytest.fixture
+def gateway(company: Company, ana: Contact, catalog: Catalog) -> Company:
+    """The company as authentication hands it to a call, with Ana identified in the
+    conversation and verified (accept_quote asks for step-up under the default policy)."""
+    conversation = Conversation.objects.create(company=company, external_id=CONVERSATION)
+    identify_contact(conversation=conversation, kind="document", value=ANA)
+    now = timezone.now()
+    Conversation.objects.filter(pk=conversation.pk).update(
+        verified_at=now, verified_until=now + timedelta(minutes=15)
+    )
+    for model in (Quote, Opportunity):  # the transition log's, cached per process
+        ContentType.objects.get_for_model(model)
+    return Company.objects.get(pk=company.pk)
+
+
+@pytest.fixture
+def shelf(company: Company, catalog: Catalog) -> list[Product]:
+    """Eight more priced products, stock tracked or not, for quotes of many lines."""
+    products = []
+    for n in range(8):
+        product = product_create(
+            company=company,
+            sku=f"EXT-{n:03d}",
+            name=f"Extra {n}",
+            track_stock=n % 2 == 0,
+            quantity_on_hand=50,
+        )
+        price_list_item_set(price_list=catalog.price_list, product=product, unit_price="2.00")
+        products.append(product)
+    return products
+
+
+def create(company: Company, items: list[dict]):
+    return call(company, "create_quote", {"identifier": ANA, "items": items})
+
+
+BASKET = [{"sku": "CAF-001", "quantity": 3}, {"sku": "TAZ-002", "quantity": 2}]  # 53.33 EUR
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_first_create_quote_sends_fifteen_statements(gateway):
+    outcome, statements = create(gateway, BASKET)
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == CREATE
+    quote = Quote.objects.get(reference=outcome.body["reference"])
+    assert (quote.state, quote.total, outcome.body["total"]) == ("sent", Decimal("53.33"), "53.33")
+    shown = [(line["sku"], line["quantity"], line["total"]) for line in outcome.body["lines"]]
+    stored = [(line.sku, line.quantity, line.total) for line in quote.lines.all()]
+    assert shown == [("CAF-001", 3, "41.25"), ("TAZ-002", 2, "12.08")]
+    assert stored == [("CAF-001", 3, Decimal("41.25")), ("TAZ-002", 2, Decimal("12.08"))]
+    assert StateLog.objects.get(object_id=quote.pk).transition == "send"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_create_quote_costs_the_same_whatever_its_number_of_lines(gateway, shelf):
+    items = [*BASKET, *({"sku": p.sku, "quantity": 1} for p in shelf)]
+
+    outcome, statements = create(gateway, items)
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == CREATE
+    assert QuoteLine.objects.filter(quote__reference=outcome.body["reference"]).count() == 10
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_first_accept_quote_sends_fourteen_statements(gateway, catalog):
+    created, _ = create(gateway, BASKET)
+
+    outcome, statements = call(
+        gateway, "accept_quote", {"identifier": ANA, "quote": created.body["reference"]}
+    )
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == ACCEPT
+    assert outcome.body["state"] == "accepted"
+    reserved = dict(Product.objects.values_list("sku", "quantity_reserved"))
+    assert (reserved["CAF-001"], reserved["TAZ-002"]) == (3, 2)
+    assert StateLog.objects.filter(transition="accept").count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_accept_quote_costs_the_same_whatever_its_number_of_lines(gateway, shelf):
+    created, _ = create(gateway, [*BASKET, *({"sku": p.sku, "quantity": 4} for p in shelf)])
+
+    outcome, statements = call(
+        gateway, "accept_quote", {"identifier": ANA, "quote": created.body["reference"]}
+    )
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == ACCEPT
+    reserved = dict(
+        Product.objects.filter(sku__startswith="EXT-").values_list("sku", "quantity_reserved")
+    )
+    assert reserved == {p.sku: 4 if p.track_stock else 0 for p in shelf}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_first_reject_quote_sends_ten_statements(gateway):
+    created, _ = create(gateway, BASKET)
+
+    outcome, statements = call(
+        gateway, "reject_quote", {"identifier": ANA, "quote": created.body["reference"]}
+    )
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == REJECT
+    assert Quote.objects.get(reference=created.body["reference"]).state == "rejected"
+    assert StateLog.objects.filter(transition="reject").count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_first_request_sales_contact_sends_ten_statements(gateway):
+    outcome, statements = call(
+        gateway, "request_sales_contact", {"identifier": ANA, "topic": "Cafetera industrial"}
+    )
+
+    assert outcome.is_error is False, outcome.body
+    assert statements == REQUEST_CONTACT
+    assert Opportunity.objects.get(reference=outcome.body["reference"]).state == "new"
+
+
+# The guarantees the lean path keeps --------------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_reference_collision_draws_another_reference_within_the_call(gateway, monkeypatch):
+    taken, _ = create(gateway, BASKET[:1])
+    draws = iter([taken.body["reference"], "QT-NEW234"])
+    monkeypatch.setattr(services, "new_reference", lambda prefix: next(draws))
+
+    outcome, statements = create(gateway, BASKET[:1])
+
+    assert outcome.is_error is False, outcome.body
+    assert outcome.body["reference"] == "QT-NEW234"
+    assert statements.count("SAVEPOINT") == 2  # the collision was undone by its savepoint
+    assert Quote.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_a_short_product_reserves_nothing_and_leaves_the_callers_transaction_usable(
+    company, ana, catalog
+):
+    quote = quote_create(
+        company=company,
+        contact=ana,
+        items=[QuoteItem("CAF-001", 2), QuoteItem("TAZ-002", 3)],
+    )
+    Product.objects.filter(pk=catalog.mug.pk).update(quantity_reserved=1)  # another sale
+
+    with transaction.atomic():  # a caller's transaction (the tool engine's, the admin's)
+        with pytest.raises(ValidationFailed) as short:
+            quote_accept(quote=quote)
+        with pytest.raises(ValidationFailed) as twice:
+            quote_create(
+                company=company, contact=ana, items=[QuoteItem("CAF-001", 1)], expected_total="1"
+            )
+        quote_reject(quote=quote, reason="Sin existencias")  # the transaction still writes
+
+    assert (short.value.code, twice.value.code) == ("insufficient_stock", "total_mismatch")
+    assert short.value.as_dict()["sku"] == "TAZ-002"
+    reserved = dict(Product.objects.values_list("sku", "quantity_reserved"))
+    assert (reserved["CAF-001"], reserved["TAZ-002"]) == (0, 1)
+    quote.refresh_from_db()
+    assert quote.state == "rejected"
+    assert Quote.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_refused_transition_leaves_the_callers_transaction_usable(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
+    quote_reject(quote=quote)
+
+    with transaction.atomic():
+        with pytest.raises(ValidationFailed) as accepted:
+            quote_accept(quote=quote)
+        with pytest.raises(ValidationFailed) as rejected:
+            quote_reject(quote=quote)
+        quote.refresh_from_db()  # the transaction still answers
+
+    assert (accepted.value.code, rejected.value.code) == ("invalid_state", "invalid_state")
+    assert quote.state == "rejected"
+    assert Product.objects.get(pk=catalog.coffee.pk).quantity_reserved == 0
