@@ -25,11 +25,12 @@ from agenda.models import (
     WorkingHours,
 )
 from agenda.selectors import agenda_settings_for
-from core.errors import GaranteError, NotFound, ValidationFailed
+from core.errors import NotFound, ValidationFailed
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.references import new_reference, normalize_reference
 from core.states import state_shown
+from core.transactions import without_savepoint
 
 _TERMINAL_MESSAGES = {
     Appointment.State.CANCELLED: _("Esa cita ya está cancelada."),
@@ -89,19 +90,6 @@ def _violated_constraint(error: IntegrityError) -> str | None:
     cause = error.__cause__
     diag = getattr(cause, "diag", None)
     return getattr(diag, "constraint_name", None)
-
-
-def _without_savepoint(work: Callable[[], Appointment]) -> Appointment:
-    """Run `work` in the caller's transaction (or a new one) without a savepoint of its own:
-    inside a tool call's transaction one would cost two statements and guard nothing. The
-    refusals are raised after the block, so a caller's transaction stays usable; `work` must
-    refuse only before it writes, or after a write its own savepoint undid."""
-    with transaction.atomic(savepoint=False):
-        try:
-            return work()
-        except GaranteError as error:
-            refusal = error
-    raise refusal
 
 
 def _locked(company: Company, reference: str, *, with_cutoff: bool = False) -> Appointment:
@@ -266,7 +254,7 @@ def appointment_book(
         _insert(appointment, company=company, now=now)
         return appointment
 
-    return _without_savepoint(book)
+    return without_savepoint(book)
 
 
 def appointment_reschedule(
@@ -322,7 +310,7 @@ def appointment_reschedule(
         )
         return appointment
 
-    return _without_savepoint(reschedule)
+    return without_savepoint(reschedule)
 
 
 def appointment_cancel(
@@ -348,7 +336,7 @@ def appointment_cancel(
         appointment.save()
         return appointment
 
-    return _without_savepoint(cancel)
+    return without_savepoint(cancel)
 
 
 def _check_started(appointment: Appointment, now: datetime) -> None:

@@ -11,15 +11,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.durable import durably
-from core.errors import GaranteError, NotFound, PermissionRefused, ValidationFailed
+from core.errors import NotFound, PermissionRefused, ValidationFailed
 from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy
 from core.normalize import normalize_document, normalize_email, normalize_phone
+from core.transactions import without_savepoint
 
 IDENTIFIER_KINDS = ("document", "phone", "email")
 _CONTACT_FIELD = {"document": "document_number", "phone": "phone", "email": "email"}
@@ -153,16 +153,11 @@ def identify_contact(*, conversation: Conversation, kind: str, value: str) -> Co
     recently (`retry_after_seconds`). Failures are counted in the database, durably, so every
     app node sees them and the call's rollback does not erase them.
     """
-    # No savepoint (inside a tool call's transaction it would cost two statements), so a
-    # refusal is raised outside the block: it must leave a caller's transaction usable. The
-    # one write a refusal follows, dropping the verification on an identity switch, is meant
-    # to stand anyway; any other exception still aborts the transaction.
-    with transaction.atomic(savepoint=False):
-        try:
-            return _identify_locked(conversation=conversation, kind=kind, value=value)
-        except GaranteError as error:
-            refusal = error
-    raise refusal
+    # The one write a refusal follows, dropping the verification on an identity switch, is
+    # meant to stand anyway.
+    return without_savepoint(
+        lambda: _identify_locked(conversation=conversation, kind=kind, value=value)
+    )
 
 
 def _identify_locked(*, conversation: Conversation, kind: str, value: str) -> Contact:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -21,10 +21,11 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
-from core.errors import GaranteError, NotFound, ValidationFailed
+from core.errors import NotFound, ValidationFailed
 from core.models import Company, Contact, Conversation
 from core.references import new_reference
 from core.states import state_shown
+from core.transactions import without_savepoint
 from sales import money
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
 from sales.selectors import price_list_current, products_priced
@@ -33,21 +34,6 @@ QUOTE_VALIDITY = timedelta(days=15)
 MAX_QUOTE_LINES = 50
 MAX_LINE_QUANTITY = 10_000
 _REFERENCE_ATTEMPTS = 5
-
-_T = TypeVar("_T")
-
-
-def _without_savepoint(work: Callable[[], _T]) -> _T:
-    """Run `work` in the caller's transaction (or a new one) without a savepoint of its own:
-    inside a tool call's transaction one would cost two statements and guard nothing. The
-    refusals are raised after the block, so a caller's transaction stays usable; `work` must
-    refuse only before it writes, or after a write its own savepoint undid."""
-    with transaction.atomic(savepoint=False):
-        try:
-            return work()
-        except GaranteError as error:
-            refusal = error
-    raise refusal
 
 
 # --- Catalog and stock -------------------------------------------------------------------------
@@ -392,7 +378,7 @@ def quote_create(
             _quote_send_locked(quote, by=by, now=now)
         return quote
 
-    return _without_savepoint(create)
+    return without_savepoint(create)
 
 
 def _lines_known(quote: Quote, lines: list[QuoteLine]) -> None:
@@ -442,7 +428,7 @@ def quote_send(*, quote: Quote, by: Any = None, now: datetime | None = None) -> 
         _quote_send_locked(locked, by=by, now=now)
         return locked
 
-    return _without_savepoint(send)
+    return without_savepoint(send)
 
 
 def _quote_send_locked(quote: Quote, *, by: Any, now: datetime) -> None:
@@ -517,7 +503,7 @@ def quote_accept(
             opportunity.save(update_fields=["amount", "currency", "state", "closed_at"])
         return current
 
-    return _without_savepoint(accept)
+    return without_savepoint(accept)
 
 
 def _stock_reserve(quote: Quote) -> None:
@@ -575,7 +561,7 @@ def quote_reject(
         current.save(update_fields=["state", "rejection_reason", "resolved_at"])
         return current
 
-    return _without_savepoint(reject)
+    return without_savepoint(reject)
 
 
 @transaction.atomic

@@ -8,14 +8,12 @@ fails here. The call's trace (tooling_toolcall) and authentication (core_gateway
 other code's budget and are left out.
 """
 
-import uuid
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
+from django.db import transaction
 from django.utils import timezone
 from django_fsm_log.models import StateLog
 
@@ -32,15 +30,11 @@ from sales.services import (
     quote_create,
     quote_reject,
 )
-from tests.agenda.test_booking_budget import shape
 from tests.sales.conftest import Catalog
-from tooling.context import CallMeta
-from tooling.execution import call_tool
-from tooling.registry import registry
+from tests.statements import call_statements, shape
 
 ANA = "12345678Z"
 CONVERSATION = "conv-sales-budget"
-_OTHER_BUDGETS = ('"tooling_toolcall"', '"core_gatewaycredential"')
 
 # create_quote: the engine's claim, the call's conversation, the current price list, ONE read
 # of the products with their prices, the INSERT in the savepoint that draws another reference
@@ -109,20 +103,9 @@ REQUEST_CONTACT = [
 
 
 def call(company: Company, tool: str, arguments: dict):
-    """Call a write tool in process as the Gateway does, with a fresh key; return its outcome
-    and the statements of its own work, up to the COMMIT of its transaction."""
-    meta = CallMeta(conversation_id=CONVERSATION, idempotency_key=uuid.uuid4().hex)
-    with CaptureQueriesContext(connection) as captured:
-        outcome = call_tool(
-            registry.get(tool), company=company, arguments=arguments, meta=meta, surface="mcp"
-        )
-    statements = [
-        q["sql"]
-        for q in captured.captured_queries
-        if not any(table in q["sql"] for table in _OTHER_BUDGETS)
-    ]
-    if "COMMIT" in statements:
-        statements = statements[: statements.index("COMMIT") + 1]
+    """A write tool called with a fresh key: its outcome and the shapes of its own statements,
+    up to its COMMIT."""
+    outcome, statements = call_statements(company, tool, arguments, conversation_id=CONVERSATION)
     return outcome, [shape(sql) for sql in statements]
 
 
