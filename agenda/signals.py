@@ -13,4 +13,4 @@ from agenda.selectors import catalogue
 @receiver(post_delete, sender=Service, dispatch_uid="agenda.service_deleted_forget_catalogue")
 def service_changed(sender: type, instance: Service, **kwargs: Any) -> None:
     """A new, renamed or withdrawn service shows in the catalogue at once in this process."""
-    catalogue.forget(tag=instance.company_id)
+    catalogue.forget_changed(tag=instance.company_id)

@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
 # Only values that exist are kept, so a cache is bounded by its source; this cap only guards
 # against a pathological number of them.
@@ -72,6 +73,12 @@ class ProcessCache:
                     self._entries.clear()
                 self._entries[key] = (tag, value, now + seconds)
         return value
+
+    def forget_changed(self, *, tag: Hashable) -> None:
+        """Forget a tag whose source is being changed: now, and again once the change
+        commits, so a request that read the old rows in between does not keep them."""
+        self.forget(tag=tag)
+        transaction.on_commit(lambda: self.forget(tag=tag))
 
     def forget(self, *, tag: Hashable | None = None) -> None:
         """Drop the entries of one tag, or all of them."""

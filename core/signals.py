@@ -13,7 +13,7 @@ from core.selectors import authentications
 @receiver(post_delete, sender=Company, dispatch_uid="core.company_deleted_forget_authentications")
 def company_changed(sender: type, instance: Company, **kwargs: Any) -> None:
     """A renamed, re-languaged or deleted company is served as it now is, at once here."""
-    authentications.forget(tag=instance.pk)
+    authentications.forget_changed(tag=instance.pk)
 
 
 @receiver(
@@ -26,4 +26,4 @@ def company_changed(sender: type, instance: Company, **kwargs: Any) -> None:
 )
 def gateway_credential_changed(sender: type, instance: GatewayCredential, **kwargs: Any) -> None:
     """A revoked or deleted credential stops working at once in this process."""
-    authentications.forget(tag=instance.company_id)
+    authentications.forget_changed(tag=instance.company_id)

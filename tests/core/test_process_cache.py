@@ -4,7 +4,7 @@ changes made here take effect at once, changes made elsewhere within the cache's
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -168,3 +168,19 @@ def test_every_cache_of_the_process_can_be_emptied_at_once(company, token):
     process_cache.process_caches_forget()
     _, sql = queries_of(lambda: gateway_company_authenticate(token))
     assert len(sql) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_change_is_forgotten_again_when_it_commits(company, token, settings):
+    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
+    token_hash = GatewayCredential.hash_token(token)
+    assert gateway_company_authenticate(token).language == "es"
+    before = authentications.get(token_hash, lambda: None)  # what the cache holds now
+    with transaction.atomic():
+        company.language = "en"
+        company.save()
+        # Another request of this process read the rows before the change committed, and
+        # keeps what it read.
+        authentications.get(token_hash, lambda: (company.pk, before))
+        assert gateway_company_authenticate(token).language == "es"
+    assert gateway_company_authenticate(token).language == "en"
