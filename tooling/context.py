@@ -6,6 +6,7 @@ from functools import cached_property
 from django.db import connection
 
 from core.models import Company, Conversation
+from core.sql import column, insert_parts
 
 
 @dataclass
@@ -51,19 +52,14 @@ def _conversation_create(company: Company, external_id: str) -> Conversation:
     if connection.vendor != "postgresql":
         return Conversation.objects.get_or_create(company=company, external_id=external_id)[0]
     conversation = Conversation(company=company, external_id=external_id)
-    opts = Conversation._meta
-    fields = [f for f in opts.concrete_fields if not f.primary_key]
-    quote = connection.ops.quote_name
-    unique = opts.get_field("company").column, opts.get_field("external_id").column
+    insert = insert_parts([conversation])
+    unique = f"{column(Conversation, 'company')}, {column(Conversation, 'external_id')}"
     sql = (
-        f"INSERT INTO {quote(opts.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))}) "
-        f"ON CONFLICT ({', '.join(quote(column) for column in unique)}) DO NOTHING "
-        f"RETURNING {quote(opts.pk.column)}"
+        f"INSERT INTO {insert.table} {insert.columns} {insert.values(1)} "
+        f"ON CONFLICT ({unique}) DO NOTHING RETURNING {column(Conversation, 'id')}"
     )
-    params = [f.get_db_prep_save(f.pre_save(conversation, True), connection) for f in fields]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, insert.params)
         row = cursor.fetchone()
     if row is None:
         return Conversation.objects.select_related("contact").get(

@@ -20,6 +20,7 @@ from core.errors import Ambiguous, ValidationFailed
 from core.identity import check_owner
 from core.models import Contact
 from core.references import normalize_reference
+from core.sql import column, insert_parts
 from tooling.context import ToolContext
 from tooling.models import ExposedReference
 
@@ -74,27 +75,18 @@ def _upsert(rows: list[ExposedReference]) -> None:
     writes the ledger, so it is one round trip, with no transaction of its own around it
     (Django's bulk_create opens one: BEGIN and COMMIT around a single statement) and without
     the ORM's query compilation, about half the CPU of this write (docs/performance.md)."""
-    opts = ExposedReference._meta
-    fields = [f for f in opts.concrete_fields if not f.primary_key]
-    quote = connection.ops.quote_name
-
-    def column(name: str) -> str:
-        return quote(opts.get_field(name).column)
-
-    row_placeholders = f"({', '.join(['%s'] * len(fields))})"
-    sql = (
-        f"INSERT INTO {quote(opts.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-        f"VALUES {', '.join([row_placeholders] * len(rows))} "
-        f"ON CONFLICT ({', '.join(column(name) for name in _UPSERT_KEY)}) DO UPDATE SET "
-        + ", ".join(f"{column(name)} = EXCLUDED.{column(name)}" for name in _UPSERT_UPDATES)
+    insert = insert_parts(rows)
+    key = ", ".join(column(ExposedReference, name) for name in _UPSERT_KEY)
+    updates = ", ".join(
+        f"{column(ExposedReference, name)} = EXCLUDED.{column(ExposedReference, name)}"
+        for name in _UPSERT_UPDATES
     )
-    params = [
-        field.get_db_prep_save(field.pre_save(row, True), connection)
-        for row in rows
-        for field in fields
-    ]
+    sql = (
+        f"INSERT INTO {insert.table} {insert.columns} {insert.values(len(rows))} "
+        f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, insert.params)
 
 
 def _entry(row: ExposedReference) -> LedgerEntry:
