@@ -1,7 +1,7 @@
 """Pieces of INSERT statements built from a model's metadata, for the few writes the ORM
 cannot express in one statement (ON CONFLICT ... DO NOTHING / DO UPDATE, RETURNING beside a
 function call): the tool path's hottest writes (tooling.idempotency, tooling.context,
-tooling.ledger). Values are prepared exactly as save() would prepare them."""
+tooling.ledger, support.services). Values are prepared exactly as save() would prepare them."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,3 +44,31 @@ def insert_parts(instances: Sequence[Model]) -> InsertParts:
 def column(model: type[Model], name: str) -> str:
     """The quoted column of a model's field."""
     return connection.ops.quote_name(model._meta.get_field(name).column)
+
+
+def insert_unless_conflict(instance: Model, *, unique: Sequence[str]) -> bool:
+    """INSERT a new instance unless a row with its values of the `unique` fields (a unique
+    constraint's) exists: True with the instance saved (its primary key set), or False with
+    nothing written.
+
+    A conflict is an empty result instead of an error, so the enclosing transaction stays
+    usable without a savepoint; a concurrent twin's uncommitted row is waited for, as a plain
+    INSERT waits for it on the unique index.
+    """
+    model = type(instance)
+    insert = insert_parts([instance])
+    target = ", ".join(column(model, name) for name in unique)
+    sql = (
+        f"INSERT INTO {insert.table} {insert.columns} {insert.values(1)} "
+        f"ON CONFLICT ({target}) DO NOTHING RETURNING {column(model, model._meta.pk.name)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, insert.params)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    instance.pk = row[0]
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return True
+

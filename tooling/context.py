@@ -6,7 +6,7 @@ from functools import cached_property
 from django.db import connection
 
 from core.models import Company, Conversation
-from core.sql import column, insert_parts
+from core.sql import insert_unless_conflict
 
 
 @dataclass
@@ -52,20 +52,8 @@ def _conversation_create(company: Company, external_id: str) -> Conversation:
     if connection.vendor != "postgresql":
         return Conversation.objects.get_or_create(company=company, external_id=external_id)[0]
     conversation = Conversation(company=company, external_id=external_id)
-    insert = insert_parts([conversation])
-    unique = f"{column(Conversation, 'company')}, {column(Conversation, 'external_id')}"
-    sql = (
-        f"INSERT INTO {insert.table} {insert.columns} {insert.values(1)} "
-        f"ON CONFLICT ({unique}) DO NOTHING RETURNING {column(Conversation, 'id')}"
+    if insert_unless_conflict(conversation, unique=("company", "external_id")):
+        return conversation
+    return Conversation.objects.select_related("contact").get(
+        company=company, external_id=external_id
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, insert.params)
-        row = cursor.fetchone()
-    if row is None:
-        return Conversation.objects.select_related("contact").get(
-            company=company, external_id=external_id
-        )
-    conversation.pk = row[0]
-    conversation._state.adding = False
-    conversation._state.db = connection.alias
-    return conversation
