@@ -71,4 +71,3 @@ def insert_unless_conflict(instance: Model, *, unique: Sequence[str]) -> bool:
     instance._state.adding = False
     instance._state.db = connection.alias
     return True
-
