@@ -82,7 +82,9 @@ def call_tool(
         else:
             outcome = _run(tool, company=company, params=params, meta=meta, surface=surface)
     elapsed_ms = (time.monotonic() - started) * 1000
-    logger.info(
+    # The trace row below is each call's record; the log line is for debugging only (an INFO
+    # line per call costs measurable CPU on the cheapest calls, docs/performance.md).
+    logger.debug(
         "tool=%s company=%s outcome=%s replayed=%s ms=%.1f",
         tool.name,
         company.pk,

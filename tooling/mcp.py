@@ -62,7 +62,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIO
 
 from core.errors import PermissionRefused, SystemUnavailable
 from core.models import Company
-from tooling.auth import gateway_company
+from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
 from tooling.execution import InvalidArguments, Outcome, call_tool, error_outcome
 from tooling.output import dumps
@@ -212,7 +212,7 @@ def _answer(request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification)
     if isinstance(message, JSONRPCNotification):
         # Fire-and-forget: nothing in a stateless server acts on one. Only a version we do
         # not serve is worth telling the client about.
-        requested = request.headers.get(VERSION_HEADER)
+        requested = request_header(request, VERSION_HEADER)
         if requested is not None and requested not in LEGACY_VERSIONS + MODERN_VERSIONS:
             return _error_response(None, _unsupported_version(requested))
         accepted = HttpResponse(status=202)
@@ -235,7 +235,7 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse:
     limit = settings.GARANTE_MCP_MAX_BODY_BYTES
     too_large = RpcError(INVALID_REQUEST, "Request body too large", status=413)
     try:
-        declared = int(request.headers.get("Content-Length") or 0)
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         declared = 0
     if declared > limit:
@@ -254,7 +254,7 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse:
 def _origin_allowed(request: HttpRequest) -> bool:
     """Browsers send Origin; a page on another site must not drive this endpoint (DNS
     rebinding). Clients that are not browsers send none."""
-    origin = request.headers.get("Origin")
+    origin = request_header(request, "Origin")
     if origin is None:
         return True
     allowed = {o.rstrip("/").lower() for o in settings.GARANTE_MCP_ALLOWED_ORIGINS}
@@ -297,7 +297,9 @@ def _unauthenticated(
 ) -> HttpResponse:
     error = PermissionRefused(_("Credenciales no válidas."), code="unauthenticated")
     # RFC 6750: a bare challenge when no credentials came, invalid_token when they were wrong.
-    challenge = 'Bearer error="invalid_token"' if request.headers.get("Authorization") else "Bearer"
+    challenge = (
+        'Bearer error="invalid_token"' if request_header(request, "Authorization") else "Bearer"
+    )
     return _error_response(
         message.id if isinstance(message, JSONRPCRequest) else None,
         RpcError(UNAUTHENTICATED, "Unauthorized", data=error.as_dict(), status=401),
@@ -344,7 +346,7 @@ def _has_modern_envelope(params: Mapping[str, Any] | None) -> bool:
 
 
 def _looks_modern(request: HttpRequest, message: JSONRPCRequest) -> bool:
-    header = request.headers.get(VERSION_HEADER)
+    header = request_header(request, VERSION_HEADER)
     if header is not None:
         return header not in HANDSHAKE_PROTOCOL_VERSIONS
     return message.method != "initialize" and _has_modern_envelope(message.params)
@@ -353,7 +355,7 @@ def _looks_modern(request: HttpRequest, message: JSONRPCRequest) -> bool:
 def _route(request: HttpRequest, message: JSONRPCRequest) -> Route:
     if _looks_modern(request, message):
         return Route(modern=True, version=_modern_ladder(request, message))
-    header = request.headers.get(VERSION_HEADER)
+    header = request_header(request, VERSION_HEADER)
     if header in LEGACY_VERSIONS:
         return Route(modern=False, version=header)
     if header is None or message.method == "initialize":
@@ -380,16 +382,16 @@ def _modern_ladder(request: HttpRequest, message: JSONRPCRequest) -> str:
             INVALID_PARAMS, f"params._meta is missing the required key(s): {', '.join(missing)}"
         )
     version = meta[PROTOCOL_VERSION_META_KEY]
-    header = request.headers.get(VERSION_HEADER)
+    header = request_header(request, VERSION_HEADER)
     if header is None or header != version:
         raise RpcError(
             HEADER_MISMATCH, f"{VERSION_HEADER} header does not match params._meta protocol version"
         )
-    if request.headers.get(METHOD_HEADER) != message.method:
+    if request_header(request, METHOD_HEADER) != message.method:
         raise RpcError(HEADER_MISMATCH, f"{METHOD_HEADER} header does not match the method")
     name_key = NAME_BEARING.get(message.method)
     named = params.get(name_key) if name_key is not None else None
-    if named is not None and decode_header_value(request.headers.get(NAME_HEADER)) != named:
+    if named is not None and decode_header_value(request_header(request, NAME_HEADER)) != named:
         raise RpcError(HEADER_MISMATCH, f"{NAME_HEADER} header does not match params.{name_key}")
     if not isinstance(version, str):
         raise RpcError(INVALID_PARAMS, "The protocol version in params._meta must be a string")

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from core.services import contact_create
 from tests.testapp.models import Counter
+from tooling import trace
 from tooling.context import CallMeta
 from tooling.execution import InvalidArguments, call_tool
 from tooling.models import ToolCall
@@ -123,43 +124,40 @@ def test_a_call_with_invalid_arguments_is_traced_and_still_refused(company):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_trace_is_written_after_the_writes_transaction(company):
+def test_the_trace_is_written_after_the_writes_transaction(company, monkeypatch):
     committed_when_traced = []
+    write = trace._trace_rows._write
 
-    def spy(execute, sql, params, many, context):
-        if "tooling_toolcall" in sql:
-            # What another connection sees at that moment: the write already committed.
-            other = connections.create_connection(DEFAULT_DB_ALIAS)
-            try:
-                with other.cursor() as cursor:
-                    cursor.execute(
-                        "SELECT value FROM testapp_counter WHERE company_id = %s", [company.pk]
-                    )
-                    committed_when_traced.append(cursor.fetchall())
-            finally:
-                other.close()
-        return execute(sql, params, many, context)
+    def spy(rows):
+        # What another connection sees at that moment: the write already committed.
+        other = connections.create_connection(DEFAULT_DB_ALIAS)
+        try:
+            with other.cursor() as cursor:
+                cursor.execute(
+                    "SELECT value FROM testapp_counter WHERE company_id = %s", [company.pk]
+                )
+                committed_when_traced.append(cursor.fetchall())
+        finally:
+            other.close()
+        write(rows)
 
-    with connection.execute_wrapper(spy):
-        outcome = call(
-            company, "testapp_increment_counter", {"name": "visits"}, idempotency_key="k-1"
-        )
+    monkeypatch.setattr(trace._trace_rows, "_write", spy)
+    outcome = call(company, "testapp_increment_counter", {"name": "visits"}, idempotency_key="k-1")
 
     assert not outcome.is_error
     assert committed_when_traced == [[(1,)]]
+    assert ToolCall.objects.filter(company=company).count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_trace_write_is_logged_and_swallowed_and_the_write_stands(company, caplog):
-    def database_gone_for_the_trace(execute, sql, params, many, context):
-        if "tooling_toolcall" in sql:
-            raise OperationalError("server closed the connection unexpectedly")
-        return execute(sql, params, many, context)
+def test_a_failing_trace_write_is_logged_and_swallowed_and_the_write_stands(
+    company, caplog, monkeypatch
+):
+    def database_gone_for_the_trace(rows):
+        raise OperationalError("server closed the connection unexpectedly")
 
-    with connection.execute_wrapper(database_gone_for_the_trace):
-        outcome = call(
-            company, "testapp_increment_counter", {"name": "visits"}, idempotency_key="k-1"
-        )
+    monkeypatch.setattr(trace._trace_rows, "_write", database_gone_for_the_trace)
+    outcome = call(company, "testapp_increment_counter", {"name": "visits"}, idempotency_key="k-1")
 
     assert not outcome.is_error
     assert outcome.body["value"] == 1
@@ -169,16 +167,18 @@ def test_a_failing_trace_write_is_logged_and_swallowed_and_the_write_stands(comp
 
 
 @pytest.mark.django_db
-def test_inside_a_callers_transaction_a_failing_trace_leaves_it_usable(company):
-    def refuse_trace(execute, sql, params, many, context):
-        if "tooling_toolcall" in sql:
-            raise OperationalError("trace table locked")
-        return execute(sql, params, many, context)
+def test_inside_a_callers_transaction_a_failing_trace_leaves_it_usable(
+    company, caplog, monkeypatch
+):
+    def refused_by_the_database(rows):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT * FROM tooling_toolcall WHERE no_such_column = 1")
 
-    with connection.execute_wrapper(refuse_trace):
-        outcome = call(company, "list_services", {})
+    monkeypatch.setattr(trace._trace_rows, "_write", refused_by_the_database)
+    outcome = call(company, "list_services", {})
 
     assert not outcome.is_error
+    assert "conversation trace: could not write 1 items; dropped" in caplog.text
     assert Counter.objects.filter(company=company).count() == 0  # the transaction still works
 
 

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from core.services import contact_create
 from tooling import deferred, trace
@@ -62,11 +63,38 @@ def test_calls_are_queued_then_written_in_one_batch(deferral, company):
 
     with CaptureQueriesContext(connection) as captured:
         assert deferred_flush() == 3
-    inserts = [q["sql"] for q in captured if q["sql"].startswith("INSERT")]
-    assert len(inserts) == 1 and "tooling_toolcall" in inserts[0]
+    writes = [q["sql"] for q in captured if "tooling_toolcall" in q["sql"]]
+    assert len(writes) == 1 and writes[0].startswith('COPY "tooling_toolcall"')
     rows = ToolCall.objects.filter(company=company, conversation_key="conv-deferred")
     assert [r.tool for r in rows] == ["list_services"] * 3
     assert all(r.result_count == 0 and r.latency_ms > 0 for r in rows)
+
+
+def test_a_batch_keeps_every_column_as_the_call_left_it(deferral, company):
+    outcome = call(
+        company,
+        "open_case",
+        {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea."},
+        idempotency_key="key-batch-1",
+    )
+    assert outcome.is_error
+    deferred_flush()
+
+    row = ToolCall.objects.get(company=company, tool="open_case")
+    assert (row.surface, row.outcome, row.replayed, row.result_count) == (
+        "mcp",
+        "error",
+        False,
+        None,
+    )
+    assert (row.error_type, row.code) == (outcome.error_type, outcome.body["code"])
+    assert row.idempotency_key == "key-batch-1"
+    assert row.arguments == {
+        "identifier": "[document •••8Z]",
+        "subject": "[text, 5 chars]",
+        "description": "[text, 6 chars]",
+    }
+    assert row.created_at <= timezone.now()
 
 
 def test_the_background_thread_writes_at_its_interval(deferral, company):
