@@ -7,6 +7,8 @@ are ever stored. A concurrent duplicate blocks on the unique index until the fir
 then replays its answer; the wait is bounded (CONFLICT request_in_progress past it).
 """
 
+import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -19,7 +21,8 @@ import rfc8785
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, OperationalError, connection, transaction
-from django.db.models import F
+from django.db.models import F, Field
+from django.db.models.expressions import Col
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -108,19 +111,62 @@ def response_text(body: dict[str, Any]) -> str:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), cls=DjangoJSONEncoder)
 
 
-def _lookup(company: Company, key: str) -> IdempotencyRecord | None:
-    """The record of (company, key). The engine's hottest read, run by every write and every
-    replay: as a raw query it costs a third of the ORM's CPU for the same index probe."""
+@dataclass(frozen=True, slots=True)
+class _StoredRecord:
+    """The columns of a record the engine decides on, in the order the key lookup reads them."""
+
+    id: int
+    operation: str
+    fingerprint: str
+    response: str | None
+    status_code: int
+    replay_until: datetime
+    expires_at: datetime
+
+
+@functools.cache
+def _lookup_statement(vendor: str) -> tuple[str, tuple[tuple[int, Col], ...]]:
+    """The key lookup's SQL, built once per database vendor from the model's metadata, and the
+    columns whose values the ORM converts from what that vendor's driver returns (SQLite's
+    datetimes, which come back as text; none on PostgreSQL)."""
+    fields = [IdempotencyRecord._meta.get_field(f.name) for f in dataclasses.fields(_StoredRecord)]
     table = connection.ops.quote_name(IdempotencyRecord._meta.db_table)
     sql = (
-        f"SELECT * FROM {table} WHERE {column(IdempotencyRecord, 'company')} = %s "
+        f"SELECT {', '.join(column(IdempotencyRecord, field.name) for field in fields)} "
+        f"FROM {table} WHERE {column(IdempotencyRecord, 'company')} = %s "
         f"AND {column(IdempotencyRecord, 'key')} = %s"
     )
-    return next(iter(IdempotencyRecord.objects.raw(sql, [company.pk, key])), None)
+    columns = [field.cached_col for field in fields]
+    converted = tuple((index, col) for index, col in enumerate(columns) if _converters(col))
+    return sql, converted
+
+
+def _converters(col: Col) -> list[Callable[..., Any]]:
+    """What the ORM's compiler applies to a column's value read from this database."""
+    return connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+
+
+def _lookup(company: Company, key: str) -> _StoredRecord | None:
+    """The record of (company, key). The engine's hottest read, run by every write and every
+    replay: one index probe through a plain cursor, for only the columns the engine decides on,
+    and no model instance (through a raw queryset, resolving its columns and building the
+    instance cost about as much CPU as the statement itself)."""
+    sql, converted = _lookup_statement(connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [company.pk, key])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    if converted:
+        row = list(row)
+        for index, col in converted:
+            for converter in _converters(col):
+                row[index] = converter(row[index], col, connection)
+    return _StoredRecord(*row)
 
 
 def _replay(
-    record: IdempotencyRecord, operation: str, fingerprint: str, now: datetime
+    record: _StoredRecord, operation: str, fingerprint: str, now: datetime
 ) -> IdempotentResult:
     if record.operation != operation or record.fingerprint != fingerprint:
         raise Conflict(
@@ -145,10 +191,10 @@ def _replay(
     )
 
 
-def _count_replay(record: IdempotencyRecord, now: datetime) -> None:
+def _count_replay(record: _StoredRecord, now: datetime) -> None:
     """Bookkeeping for the admin, written off the request path (tooling.deferred): a lost
     count after a crash harms nobody, and the replay answers without another statement."""
-    _replay_counts.add((record.pk, now))
+    _replay_counts.add((record.id, now))
 
 
 def _write_replay_counts(replays: list[tuple[int, datetime]]) -> None:
@@ -182,7 +228,7 @@ def _claim(
     operation: str,
     fingerprint: str,
     now: datetime,
-    forgotten: IdempotencyRecord | None,
+    forgotten: _StoredRecord | None,
 ) -> int:
     """Insert the record in the current transaction and return its id; wait (bounded) for a
     concurrent twin.
@@ -199,7 +245,7 @@ def _claim(
                 cursor.execute(
                     "SELECT set_config('lock_timeout', %s, true)", [_lock_timeout_value()]
                 )
-        IdempotencyRecord.objects.filter(pk=forgotten.pk, expires_at__lte=now).delete()
+        IdempotencyRecord.objects.filter(pk=forgotten.id, expires_at__lte=now).delete()
     replay_until = now + settings.GARANTE_IDEMPOTENCY_REPLAY_WINDOW
     record = IdempotencyRecord(
         company=company,
@@ -239,6 +285,32 @@ def _insert_bounded(record: IdempotencyRecord) -> int:
         return cursor.fetchone()[0]
 
 
+@functools.cache
+def _store_statement(vendor: str) -> tuple[str, tuple[Field, Field]]:
+    """The UPDATE that stores an answer, for this database vendor, and the fields it sets."""
+    fields = (
+        IdempotencyRecord._meta.get_field("response"),
+        IdempotencyRecord._meta.get_field("status_code"),
+    )
+    table = connection.ops.quote_name(IdempotencyRecord._meta.db_table)
+    sets = ", ".join(f"{column(IdempotencyRecord, field.name)} = %s" for field in fields)
+    return f"UPDATE {table} SET {sets} WHERE {column(IdempotencyRecord, 'id')} = %s", fields
+
+
+def _store(record_id: int, text: str, status: int) -> None:
+    """Store the answer on the claimed record, in the effect's transaction: the same UPDATE as
+    `.filter(pk=...).update(...)`, values prepared as it prepares them, without compiling it on
+    every first write (the ORM's update took about 2.5 times the CPU of this one)."""
+    sql, (response, status_code) = _store_statement(connection.vendor)
+    params = [
+        response.get_db_prep_save(text, connection),
+        status_code.get_db_prep_save(status, connection),
+        record_id,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
 def idempotent_execute(
     *,
     company: Company,
@@ -273,7 +345,7 @@ def idempotent_execute(
             claimed = True
             body, status = effect()
             text = response_text(body)
-            IdempotencyRecord.objects.filter(pk=record_id).update(response=text, status_code=status)
+            _store(record_id, text, status)
     except _AlreadyRecorded:
         record = _lookup(company, key)
         if record is None:  # purged in between: vanishingly rare; let the caller retry
