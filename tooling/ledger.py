@@ -7,20 +7,22 @@ create. A mutation resolves the reference it is given only among what its own co
 make a mutation act on something the customer was never shown.
 """
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Field, Q
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import Ambiguous, ValidationFailed
 from core.identity import check_owner
 from core.models import Contact
 from core.references import normalize_reference
-from core.sql import column, insert_parts
+from core.sql import column
 from tooling.context import ToolContext
 from tooling.models import ExposedReference
 
@@ -48,45 +50,83 @@ def label_key(label: str) -> str:
 
 def ledger_record(ctx: ToolContext, kind: str, entries: Iterable[LedgerEntry]) -> None:
     """Remember that this conversation has been shown (or has created) these references."""
-    rows: dict[str, ExposedReference] = {}
+    rows: dict[str, tuple[str, str, str, dict[str, Any]]] = {}
     for entry in entries:
         reference = normalize_reference(entry.reference)
-        if not reference:
-            continue
-        rows[reference] = ExposedReference(
-            company=ctx.company,
-            conversation=ctx.conversation,
-            kind=kind,
-            reference=reference,
-            label=entry.label[:200],
-            label_key=label_key(entry.label),
-            data=entry.data or {},
-        )
+        if reference:
+            rows[reference] = (
+                reference,
+                entry.label[:200],
+                label_key(entry.label),
+                entry.data or {},
+            )
     if rows:
-        _upsert(list(rows.values()))
+        _upsert(ctx, kind, list(rows.values()))
 
 
+# An upsert's rows share the call's values (its company, conversation, kind and instant), sent
+# once per statement; each row has its own values of the others.
+_CALL_FIELDS = ("company", "conversation", "kind", "created_at", "last_seen_at")
+_ROW_FIELDS = ("reference", "label", "label_key", "data")
 _UPSERT_KEY = ("conversation", "kind", "reference")
 _UPSERT_UPDATES = ("label", "label_key", "data", "last_seen_at")
 
 
-def _upsert(rows: list[ExposedReference]) -> None:
+def _upsert(ctx: ToolContext, kind: str, rows: list[tuple]) -> None:
     """INSERT ... ON CONFLICT DO UPDATE as one statement. Every read tool that shows references
     writes the ledger, so it is one round trip, with no transaction of its own around it
-    (Django's bulk_create opens one: BEGIN and COMMIT around a single statement) and without
-    the ORM's query compilation, about half the CPU of this write (docs/performance.md)."""
-    insert = insert_parts(rows)
+    (Django's bulk_create opens one: BEGIN and COMMIT around a single statement), without the
+    ORM's query compilation and without a model instance per row (docs/performance.md)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_upsert_sql(len(rows)), _upsert_params(ctx, kind, rows))
+
+
+@functools.lru_cache(maxsize=64)  # one per number of rows; a tool shows at most 50
+def _upsert_sql(rows: int) -> str:
+    """The upsert of `rows` rows: the call's values selected beside each row's (one SELECT per
+    row, UNION ALL). Sending the call's values once keeps a page of ten slots under the 50
+    params up to which psycopg keeps a statement's parse (and halves the values it adapts).
+    Params: the call's values in _CALL_FIELDS order, then each row's in _ROW_FIELDS order."""
+    call_columns = [column(ExposedReference, name) for name in _CALL_FIELDS]
+    row_columns = [column(ExposedReference, name) for name in _ROW_FIELDS]
+    first_row = "SELECT " + ", ".join(f"%s AS {name}" for name in row_columns)
+    next_row = "SELECT " + ", ".join(["%s"] * len(row_columns))
+    shown = " UNION ALL ".join([first_row] + [next_row] * (rows - 1))
     key = ", ".join(column(ExposedReference, name) for name in _UPSERT_KEY)
     updates = ", ".join(
         f"{column(ExposedReference, name)} = EXCLUDED.{column(ExposedReference, name)}"
         for name in _UPSERT_UPDATES
     )
-    sql = (
-        f"INSERT INTO {insert.table} {insert.columns} {insert.values(len(rows))} "
-        f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
+    # WHERE true: SQLite would otherwise read ON CONFLICT as the join condition of `shown`.
+    return (
+        f"INSERT INTO {connection.ops.quote_name(ExposedReference._meta.db_table)} "
+        f"({', '.join(call_columns + row_columns)}) "
+        f"SELECT {', '.join(['%s'] * len(call_columns) + row_columns)} FROM ({shown}) AS shown "
+        f"WHERE true ON CONFLICT ({key}) DO UPDATE SET {updates}"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, insert.params)
+
+
+def _upsert_params(ctx: ToolContext, kind: str, rows: list[tuple]) -> list[Any]:
+    """The statement's values, prepared as save() prepares an ExposedReference's (each field's
+    `get_db_prep_save`; both timestamps the call's instant, as auto_now_add and auto_now set
+    them), without building a model instance per row."""
+    now = timezone.now()
+    call = (ctx.company.pk, ctx.conversation.pk, kind, now, now)
+    params = [
+        _field(name).get_db_prep_save(value, connection)
+        for name, value in zip(_CALL_FIELDS, call, strict=True)
+    ]
+    row_fields = [_field(name) for name in _ROW_FIELDS]
+    for row in rows:
+        params.extend(
+            field.get_db_prep_save(value, connection)
+            for field, value in zip(row_fields, row, strict=True)
+        )
+    return params
+
+
+def _field(name: str) -> Field:
+    return ExposedReference._meta.get_field(name)
 
 
 def _entry(row: ExposedReference) -> LedgerEntry:

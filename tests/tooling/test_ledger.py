@@ -1,10 +1,15 @@
 """The exposure ledger: a mutation may act only on references its conversation has seen."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from core.errors import Ambiguous, ValidationFailed
+from core.references import normalize_reference
 from tooling.context import CallMeta, ToolContext
-from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve
+from tooling.ledger import LedgerEntry, label_key, ledger_record, ledger_resolve
+from tooling.models import ExposedReference
 
 pytestmark = pytest.mark.django_db
 
@@ -106,3 +111,53 @@ def test_recording_again_refreshes_the_label_and_data(ctx):
 def test_a_single_character_is_not_a_reference(ctx):
     with pytest.raises(ValidationFailed):
         ledger_resolve(ctx, "appointment", "X")
+
+
+def stored(conversation) -> list[dict]:
+    """A conversation's ledger rows as stored, but for the row's id and conversation."""
+    names = [
+        f.attname
+        for f in ExposedReference._meta.concrete_fields
+        if f.attname not in ("id", "conversation_id")
+    ]
+    rows = ExposedReference.objects.filter(conversation=conversation).order_by("reference")
+    return list(rows.values(*names))
+
+
+def test_it_stores_what_saving_each_reference_would_store(company, monkeypatch):
+    """The ledger writes its rows with its own SQL, without model instances; the rows are the
+    ones save() would store, timestamps included."""
+    moment = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: moment)
+    entries = [
+        LedgerEntry("sl-aaaaaa", " 2026-12-01T10:00 ", {"professional": 7, "start": "10:00"}),
+        LedgerEntry("AP-BBBBBB", "Ñandú " * 50),  # label longer than the column
+        LedgerEntry("CS-CCCCCC"),
+    ]
+    by_ledger = context(company, "by-ledger")
+    ledger_record(by_ledger, "slot", entries)
+    by_save = context(company, "by-save")
+    for entry in entries:
+        ExposedReference(
+            company=company,
+            conversation=by_save.conversation,
+            kind="slot",
+            reference=normalize_reference(entry.reference),
+            label=entry.label[:200],
+            label_key=label_key(entry.label),
+            data=entry.data or {},
+        ).save()
+
+    assert stored(by_ledger.conversation) == stored(by_save.conversation)
+    assert len(stored(by_ledger.conversation)) == 3
+
+
+def test_recording_again_keeps_when_it_was_first_shown(ctx, monkeypatch):
+    first = ExposedReference.objects.get(conversation=ctx.conversation, reference="AP-7K2F9Q")
+    later = first.last_seen_at + timedelta(minutes=5)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+
+    ledger_record(ctx, "appointment", [LedgerEntry("AP-7K2F9Q", "2026-12-01 10:00")])
+
+    again = ExposedReference.objects.get(pk=first.pk)
+    assert (again.created_at, again.last_seen_at) == (first.created_at, later)
