@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.mail import EmailMessage
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
@@ -18,6 +18,7 @@ from django_fsm import can_proceed
 from core.errors import PermissionRefused, ValidationFailed
 from core.models import Company, Contact, Conversation, StaffMembership
 from core.references import new_reference
+from core.sql import insert_unless_conflict
 from core.states import state_shown
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, SupportSettings
 from support.selectors import (
@@ -55,9 +56,9 @@ def case_open(
     `related_case` is an earlier case of the same contact (typically a closed one the customer
     still has trouble with: closed cases are never reopened).
 
-    Not atomic of its own: every check comes before its one write, the INSERT, which has its
-    own savepoint (a reference collision is retried), so a savepoint around the whole would
-    guard nothing, and inside a tool call's transaction it would cost two statements.
+    Not atomic of its own: every check comes before its one write, the INSERT, whose reference
+    collision is retried without an error (see _case_insert), so a savepoint around the whole
+    would guard nothing, and inside a tool call's transaction it would cost two statements.
     """
     subject, description = subject.strip(), description.strip()
     if not subject:
@@ -343,15 +344,29 @@ def _check_staff_of(*, company: Company, user: AbstractBaseUser) -> None:
 
 def _case_create_with_fresh_reference(**fields: object) -> Case:
     """Create the case under a random reference; on the rare collision, draw again."""
-    for attempt in range(_REFERENCE_ATTEMPTS):
-        try:
-            with transaction.atomic():
-                return Case.objects.create(reference=new_reference(Case.REFERENCE_PREFIX), **fields)
-        except IntegrityError:
-            if attempt == _REFERENCE_ATTEMPTS - 1:
-                raise
-            logger.warning("case reference collision; drawing another")
-    raise AssertionError("unreachable")
+    for _attempt in range(_REFERENCE_ATTEMPTS):
+        case = Case(reference=new_reference(Case.REFERENCE_PREFIX), **fields)
+        if _case_insert(case):
+            return case
+        logger.warning("case reference collision; drawing another")
+    raise IntegrityError(f"no free case reference in {_REFERENCE_ATTEMPTS} draws")
+
+
+def _case_insert(case: Case) -> bool:
+    """INSERT the new case; False, with nothing written, if its reference is taken.
+
+    On PostgreSQL a taken reference is an INSERT that writes nothing (ON CONFLICT DO NOTHING on
+    the reference's unique constraint) instead of an error, so no savepoint is needed to keep
+    the caller's transaction usable, and any other integrity error is raised as it comes.
+    """
+    if connection.vendor == "postgresql":
+        return insert_unless_conflict(case, unique=("company", "reference"))
+    try:
+        with transaction.atomic():
+            case.save(force_insert=True)
+    except IntegrityError:
+        return False
+    return True
 
 
 def _notify_staff_on_commit(*, case_id: int, comment_id: int | None = None) -> None:

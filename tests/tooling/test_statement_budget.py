@@ -12,6 +12,7 @@ import threading
 import pytest
 from django.db import connection, connections, transaction
 
+import support.services
 from core.errors import Conflict
 from core.models import Company, Conversation
 from core.services import contact_create
@@ -72,9 +73,7 @@ def test_a_first_identify_contact_of_a_new_conversation_sends_eleven_statements(
     assert Conversation.objects.get(external_id="conv-new").contact == ana
 
 
-def test_a_first_open_case_sends_eleven_statements_and_never_reads_the_company(
-    gateway_company, ana
-):
+def test_a_first_open_case_sends_nine_statements_and_never_reads_the_company(gateway_company, ana):
     first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
 
     outcome, statements = first_call(
@@ -91,9 +90,7 @@ def test_a_first_open_case_sends_eleven_statements_and_never_reads_the_company(
         "INSERT tooling_idempotencyrecord",
         "SELECT core_conversation",  # with its identified contact, joined
         "SELECT core_stepuppolicy",
-        "SAVEPOINT",  # a reference collision is retried: this savepoint must stay
-        "INSERT support_case",
-        "RELEASE SAVEPOINT",
+        "INSERT support_case",  # a reference collision writes nothing and is drawn again
         "INSERT tooling_exposedreference",  # the ledger
         "UPDATE tooling_idempotencyrecord",
         "COMMIT",
@@ -103,6 +100,25 @@ def test_a_first_open_case_sends_eleven_statements_and_never_reads_the_company(
 
 
 # The guarantees the lean claim must keep -----------------------------------------------------
+
+
+def test_a_case_reference_collision_is_drawn_again_within_the_call(
+    gateway_company, ana, monkeypatch
+):
+    case = {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea."}
+    first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
+    taken, _ = first_call(gateway_company, "open_case", case, "conv-1")
+    draws = iter([taken.body["reference"], "CS-NEW234"])
+    monkeypatch.setattr(support.services, "new_reference", lambda prefix: next(draws))
+
+    outcome, statements = first_call(gateway_company, "open_case", case, "conv-1")
+
+    assert outcome.is_error is False, outcome.body
+    assert outcome.body["reference"] == "CS-NEW234"
+    shapes = [shape(sql) for sql in statements]
+    assert shapes.count("INSERT support_case") == 2  # the taken reference wrote nothing
+    assert "SAVEPOINT" not in shapes and shapes[-1] == "COMMIT"
+    assert Case.objects.filter(contact=ana).count() == 2
 
 
 def _in_thread(target) -> threading.Thread:
