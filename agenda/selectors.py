@@ -1,9 +1,12 @@
 """Reads of the agenda: catalogue, professionals, settings and a customer's appointments."""
 
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
@@ -43,8 +46,9 @@ class CatalogueEntry:
     duration_minutes: int
 
 
-# company id -> the first CATALOGUE_SIZE active services; agenda.signals forgets a company's
-# entry whenever one of its services is saved or deleted.
+# company id -> the first CATALOGUE_SIZE active services, and ("services", company id) -> all
+# of them as rows (service_resolve_cached); both tagged with the company, whose entries
+# agenda.signals forgets whenever one of its services is saved or deleted.
 catalogue = ProcessCache("service catalogue")
 CATALOGUE_SIZE = 51  # the longest page customers can ask for (50), and one to tell more exist
 
@@ -67,16 +71,20 @@ def service_catalogue(*, company: Company) -> tuple[CatalogueEntry, ...]:
 
 def _match_by_name(items: list, name: str, attribute: str) -> list:
     """Exact (loose) name matches if any, else the items whose name contains the text."""
+    return _match_folded([(fold_text(getattr(i, attribute)), i) for i in items], name)
+
+
+def _match_folded(items: Sequence[tuple[str, Any]], name: str) -> list:
+    """`_match_by_name` over (folded name, item) pairs."""
     wanted = fold_text(name)
-    exact = [i for i in items if fold_text(getattr(i, attribute)) == wanted]
+    exact = [item for folded, item in items if folded == wanted]
     if exact or not wanted:
         return exact
-    return [i for i in items if wanted in fold_text(getattr(i, attribute))]
+    return [item for folded, item in items if wanted in folded]
 
 
-def service_resolve(*, company: Company, name: str) -> Service:
-    """The active service a customer named: NotFound, or Ambiguous with the candidates."""
-    matches = _match_by_name(list(service_list(company=company)), name, "name")
+def _service_matched(matches: list[Service]) -> Service:
+    """The one service matched: NotFound, or Ambiguous with the candidates."""
     if not matches:
         raise NotFound(_("No encontré ese servicio."), code="service_not_found")
     if len(matches) > 1:
@@ -86,6 +94,38 @@ def service_resolve(*, company: Company, name: str) -> Service:
             candidates=[s.name for s in matches[:10]],
         )
     return matches[0]
+
+
+def service_resolve(*, company: Company, name: str) -> Service:
+    """The active service a customer named: NotFound, or Ambiguous with the candidates."""
+    return _service_matched(_match_by_name(list(service_list(company=company)), name, "name"))
+
+
+_SERVICE_FIELDS = tuple(f.attname for f in Service._meta.concrete_fields)
+
+
+def service_resolve_cached(*, company: Company, name: str) -> Service:
+    """`service_resolve` for a read that only shows things (the slot search), among the company's
+    active services as the process cache holds them (in `catalogue`, beside the catalogue and
+    forgotten with it), so a warm call reads nothing.
+
+    In another process a change shows within the cache's lifetime, as in the catalogue: a search
+    may show a just-withdrawn service's slots for a few seconds. Booking still resolves and
+    checks the service in the database (`service_resolve`, `slot_validate`).
+    """
+
+    def load() -> tuple[int, tuple[tuple[str, tuple], ...]]:
+        rows = service_list(company=company).values_list(*_SERVICE_FIELDS)
+        name_at = _SERVICE_FIELDS.index("name")
+        return company.pk, tuple((fold_text(row[name_at]), row) for row in rows)
+
+    services = catalogue.get(("services", company.pk), load)
+    matches = _match_folded(services, name)
+    # Fresh instances per call, as the ORM loads them, so nothing a request sets on one is
+    # kept; at most the ten an Ambiguous names.
+    return _service_matched(
+        [Service.from_db(DEFAULT_DB_ALIAS, _SERVICE_FIELDS, row) for row in matches[:10]]
+    )
 
 
 def professional_resolve(*, company: Company, service: Service, name: str) -> Professional:

@@ -26,6 +26,7 @@ from agenda.selectors import (
     appointment_owner_id,
     service_catalogue,
     service_resolve,
+    service_resolve_cached,
 )
 from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
 from core.identity import contact_for_conversation, require_step_up
@@ -139,7 +140,8 @@ class FindAvailableSlotsIn(ToolInput):
 )
 def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict:
     now, company = clock.now(), ctx.company
-    service = service_resolve(company=company, name=params.service)
+    # A search only shows: the service comes from the process cache (booking checks it again).
+    service = service_resolve_cached(company=company, name=params.service)
     # Rules, professionals and their hours in one read; the named professional picked from it.
     roster = search_roster(company, service, named=params.professional or None)
     start, end = search_window(company=company, from_text=params.from_, to_text=params.to, now=now)

@@ -10,9 +10,11 @@ from django.test.utils import CaptureQueriesContext
 from agenda import clock
 from agenda.availability import slots_available
 from agenda.models import AgendaSettings, Appointment, Service
+from agenda.selectors import catalogue
 from agenda.services import appointment_book, professional_create, time_off_add
 from core.errors import Ambiguous, NotFound
 from tests.agenda.conftest import MADRID, MONDAY_8AM, WEEKDAYS, local
+from tests.statements import shape
 from tooling.context import CallMeta, ToolContext
 from tooling.models import ExposedReference
 from tooling.registry import registry
@@ -22,9 +24,22 @@ pytestmark = pytest.mark.django_db
 # slots_available: the roster (agenda settings, professionals and their weekly hours) and the
 # busy times (appointments and time off together).
 SEARCH_STATEMENTS = 2
-# The tool adds the service and the ledger's insert of the slots it shows (the conversation is
-# read before counting: it belongs to the call, not to the search).
-TOOL_STATEMENTS = SEARCH_STATEMENTS + 2
+# The tool adds the ledger's insert of the slots it shows; its service comes from the process
+# cache, read first when the cache is cold (the conversation is read before counting: it
+# belongs to the call, not to the search).
+TOOL_SHAPES = [
+    "SELECT agenda_professional",
+    "SELECT agenda_appointment",
+    "INSERT tooling_exposedreference",
+]
+
+
+@pytest.fixture(autouse=True)
+def cache_on(settings):
+    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
+    catalogue.forget()
+    yield
+    catalogue.forget()
 
 
 @pytest.fixture
@@ -90,8 +105,9 @@ def search_statements(company, service, days: int) -> tuple[int, int]:
     return len(queries.captured_queries), len(slots)
 
 
-def find(company, conversation_id: str = "budget", **arguments) -> tuple[dict, int]:
-    """The tool's answer and the statements it took, called as the registry serves it."""
+def find(company, conversation_id: str = "budget", **arguments) -> tuple[dict, list[str]]:
+    """The tool's answer and the shapes of the statements it took, called as the registry
+    serves it."""
     tool = registry.get("find_available_slots")
     params = tool.input.model_validate(
         {"service": "Corte de pelo", "from": "2026-12-08"} | arguments
@@ -100,7 +116,7 @@ def find(company, conversation_id: str = "budget", **arguments) -> tuple[dict, i
     ctx.conversation  # noqa: B018 (read outside the count)
     with CaptureQueriesContext(connection) as queries:
         answer = tool.handler(ctx, params)
-    return answer, len(queries.captured_queries)
+    return answer, [shape(query["sql"]) for query in queries.captured_queries]
 
 
 def test_a_search_costs_the_same_statements_for_one_or_three_professionals(
@@ -135,10 +151,12 @@ def test_a_search_costs_the_same_statements_for_any_window(company, service, two
 def test_the_tool_costs_the_same_statements_for_any_search(
     company, two_more, frozen_clock, arguments
 ):
+    _, cold = find(company, **arguments)
     answer, statements = find(company, **arguments)
 
     assert answer["items"]
-    assert statements == TOOL_STATEMENTS
+    assert statements == TOOL_SHAPES
+    assert cold == ["SELECT agenda_service", *TOOL_SHAPES]
 
 
 def test_a_named_professional_gets_only_their_slots(company, two_more, frozen_clock):
