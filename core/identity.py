@@ -19,6 +19,7 @@ from core.durable import durably
 from core.errors import NotFound, PermissionRefused, ValidationFailed
 from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy
 from core.normalize import normalize_document, normalize_email, normalize_phone
+from core.process_cache import ProcessCache
 from core.transactions import without_savepoint
 
 IDENTIFIER_KINDS = ("document", "phone", "email")
@@ -267,12 +268,28 @@ def check_owner(*, contact: Contact, owner_id: int | None) -> None:
         )
 
 
+# company id -> the tool names of its StepUpPolicy row, or None when it has none (then the
+# settings' defaults apply, read at each call). Tagged with the company id: core.signals
+# forgets a company's entry whenever its policy is saved or deleted.
+step_up_policies = ProcessCache("step-up policies")
+
+
 def step_up_actions(*, company_id: int) -> list[str]:
-    """The tools this company protects with a verification code."""
-    policy = StepUpPolicy.objects.filter(company_id=company_id).first()
-    if policy is None:
+    """The tools this company protects with a verification code.
+
+    Read by every sensitive write and changed rarely, by staff, so kept in the process cache
+    (core.process_cache) like the company of a gateway token: a change takes effect at once in
+    the process that makes it, and in the others within GARANTE_PROCESS_CACHE_SECONDS.
+    """
+    actions = step_up_policies.get(company_id, lambda: _step_up_policy_read(company_id))
+    if actions is None:
         return list(settings.GARANTE_STEP_UP_DEFAULT_ACTIONS)
-    return list(policy.actions or [])
+    return list(actions)
+
+
+def _step_up_policy_read(company_id: int) -> tuple[int, tuple[str, ...] | None]:
+    policy = StepUpPolicy.objects.filter(company_id=company_id).first()
+    return company_id, None if policy is None else tuple(policy.actions or [])
 
 
 def require_step_up(*, conversation: Conversation, action: str) -> None:

@@ -5,7 +5,8 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from core.models import Company, GatewayCredential
+from core.identity import step_up_policies
+from core.models import Company, GatewayCredential, StepUpPolicy
 from core.selectors import authentications
 
 
@@ -27,3 +28,10 @@ def company_changed(sender: type, instance: Company, **kwargs: Any) -> None:
 def gateway_credential_changed(sender: type, instance: GatewayCredential, **kwargs: Any) -> None:
     """A revoked or deleted credential stops working at once in this process."""
     authentications.forget_changed(tag=instance.company_id)
+
+
+@receiver(post_save, sender=StepUpPolicy, dispatch_uid="core.step_up_policy_saved_forget")
+@receiver(post_delete, sender=StepUpPolicy, dispatch_uid="core.step_up_policy_deleted_forget")
+def step_up_policy_changed(sender: type, instance: StepUpPolicy, **kwargs: Any) -> None:
+    """A tool added to or removed from step-up is treated so at once in this process."""
+    step_up_policies.forget_changed(tag=instance.company_id)

@@ -14,6 +14,7 @@ from django.db import connection, connections, transaction
 
 import support.services
 from core.errors import Conflict
+from core.identity import step_up_policies
 from core.models import Company, Conversation
 from core.services import contact_create
 from support.models import Case
@@ -73,15 +74,18 @@ def test_a_first_identify_contact_of_a_new_conversation_sends_eleven_statements(
     assert Conversation.objects.get(external_id="conv-new").contact == ana
 
 
-def test_a_first_open_case_sends_nine_statements_and_never_reads_the_company(gateway_company, ana):
+OPEN_CASE = {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea desde ayer."}
+
+
+def test_a_first_open_case_sends_eight_statements_and_never_reads_the_company(
+    gateway_company, ana, settings
+):
+    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
+    step_up_policies.forget()
     first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
 
-    outcome, statements = first_call(
-        gateway_company,
-        "open_case",
-        {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea desde ayer."},
-        "conv-1",
-    )
+    _, cold = first_call(gateway_company, "open_case", OPEN_CASE, "conv-1")
+    outcome, statements = first_call(gateway_company, "open_case", OPEN_CASE, "conv-1")
 
     assert outcome.is_error is False
     assert [shape(sql) for sql in statements] == [
@@ -89,13 +93,18 @@ def test_a_first_open_case_sends_nine_statements_and_never_reads_the_company(gat
         "BEGIN",
         "INSERT tooling_idempotencyrecord",
         "SELECT core_conversation",  # with its identified contact, joined
-        "SELECT core_stepuppolicy",
         "INSERT support_case",  # a reference collision writes nothing and is drawn again
         "INSERT tooling_exposedreference",  # the ledger
         "UPDATE tooling_idempotencyrecord",
         "COMMIT",
     ]
-    assert not any("core_company" in sql for sql in statements)
+    # The step-up policy is read by the process's first sensitive write of the company only.
+    assert [shape(sql) for sql in cold] == [
+        *[shape(sql) for sql in statements[:4]],
+        "SELECT core_stepuppolicy",
+        *[shape(sql) for sql in statements[4:]],
+    ]
+    assert not any("core_company" in sql for sql in cold + statements)
     assert Case.objects.get(reference=outcome.body["reference"]).contact == ana
 
 
@@ -105,13 +114,12 @@ def test_a_first_open_case_sends_nine_statements_and_never_reads_the_company(gat
 def test_a_case_reference_collision_is_drawn_again_within_the_call(
     gateway_company, ana, monkeypatch
 ):
-    case = {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea."}
     first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
-    taken, _ = first_call(gateway_company, "open_case", case, "conv-1")
+    taken, _ = first_call(gateway_company, "open_case", OPEN_CASE, "conv-1")
     draws = iter([taken.body["reference"], "CS-NEW234"])
     monkeypatch.setattr(support.services, "new_reference", lambda prefix: next(draws))
 
-    outcome, statements = first_call(gateway_company, "open_case", case, "conv-1")
+    outcome, statements = first_call(gateway_company, "open_case", OPEN_CASE, "conv-1")
 
     assert outcome.is_error is False, outcome.body
     assert outcome.body["reference"] == "CS-NEW234"
