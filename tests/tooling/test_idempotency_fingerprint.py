@@ -5,7 +5,8 @@ import random
 import re
 
 import pytest
-from hypothesis import assume, given
+import rfc8785
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from core.errors import ValidationFailed
@@ -133,6 +134,49 @@ def test_the_canonical_form_matches_the_rfc_8785_example():
             '"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}'
         ).encode()
     )
+
+
+# Every value a validated request could hold, and those where the standard library's JSON and
+# RFC 8785 part: floats, integers past 2**53, any text (lone surrogates included), and keys
+# beyond ASCII, which RFC 8785 sorts by UTF-16 code units and Python by code points.
+any_text = st.text(st.characters(exclude_categories=()), max_size=8)
+ascii_text = st.text(st.characters(max_codepoint=0x7F), max_size=8)
+tricky_text = st.text(st.sampled_from('a"\\\n\x00\x1f\x7f\u2028\ue000\U0001f600\ud800'), max_size=4)
+any_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-SAFE_INTEGER - 1, max_value=SAFE_INTEGER + 1)
+    | st.floats()
+    | any_text
+    | tricky_text,
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.dictionaries(ascii_text | any_text | tricky_text, children, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=500)
+@given(any_json)
+@example({"\ue000": 1, "\U0001f600": 2})  # sorted otherwise by code point
+@example({"n": 1e16, "m": 1e-7, "o": 2.0})  # written otherwise by repr
+@example({"n": SAFE_INTEGER + 1})  # no canonical form
+@example({"s": "\ud800"})  # not encodable as UTF-8
+@example({"\ud800": 1, "a": 2})
+@example({"s": 'a"\\\b\f\n\r\t\x00\x1f\x7f\u2028é😀', "k": [True, False, None, -1, 0]})
+def test_the_canonical_form_is_the_rfc_8785_reference_byte_for_byte(value):
+    try:
+        expected = rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError:
+        with pytest.raises(ValidationFailed):
+            canonical_json(value)
+    except UnicodeEncodeError:  # a lone surrogate in a key: the reference cannot sort it
+        with pytest.raises(UnicodeEncodeError):
+            canonical_json(value)
+    else:
+        assert canonical_json(value) == expected
 
 
 @pytest.mark.parametrize("value", [2**60, float("nan"), float("inf"), {1, 2}])
