@@ -7,6 +7,7 @@ scheduled appointment's blocked range and no time off. Reads are bounded to the 
 """
 
 import bisect
+import functools
 import hashlib
 import math
 import re
@@ -16,7 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from django.db.models import Exists, Model, QuerySet
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import Exists, Field, Model, QuerySet
+from django.db.models.expressions import Col
 from django.utils import formats
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
@@ -29,6 +32,7 @@ from agenda.models import (
     Professional,
     Service,
     TimeOff,
+    WorkingHours,
 )
 from agenda.selectors import agenda_settings_for, fold_text, professional_pick
 from core.errors import ValidationFailed
@@ -99,12 +103,27 @@ def local_label(instant: datetime, tz: ZoneInfo) -> str:
 def describe_instant(instant: datetime, tz: ZoneInfo) -> dict[str, str]:
     """Local date, weekday name (in the active language) and time: computed here, so the agent
     never does calendar arithmetic itself."""
-    local = instant.astimezone(tz)
-    return {
-        "date": local.strftime("%Y-%m-%d"),
-        "weekday": formats.date_format(local, "l"),
-        "time": local.strftime("%H:%M"),
-    }
+    return describe_instants([instant], tz)[0]
+
+
+def describe_instants(instants: Iterable[datetime], tz: ZoneInfo) -> list[dict[str, str]]:
+    """`describe_instant` of each instant, each weekday named once (formatting the name through
+    the active language's translations costs more than the rest of a description)."""
+    weekdays: dict[int, str] = {}
+    described = []
+    for instant in instants:
+        local = instant.astimezone(tz)
+        weekday = local.weekday()
+        if weekday not in weekdays:
+            weekdays[weekday] = formats.date_format(local, "l")
+        described.append(
+            {
+                "date": local.strftime("%Y-%m-%d"),
+                "weekday": weekdays[weekday],
+                "time": local.strftime("%H:%M"),
+            }
+        )
+    return described
 
 
 def local_instant(day: date, at: time, tz: ZoneInfo) -> datetime:
@@ -162,17 +181,28 @@ def busy_times(
     exclude_appointment_id: int | None = None,
 ) -> BusyTimes:
     """Scheduled appointments and time off of these professionals that touch [start, end),
-    read in one statement (UNION ALL of the two bounded index scans)."""
+    read in one statement (UNION ALL of the two bounded index scans: `scheduled_in_window`'s
+    and the time off's), written once from the models' metadata instead of compiled by the ORM
+    on every search."""
+    excluding = exclude_appointment_id is not None
+    window = [
+        _prepared(Appointment, "blocked_from", start - MAX_BLOCKED_SPAN),
+        _prepared(Appointment, "blocked_from", end),
+        _prepared(Appointment, "blocked_until", start),
+    ]
+    params = [
+        *professional_ids,
+        _prepared(Appointment, "state", Appointment.State.SCHEDULED),
+        *window,
+        *([exclude_appointment_id] if excluding else []),
+        *professional_ids,
+        _prepared(TimeOff, "ends_at", start),
+        _prepared(TimeOff, "starts_at", end),
+    ]
     ranges: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
-    appointments = scheduled_in_window(professional_ids, start, end)
-    if exclude_appointment_id is not None:
-        appointments = appointments.exclude(pk=exclude_appointment_id)
-    time_off = TimeOff.objects.filter(
-        professional_id__in=professional_ids, ends_at__gt=start, starts_at__lt=end
-    ).order_by()
-    for pk, busy_from, busy_until in appointments.values_list(
-        "professional_id", "blocked_from", "blocked_until"
-    ).union(time_off.values_list("professional_id", "starts_at", "ends_at"), all=True):
+    for pk, busy_from, busy_until in _select_rows(
+        _busy_sql(len(professional_ids), excluding), params, _BUSY_FIELDS
+    ):
         ranges[pk].append((busy_from, busy_until))
     return BusyTimes(ranges)
 
@@ -215,7 +245,6 @@ class Roster:
 
 
 _SETTINGS_FIELDS = [f.attname for f in AgendaSettings._meta.concrete_fields]
-_PROFESSIONAL_FIELDS = [f.attname for f in Professional._meta.concrete_fields]
 
 
 def search_roster(
@@ -226,37 +255,29 @@ def search_roster(
     named: str | None = None,
 ) -> Roster:
     """The roster of a slot search in one statement (the professionals LEFT JOIN their hours
-    and the company's agenda settings), so its cost does not grow with the professionals.
-    `professional` narrows it to that one; `named` to the one a customer named (NotFound or
-    Ambiguous, as `professional_resolve`)."""
-    rows = Professional.objects.filter(company=company, active=True, services=service)
+    and the company's agenda settings), so its cost does not grow with the professionals; the
+    statement is written once from the models' metadata. `professional` narrows it to that
+    one; `named` to the one a customer named (NotFound or Ambiguous, as
+    `professional_resolve`)."""
+    params = [company.pk, service.pk]
     if professional is not None:
-        rows = rows.filter(pk=professional.pk)
-    settings_columns = [f"company__agenda_settings__{name}" for name in _SETTINGS_FIELDS]
+        params.append(professional.pk)
     found: dict[int, Bookable] = {}
     settings: AgendaSettings | None = None
-    for pk, display_name, weekday, start, end, *settings_values in rows.order_by(
-        "display_name", "pk"
-    ).values_list(
-        "pk",
-        "display_name",
-        "working_hours__weekday",
-        "working_hours__start_time",
-        "working_hours__end_time",
-        *settings_columns,
-    ):
+    rows = _select_rows(_roster_sql(professional is not None), params, _ROSTER_FIELDS)
+    for pk, display_name, weekday, start, end, *settings_values in rows:
         bookable = found.get(pk)
         if bookable is None:
             # Built as the ORM would load them (every field, saved state), without more reads.
             values = {"id": pk, "company_id": company.pk, "display_name": display_name}
-            instance = _loaded(Professional, rows.db, values | {"active": True})
+            instance = _loaded(Professional, values | {"active": True})
             instance.company = company
             bookable = found[pk] = Bookable(instance, defaultdict(list))
         if weekday is not None:
             bookable.weekly[weekday].append((start, end))
         if settings is None and settings_values[0] is not None:
             settings = _loaded(
-                AgendaSettings, rows.db, dict(zip(_SETTINGS_FIELDS, settings_values, strict=True))
+                AgendaSettings, dict(zip(_SETTINGS_FIELDS, settings_values, strict=True))
             )
             settings.company = company
     if settings is None:  # no professional gives it, or the settings row is still to be created
@@ -268,10 +289,125 @@ def search_roster(
     return Roster(settings, bookable_list)
 
 
-def _loaded(model: type[Model], db: str, values: dict[str, object]) -> Model:
+def _loaded(model: type[Model], values: dict[str, object]) -> Model:
     """An instance as the ORM loads one from a row holding every concrete field."""
     names = [f.attname for f in model._meta.concrete_fields]
-    return model.from_db(db, names, [values[name] for name in names])
+    return model.from_db(DEFAULT_DB_ALIAS, names, [values[name] for name in names])
+
+
+# --- The search's two statements, written once from the models' metadata ---------------------
+# Both run on every slot search, in a fixed shape: compiling them with the ORM each time cost
+# more CPU than the rest of the search together (docs/performance.md). Their values are
+# prepared and their rows converted as the ORM does (`_prepared`, `_select_rows`).
+
+
+def _field(model: type[Model], name: str) -> Field:
+    return model._meta.get_field(name)
+
+
+def _table(model: type[Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _qualified(model: type[Model], name: str) -> str:
+    """The quoted table.column of a model's field."""
+    return f"{_table(model)}.{connection.ops.quote_name(_field(model, name).column)}"
+
+
+def _prepared(model: type[Model], name: str, value: object) -> object:
+    """A lookup's value as the ORM sends it for this field."""
+    return _field(model, name).get_db_prep_value(value, connection)
+
+
+def _one_line(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+_GIVES = _field(Professional, "services")  # the many-to-many to the services given
+_ROSTER_FIELDS = [
+    _field(Professional, "id"),
+    _field(Professional, "display_name"),
+    *(_field(WorkingHours, name) for name in ("weekday", "start_time", "end_time")),
+    *AgendaSettings._meta.concrete_fields,
+]
+_BUSY_FIELDS = [
+    _field(Appointment, name) for name in ("professional", "blocked_from", "blocked_until")
+]
+
+
+@functools.cache
+def _roster_sql(one_professional: bool) -> str:
+    """Params: the company's id, the service's id (and the professional's id)."""
+    q, gives = _qualified, _GIVES.remote_field.through
+    columns = ", ".join(q(field.model, field.name) for field in _ROSTER_FIELDS)
+    return _one_line(f"""
+        SELECT {columns}
+        FROM {_table(Professional)}
+        INNER JOIN {_table(gives)}
+            ON {q(gives, _GIVES.m2m_field_name())} = {q(Professional, "id")}
+        LEFT OUTER JOIN {_table(WorkingHours)}
+            ON {q(WorkingHours, "professional")} = {q(Professional, "id")}
+        LEFT OUTER JOIN {_table(AgendaSettings)}
+            ON {q(AgendaSettings, "company")} = {q(Professional, "company")}
+        WHERE {q(Professional, "company")} = %s AND {q(Professional, "active")}
+            AND {q(gives, _GIVES.m2m_reverse_field_name())} = %s
+            {f"AND {q(Professional, 'id')} = %s" if one_professional else ""}
+        ORDER BY {q(Professional, "display_name")}, {q(Professional, "id")}
+    """)
+
+
+@functools.lru_cache(maxsize=64)
+def _busy_sql(professionals: int, excluding: bool) -> str:
+    """Params: the professional ids, the scheduled state, the appointments' window (three
+    bounds, as `scheduled_in_window`), the excluded appointment's id if `excluding`, the
+    professional ids again, and the time off's window (two bounds)."""
+    q = _qualified
+    ids = ", ".join(["%s"] * professionals)
+    return _one_line(f"""
+        SELECT {q(Appointment, "professional")}, {q(Appointment, "blocked_from")},
+            {q(Appointment, "blocked_until")}
+        FROM {_table(Appointment)}
+        WHERE {q(Appointment, "professional")} IN ({ids}) AND {q(Appointment, "state")} = %s
+            AND {q(Appointment, "blocked_from")} >= %s AND {q(Appointment, "blocked_from")} < %s
+            AND {q(Appointment, "blocked_until")} > %s
+            {f"AND {q(Appointment, 'id')} <> %s" if excluding else ""}
+        UNION ALL
+        SELECT {q(TimeOff, "professional")}, {q(TimeOff, "starts_at")}, {q(TimeOff, "ends_at")}
+        FROM {_table(TimeOff)}
+        WHERE {q(TimeOff, "professional")} IN ({ids})
+            AND {q(TimeOff, "ends_at")} > %s AND {q(TimeOff, "starts_at")} < %s
+    """)
+
+
+def _select_rows(sql: str, params: list, fields: list[Field]) -> list[tuple]:
+    """The rows of a SELECT of these fields' columns, each value converted as the ORM converts
+    that field's when it reads it (SQLCompiler.get_converters: on PostgreSQL these types need
+    nothing; on SQLite datetimes, times and booleans do)."""
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    converters = []
+    for i, column in enumerate(_columns(tuple(fields))):
+        functions = db.ops.get_db_converters(column) + column.get_db_converters(db)
+        if functions:
+            converters.append((i, functions, column))
+    if not converters:
+        return rows
+    converted = []
+    for row in rows:
+        values = list(row)
+        for i, functions, column in converters:
+            for convert in functions:
+                values[i] = convert(values[i], column, db)
+        converted.append(tuple(values))
+    return converted
+
+
+@functools.lru_cache(maxsize=8)
+def _columns(fields: tuple[Field, ...]) -> list[Col]:
+    """The column expressions the ORM would select for these fields."""
+    return [field.get_col(field.model._meta.db_table) for field in fields]
 
 
 def _customer_limits(settings: AgendaSettings, now: datetime) -> tuple[datetime, datetime]:
@@ -310,12 +446,12 @@ def slots_available(
     last = min(ends_at, horizon + timedelta(microseconds=1))
     if first >= last or not service.active or not bookable:
         return []
+    # A slot starting at `start` blocks [start - before, start + after) (`blocked_range`).
+    before = timedelta(minutes=service.buffer_before_minutes)
+    after = timedelta(minutes=service.duration_minutes + service.buffer_after_minutes)
     ids = [b.professional.pk for b in bookable]
     busy = busy_times(
-        ids,
-        first - timedelta(minutes=service.buffer_before_minutes),
-        last + timedelta(minutes=service.duration_minutes + service.buffer_after_minutes),
-        exclude_appointment_id=exclude_appointment_id,
+        ids, first - before, last + after, exclude_appointment_id=exclude_appointment_id
     )
     step = timedelta(minutes=settings.slot_step_minutes)
     duration = timedelta(minutes=service.duration_minutes)
@@ -331,8 +467,7 @@ def slots_available(
                 if start < first:
                     start = open_at + step * math.ceil((first - open_at) / step)
                 while start + duration <= close_at and start < last:
-                    block_from, block_until = blocked_range(service, start)
-                    if not busy.overlaps(prof.pk, block_from, block_until):
+                    if not busy.overlaps(prof.pk, start - before, start + after):
                         day_slots.append(Slot(prof, start, start + duration))
                     start += step
         day_slots.sort(key=lambda s: (s.starts_at, s.professional.display_name))
@@ -371,9 +506,11 @@ def nearest_free_slots(
 
 
 def describe_slots(slots: list[Slot], tz: ZoneInfo) -> list[dict[str, str]]:
+    """What customers are told of each slot: local date, weekday and time, and who."""
+    described = describe_instants([s.starts_at for s in slots], tz)
     return [
-        {**describe_instant(s.starts_at, tz), "professional": s.professional.display_name}
-        for s in slots
+        {**d, "professional": s.professional.display_name}
+        for s, d in zip(slots, described, strict=True)
     ]
 
 
@@ -496,7 +633,7 @@ def slot_facts(
             weekly[weekday].append((start, end))
         if settings is None and settings_values[0] is not None:
             settings = _loaded(
-                AgendaSettings, rows.db, dict(zip(_SETTINGS_FIELDS, settings_values, strict=True))
+                AgendaSettings, dict(zip(_SETTINGS_FIELDS, settings_values, strict=True))
             )
             settings.company = company
     if settings is None:  # the settings row is still to be created (or no such professional)

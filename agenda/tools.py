@@ -12,6 +12,7 @@ from pydantic import Field
 from agenda import clock
 from agenda.availability import (
     describe_instant,
+    describe_slots,
     local_label,
     search_roster,
     search_window,
@@ -165,12 +166,8 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
     ]
     ledger_record(ctx, "slot", entries)
     items = [
-        {
-            "slot": e.reference,
-            **describe_instant(s.starts_at, company.tz),
-            "professional": s.professional.display_name,
-        }
-        for e, s in zip(entries, slots, strict=True)
+        {"slot": e.reference, **described}
+        for e, described in zip(entries, describe_slots(slots, company.tz), strict=True)
     ]
     return listing(items, has_more=has_more, service=service.name)
 
