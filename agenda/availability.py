@@ -184,6 +184,8 @@ def busy_times(
     read in one statement (UNION ALL of the two bounded index scans: `scheduled_in_window`'s
     and the time off's), written once from the models' metadata instead of compiled by the ORM
     on every search."""
+    if not professional_ids:
+        return BusyTimes({})
     excluding = exclude_appointment_id is not None
     window = [
         _prepared(Appointment, "blocked_from", start - MAX_BLOCKED_SPAN),
@@ -201,7 +203,7 @@ def busy_times(
     ]
     ranges: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
     for pk, busy_from, busy_until in _select_rows(
-        _busy_sql(len(professional_ids), excluding), params, _BUSY_FIELDS
+        _busy_sql(len(professional_ids), excluding), params, _BUSY_COLUMNS
     ):
         ranges[pk].append((busy_from, busy_until))
     return BusyTimes(ranges)
@@ -264,7 +266,7 @@ def search_roster(
         params.append(professional.pk)
     found: dict[int, Bookable] = {}
     settings: AgendaSettings | None = None
-    rows = _select_rows(_roster_sql(professional is not None), params, _ROSTER_FIELDS)
+    rows = _select_rows(_roster_sql(professional is not None), params, _ROSTER_COLUMNS)
     for pk, display_name, weekday, start, end, *settings_values in rows:
         bookable = found.get(pk)
         if bookable is None:
@@ -324,22 +326,31 @@ def _one_line(sql: str) -> str:
 
 
 _GIVES = _field(Professional, "services")  # the many-to-many to the services given
-_ROSTER_FIELDS = [
-    _field(Professional, "id"),
-    _field(Professional, "display_name"),
-    *(_field(WorkingHours, name) for name in ("weekday", "start_time", "end_time")),
-    *AgendaSettings._meta.concrete_fields,
-]
-_BUSY_FIELDS = [
+
+
+def _columns(fields: Iterable[Field]) -> list[Col]:
+    """The column expressions the ORM selects for these fields."""
+    return [field.get_col(field.model._meta.db_table) for field in fields]
+
+
+_ROSTER_COLUMNS = _columns(
+    [
+        _field(Professional, "id"),
+        _field(Professional, "display_name"),
+        *(_field(WorkingHours, name) for name in ("weekday", "start_time", "end_time")),
+        *AgendaSettings._meta.concrete_fields,
+    ]
+)
+_BUSY_COLUMNS = _columns(
     _field(Appointment, name) for name in ("professional", "blocked_from", "blocked_until")
-]
+)
 
 
 @functools.cache
 def _roster_sql(one_professional: bool) -> str:
     """Params: the company's id, the service's id (and the professional's id)."""
     q, gives = _qualified, _GIVES.remote_field.through
-    columns = ", ".join(q(field.model, field.name) for field in _ROSTER_FIELDS)
+    columns = ", ".join(q(col.target.model, col.target.name) for col in _ROSTER_COLUMNS)
     return _one_line(f"""
         SELECT {columns}
         FROM {_table(Professional)}
@@ -379,16 +390,16 @@ def _busy_sql(professionals: int, excluding: bool) -> str:
     """)
 
 
-def _select_rows(sql: str, params: list, fields: list[Field]) -> list[tuple]:
-    """The rows of a SELECT of these fields' columns, each value converted as the ORM converts
-    that field's when it reads it (SQLCompiler.get_converters: on PostgreSQL these types need
+def _select_rows(sql: str, params: list, columns: list[Col]) -> list[tuple]:
+    """The rows of a SELECT of these columns, each value converted as the ORM converts that
+    field's when it reads it (SQLCompiler.get_converters: on PostgreSQL these types need
     nothing; on SQLite datetimes, times and booleans do)."""
     db = connections[DEFAULT_DB_ALIAS]
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     converters = []
-    for i, column in enumerate(_columns(tuple(fields))):
+    for i, column in enumerate(columns):
         functions = db.ops.get_db_converters(column) + column.get_db_converters(db)
         if functions:
             converters.append((i, functions, column))
@@ -402,12 +413,6 @@ def _select_rows(sql: str, params: list, fields: list[Field]) -> list[tuple]:
                 values[i] = convert(values[i], column, db)
         converted.append(tuple(values))
     return converted
-
-
-@functools.lru_cache(maxsize=8)
-def _columns(fields: tuple[Field, ...]) -> list[Col]:
-    """The column expressions the ORM would select for these fields."""
-    return [field.get_col(field.model._meta.db_table) for field in fields]
 
 
 def _customer_limits(settings: AgendaSettings, now: datetime) -> tuple[datetime, datetime]:

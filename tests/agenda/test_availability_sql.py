@@ -108,6 +108,10 @@ def test_the_busy_times_are_the_ones_the_orm_reads(edges, marta, luis, leaving_o
     assert ((luis.pk, twelve) in read) is not leaving_one_out
 
 
+def test_nobody_to_search_is_never_busy(edges):
+    assert busy_minutes(busy_times([], START, END), [0]) == set()
+
+
 def roster_as_read(roster) -> list:
     return [
         (
