@@ -95,8 +95,9 @@ def canonical_json(value: Any) -> bytes:
             return text.encode()
     try:
         return rfc8785.dumps(value)
-    except (rfc8785.CanonicalizationError, TypeError) as exc:
-        # Integers beyond IEEE-754 doubles, NaN, or non-JSON values have no canonical form.
+    except (rfc8785.CanonicalizationError, TypeError, UnicodeEncodeError) as exc:
+        # Integers beyond IEEE-754 doubles, NaN, non-JSON values or a key with a lone
+        # surrogate (which UTF-16 ordering cannot sort) have no canonical form.
         raise ValidationFailed(
             _("Los argumentos de la herramienta no son válidos."), code="invalid_arguments"
         ) from exc

@@ -169,17 +169,16 @@ any_json = st.recursive(
 def test_the_canonical_form_is_the_rfc_8785_reference_byte_for_byte(value):
     try:
         expected = rfc8785.dumps(value)
-    except rfc8785.CanonicalizationError:
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError):
+        # No canonical form (a lone surrogate in a key cannot be sorted by UTF-16 units):
+        # the caller's mistake, answered as such.
         with pytest.raises(ValidationFailed):
-            canonical_json(value)
-    except UnicodeEncodeError:  # a lone surrogate in a key: the reference cannot sort it
-        with pytest.raises(UnicodeEncodeError):
             canonical_json(value)
     else:
         assert canonical_json(value) == expected
 
 
-@pytest.mark.parametrize("value", [2**60, float("nan"), float("inf"), {1, 2}])
+@pytest.mark.parametrize("value", [2**60, float("nan"), float("inf"), {1, 2}, {"\ud800": 1}])
 def test_a_request_without_a_canonical_form_is_a_validation_error(value):
     with pytest.raises(ValidationFailed) as caught:
         request_fingerprint("op", {"v": value})
