@@ -38,6 +38,16 @@ _IDENTIFICATION_FAILURES = (
 )
 
 
+# What a conversation knows of its identity, read again under the row lock.
+_IDENTITY_FIELDS = (
+    "contact_id",
+    "identified_via",
+    "identified_at",
+    "verified_at",
+    "verified_until",
+)
+
+
 @dataclass(frozen=True)
 class Identifier:
     kind: str
@@ -146,28 +156,38 @@ def _retry_after(conversation: Conversation, now: datetime) -> int | None:
     return max(1, int((recent[-1] + window - now).total_seconds()) + 1)
 
 
-def identify_contact(*, conversation: Conversation, kind: str, value: str) -> Contact:
+def identify_contact(
+    *, conversation: Conversation, kind: str, value: str, new_conversation: bool = False
+) -> Contact:
     """Bind the conversation to the company's contact with this document, phone or email.
 
     NotFound if nobody has it; PermissionRefused if the conversation already identified as
     someone else (a SecurityEvent, and any verification is dropped) or if it failed too often
     recently (`retry_after_seconds`). Failures are counted in the database, durably, so every
     app node sees them and the call's rollback does not erase them.
+
+    `new_conversation`: the caller inserted the conversation in the transaction this runs in
+    (ToolContext.conversation_is_new). Its row is then this transaction's until it ends and
+    holds what was inserted, so it is not locked and read again.
     """
     # The one write a refusal follows, dropping the verification on an identity switch, is
     # meant to stand anyway.
     return without_savepoint(
-        lambda: _identify_locked(conversation=conversation, kind=kind, value=value)
+        lambda: _identify_locked(
+            conversation=conversation, kind=kind, value=value, new=new_conversation
+        )
     )
 
 
-def _identify_locked(*, conversation: Conversation, kind: str, value: str) -> Contact:
+def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: bool) -> Contact:
     now = timezone.now()
-    # Serialise identifications of one conversation so concurrent guesses are counted in turn.
-    # FOR NO KEY UPDATE leaves durable inserts referring to this row free to proceed.
-    locked = Conversation.objects.select_for_update(no_key=True).get(pk=conversation.pk)
-    for name in ("contact_id", "identified_via", "identified_at", "verified_at", "verified_until"):
-        setattr(conversation, name, getattr(locked, name))
+    if not new:
+        # Serialise identifications of one conversation so concurrent guesses are counted in
+        # turn (a twin of a new one waits on its insert instead). FOR NO KEY UPDATE leaves
+        # durable inserts referring to this row free to proceed.
+        locked = Conversation.objects.select_for_update(no_key=True).get(pk=conversation.pk)
+        for name in _IDENTITY_FIELDS:
+            setattr(conversation, name, getattr(locked, name))
     retry_after = _retry_after(conversation, now)
     if retry_after is not None:
         raise PermissionRefused(

@@ -24,6 +24,7 @@ class ToolContext:
     meta: CallMeta
     surface: str = "mcp"
     extra: dict = field(default_factory=dict)
+    _conversation_inserted: bool = field(default=False, init=False, repr=False)
 
     @cached_property
     def conversation(self) -> Conversation:
@@ -37,23 +38,32 @@ class ToolContext:
                 company=self.company, external_id=self.meta.conversation_id
             )
         except Conversation.DoesNotExist:
-            conversation = _conversation_create(self.company, self.meta.conversation_id)
+            conversation, inserted = _conversation_create(self.company, self.meta.conversation_id)
+            self._conversation_inserted = inserted and connection.in_atomic_block
         conversation.company = self.company
         return conversation
 
+    @property
+    def conversation_is_new(self) -> bool:
+        """Whether this call inserted its conversation in the transaction it is still in: the
+        row is then this transaction's until it ends, and holds what was inserted."""
+        return self.conversation is not None and self._conversation_inserted
 
-def _conversation_create(company: Company, external_id: str) -> Conversation:
-    """Insert the conversation, or read the one a concurrent call of it just committed.
+
+def _conversation_create(company: Company, external_id: str) -> tuple[Conversation, bool]:
+    """Insert the conversation, or read the one a concurrent call of it just committed; and
+    whether it was inserted here.
 
     INSERT ... ON CONFLICT DO NOTHING waits on the unique index for a twin's uncommitted insert
     like get_or_create's INSERT does, but a conflict is an empty result instead of an error, so
     no savepoint is needed to keep the enclosing transaction usable.
     """
     if connection.vendor != "postgresql":
-        return Conversation.objects.get_or_create(company=company, external_id=external_id)[0]
+        return Conversation.objects.get_or_create(company=company, external_id=external_id)
     conversation = Conversation(company=company, external_id=external_id)
     if insert_unless_conflict(conversation, unique=("company", "external_id")):
-        return conversation
-    return Conversation.objects.select_related("contact").get(
+        return conversation, True
+    twin = Conversation.objects.select_related("contact").get(
         company=company, external_id=external_id
     )
+    return twin, False

@@ -50,7 +50,12 @@ class IdentifyContactIn(ToolInput):
 def identify_contact_tool(ctx: ToolContext, params: IdentifyContactIn) -> dict:
     kind = "document" if params.document else "phone" if params.phone else "email"
     value = params.document or params.phone or params.email or ""
-    contact = identify_contact(conversation=ctx.conversation, kind=kind, value=value)
+    contact = identify_contact(
+        conversation=ctx.conversation,
+        kind=kind,
+        value=value,
+        new_conversation=ctx.conversation_is_new,
+    )
     channels = [c for c, present in (("sms", contact.phone), ("email", contact.email)) if present]
     return {
         "identified": True,

@@ -14,7 +14,7 @@ from django.db import connection, connections, transaction
 
 import support.services
 from core.errors import Conflict
-from core.identity import step_up_policies
+from core.identity import identify_contact, step_up_policies
 from core.models import Company, Conversation
 from core.services import contact_create
 from support.models import Case
@@ -48,9 +48,7 @@ def ana(company):
     )
 
 
-def test_a_first_identify_contact_of_a_new_conversation_sends_eleven_statements(
-    gateway_company, ana
-):
+def test_a_first_identify_contact_of_a_new_conversation_sends_ten_statements(gateway_company, ana):
     outcome, statements = first_call(
         gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-new"
     )
@@ -62,9 +60,8 @@ def test_a_first_identify_contact_of_a_new_conversation_sends_eleven_statements(
         "BEGIN",
         "INSERT tooling_idempotencyrecord",  # the claim, its lock wait bounded in-statement
         "SELECT core_conversation",
-        "INSERT core_conversation",  # first sight of the conversation
-        "SELECT core_conversation FOR NO KEY UPDATE",  # identifications in turn
-        "SELECT core_securityevent",  # the rate limit
+        "INSERT core_conversation",  # first sight: the row is this transaction's, not re-read
+        "SELECT core_securityevent",  # the rate limit (failures outlive a rolled-back insert)
         "SELECT core_contact",
         "UPDATE core_conversation",
         "UPDATE tooling_idempotencyrecord",  # the answer, stored with the effect
@@ -109,6 +106,66 @@ def test_a_first_open_case_sends_eight_statements_and_never_reads_the_company(
 
 
 # The guarantees the lean claim must keep -----------------------------------------------------
+
+
+def test_identifying_again_in_a_known_conversation_locks_it_and_reads_it_again(
+    gateway_company, ana
+):
+    first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
+
+    outcome, statements = first_call(
+        gateway_company, "identify_contact", {"email": "ana@example.com"}, "conv-1"
+    )
+
+    assert outcome.is_error is False, outcome.body
+    assert [shape(sql) for sql in statements][3:6] == [
+        "SELECT core_conversation",
+        "SELECT core_conversation FOR NO KEY UPDATE",  # identifications in turn
+        "SELECT core_securityevent",
+    ]
+
+
+def test_a_conversation_is_new_only_to_the_transaction_that_inserted_it(company):
+    def context(conversation_id: str) -> ToolContext:
+        return ToolContext(company=company, meta=CallMeta(conversation_id=conversation_id))
+
+    with transaction.atomic():
+        assert context("conv-a").conversation_is_new is True
+        assert context("conv-a").conversation_is_new is False  # a later call reads it
+    assert context("conv-b").conversation_is_new is False  # committed at once: others see it
+
+
+def test_concurrent_identifications_of_a_new_conversation_are_taken_in_turn(
+    gateway_company, ana, company
+):
+    bruno = contact_create(company=company, first_name="Bruno", document_number="X1234567L")
+    inserted, release = threading.Event(), threading.Event()
+
+    def twin():  # identifies Ana in a new conversation and holds its transaction open
+        with transaction.atomic():
+            ctx = ToolContext(company=company, meta=CallMeta(conversation_id="conv-race"))
+            identify_contact(
+                conversation=ctx.conversation,
+                kind="document",
+                value="12345678Z",
+                new_conversation=ctx.conversation_is_new,
+            )
+            inserted.set()
+            release.wait(10)
+
+    thread = _in_thread(twin)
+    assert inserted.wait(10)
+    threading.Timer(0.3, release.set).start()  # our insert waits on the twin's until then
+
+    outcome, _ = first_call(
+        gateway_company, "identify_contact", {"document": "X1234567L"}, "conv-race"
+    )
+    thread.join(10)
+
+    assert outcome.is_error is True
+    assert outcome.body["code"] == "identity_switch"
+    assert Conversation.objects.get(external_id="conv-race").contact == ana
+    assert bruno.conversations.count() == 0
 
 
 def test_a_case_reference_collision_is_drawn_again_within_the_call(
