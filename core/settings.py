@@ -86,6 +86,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": float(os.environ.get("GARANTE_SQLITE_BUSY_TIMEOUT_SECONDS", "20")),
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # The same backend, with a health check that polls the socket before it sends SELECT 1.
+    DATABASES["default"]["ENGINE"] = "core.postgresql"
 if os.environ.get("GARANTE_TEST_DB_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["GARANTE_TEST_DB_NAME"]}
 
