@@ -8,9 +8,11 @@ company's policy says so, `require_step_up`.
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -20,6 +22,7 @@ from core.errors import NotFound, PermissionRefused, ValidationFailed
 from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy
 from core.normalize import normalize_document, normalize_email, normalize_phone
 from core.process_cache import ProcessCache
+from core.sql import column, selected, update_fields
 from core.transactions import without_savepoint
 
 IDENTIFIER_KINDS = ("document", "phone", "email")
@@ -140,20 +143,69 @@ def _retry_after(conversation: Conversation, now: datetime) -> int | None:
     """Seconds until this conversation may try to identify again, or None if it may now."""
     window: timedelta = settings.GARANTE_IDENTIFY_FAILURE_WINDOW
     limit: int = settings.GARANTE_IDENTIFY_MAX_FAILURES
-    recent = list(
-        SecurityEvent.objects.filter(
-            company_id=conversation.company_id,
-            conversation_key=conversation.external_id,
-            kind__in=_IDENTIFICATION_FAILURES,
-            created_at__gt=now - window,
-        )
-        .order_by("-created_at")
-        .values_list("created_at", flat=True)[:limit]
-    )
+    recent = _recent_failures(conversation, since=now - window, limit=limit)
     if len(recent) < limit:
         return None
     # The oldest of the last `limit` failures must leave the window before another try.
     return max(1, int((recent[-1] + window - now).total_seconds()) + 1)
+
+
+def _recent_failures(conversation: Conversation, *, since: datetime, limit: int) -> list[datetime]:
+    """When the conversation's latest identification failures after `since` happened, newest
+    first, at most `limit` of them.
+
+    Every identification asks, so this is SQL built from the model's metadata (core.sql): the
+    ORM's compilation of the same query costs several times the query.
+    """
+    created_at = selected(SecurityEvent, ["created_at"])
+    (field,) = created_at.fields
+    params = [
+        conversation.company_id,
+        conversation.external_id,
+        *_IDENTIFICATION_FAILURES,
+        field.get_db_prep_value(since, connection),  # as the ORM sends it (text on SQLite)
+        limit,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_recent_failures_sql(connection.vendor), params)
+        return [created_at.values(row)[0] for row in cursor.fetchall()]
+
+
+@cache
+def _recent_failures_sql(vendor: str) -> str:
+    """The SQL of _recent_failures, built once per process (`vendor` keys the quoting)."""
+    kinds = ", ".join(["%s"] * len(_IDENTIFICATION_FAILURES))
+    table = connection.ops.quote_name(SecurityEvent._meta.db_table)
+    created_at = column(SecurityEvent, "created_at")
+    return (
+        f"SELECT {selected(SecurityEvent, ['created_at']).columns} FROM {table} "
+        f"WHERE {column(SecurityEvent, 'company')} = %s "
+        f"AND {column(SecurityEvent, 'conversation_key')} = %s "
+        f"AND {column(SecurityEvent, 'kind')} IN ({kinds}) AND {created_at} > %s "
+        f"ORDER BY {created_at} DESC LIMIT %s"
+    )
+
+
+def _contact_with(*, company_id: int, identifier: Identifier) -> Contact | None:
+    """The company's contact with this identifier: at most one, an identifier being unique in
+    a company. SQL built from the model's metadata (core.sql), as every identification asks."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _contact_with_sql(connection.vendor, identifier.kind), [company_id, identifier.value]
+        )
+        row = cursor.fetchone()
+    return None if row is None else selected(Contact).instance(row)
+
+
+@cache
+def _contact_with_sql(vendor: str, kind: str) -> str:
+    """The SQL of _contact_with for one kind of identifier, built once per process."""
+    table = connection.ops.quote_name(Contact._meta.db_table)
+    return (
+        f"SELECT {selected(Contact).columns} FROM {table} "
+        f"WHERE {column(Contact, 'company')} = %s "
+        f"AND {column(Contact, _CONTACT_FIELD[kind])} = %s LIMIT 1"
+    )
 
 
 def identify_contact(
@@ -199,9 +251,7 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
             retry_after_seconds=retry_after,
         )
     identifier = normalize_identifier(kind, value, conversation.company.country)
-    contact = Contact.objects.filter(
-        company_id=conversation.company_id, **{_CONTACT_FIELD[kind]: identifier.value}
-    ).first()
+    contact = _contact_with(company_id=conversation.company_id, identifier=identifier)
     if contact is None:
         security_event_record(
             conversation=conversation,
@@ -227,7 +277,7 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
         conversation.contact = contact
         conversation.identified_via = kind
         conversation.identified_at = now
-        conversation.save(update_fields=["contact", "identified_via", "identified_at"])
+        update_fields(conversation, ["contact", "identified_via", "identified_at"])
     return contact
 
 

@@ -1,14 +1,15 @@
-"""Pieces of INSERT statements built from a model's metadata, for the few writes the ORM
-cannot express in one statement (ON CONFLICT ... DO NOTHING / DO UPDATE, RETURNING beside a
-function call): the tool path's hottest writes (tooling.idempotency, tooling.context,
-tooling.ledger, support.services). Values are prepared exactly as save() would prepare them."""
+"""Pieces of statements built from a model's metadata, for the few the ORM cannot express in
+one statement (ON CONFLICT ... DO NOTHING / DO UPDATE, RETURNING beside a function call) and the
+fixed-shape reads and writes that run on nearly every tool call, where compiling the query costs
+more CPU than running it (tooling.idempotency, tooling.context, tooling.ledger, core.identity,
+support.services). Values are prepared and converted exactly as the ORM would."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
-from django.db.models import Model
+from django.db import DatabaseError, connection
+from django.db.models import Field, Model
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,60 @@ def insert_unless_conflict(instance: Model, *, unique: Sequence[str]) -> bool:
     instance._state.adding = False
     instance._state.db = connection.alias
     return True
+
+
+def update_fields(instance: Model, names: Sequence[str]) -> None:
+    """UPDATE these fields of a saved instance by its primary key, the values prepared as
+    save(update_fields=names) prepares them (an auto_now field among them is refreshed), without
+    save()'s signals. DatabaseError, as save() raises it, when the row is gone."""
+    model = type(instance)
+    fields = [model._meta.get_field(name) for name in names]
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+    sql = (
+        f"UPDATE {quote(model._meta.db_table)} SET {assignments} "
+        f"WHERE {quote(model._meta.pk.column)} = %s"
+    )
+    params = [
+        field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, instance.pk])
+        if cursor.rowcount == 0:
+            raise DatabaseError("Save with update_fields did not affect any rows.")
+
+
+@dataclass(frozen=True)
+class Selected:
+    """Concrete fields of a model as the columns of a SELECT, each qualified with the model's
+    table, and the way back from a row's values to Python, converted as the ORM converts them."""
+
+    model: type[Model]
+    fields: tuple[Field, ...]
+
+    @property
+    def columns(self) -> str:
+        quote = connection.ops.quote_name
+        table = quote(self.model._meta.db_table)
+        return ", ".join(f"{table}.{quote(field.column)}" for field in self.fields)
+
+    def values(self, row: Sequence[Any]) -> list[Any]:
+        values = list(row)
+        for index, field in enumerate(self.fields):
+            col = field.cached_col
+            converters = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+            for convert in converters:
+                values[index] = convert(values[index], col, connection)
+        return values
+
+    def instance(self, row: Sequence[Any]) -> Model:
+        """The instance of a row of every concrete field, as a queryset would make it."""
+        attnames = [field.attname for field in self.fields]
+        return self.model.from_db(connection.alias, attnames, self.values(row))
+
+
+def selected(model: type[Model], names: Sequence[str] | None = None) -> Selected:
+    """These fields of the model (every concrete field by default), to SELECT and read back."""
+    if names is None:
+        return Selected(model, tuple(model._meta.concrete_fields))
+    return Selected(model, tuple(model._meta.get_field(name) for name in names))

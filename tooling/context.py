@@ -1,12 +1,12 @@
 """What a tool handler knows about the call it serves."""
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 
 from django.db import connection
 
-from core.models import Company, Conversation
-from core.sql import insert_unless_conflict
+from core.models import Company, Contact, Conversation
+from core.sql import column, insert_unless_conflict, selected
 
 
 @dataclass
@@ -33,11 +33,8 @@ class ToolContext:
         Fetched with its identified contact (every sensitive tool reads it) and handed this
         call's company, so neither costs a query of its own.
         """
-        try:
-            conversation = Conversation.objects.select_related("contact").get(
-                company=self.company, external_id=self.meta.conversation_id
-            )
-        except Conversation.DoesNotExist:
+        conversation = _conversation_read(self.company, self.meta.conversation_id)
+        if conversation is None:
             conversation, inserted = _conversation_create(self.company, self.meta.conversation_id)
             self._conversation_inserted = inserted and connection.in_atomic_block
         conversation.company = self.company
@@ -48,6 +45,39 @@ class ToolContext:
         """Whether this call inserted its conversation in the transaction it is still in: the
         row is then this transaction's until it ends, and holds what was inserted."""
         return self.conversation is not None and self._conversation_inserted
+
+
+@cache
+def _conversation_sql(vendor: str) -> str:
+    """select_related("contact") of the conversation of (company, external id), as SQL built
+    once per process (`vendor` keys the quoting)."""
+    quote = connection.ops.quote_name
+    table, contacts = quote(Conversation._meta.db_table), quote(Contact._meta.db_table)
+    return (
+        f"SELECT {selected(Conversation).columns}, {selected(Contact).columns} FROM {table} "
+        f"LEFT JOIN {contacts} ON {contacts}.{column(Contact, 'id')} "
+        f"= {table}.{column(Conversation, 'contact')} "
+        f"WHERE {table}.{column(Conversation, 'company')} = %s "
+        f"AND {table}.{column(Conversation, 'external_id')} = %s"
+    )
+
+
+def _conversation_read(company: Company, external_id: str) -> Conversation | None:
+    """The conversation with its identified contact, or None. As select_related("contact")
+    would read it, without the ORM compiling the query on every call: its hottest read."""
+    with connection.cursor() as cursor:
+        cursor.execute(_conversation_sql(connection.vendor), [company.pk, external_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    conversation_columns = selected(Conversation)
+    split = len(conversation_columns.fields)
+    conversation = conversation_columns.instance(row[:split])
+    contact = None
+    if conversation.contact_id is not None:
+        contact = selected(Contact).instance(row[split:])
+    Conversation.contact.field.set_cached_value(conversation, contact)
+    return conversation
 
 
 def _conversation_create(company: Company, external_id: str) -> tuple[Conversation, bool]:
