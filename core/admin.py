@@ -367,6 +367,22 @@ class StepUpPolicyAdmin(CompanyScopedAdmin):
     form = StepUpPolicyForm
     list_display = ["company", "actions", "updated_at"]
 
+    def save_model(self, request: HttpRequest, obj, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        self._tell_when_applied(request)
+
+    def delete_model(self, request: HttpRequest, obj) -> None:
+        super().delete_model(request, obj)
+        self._tell_when_applied(request)
+
+    def _tell_when_applied(self, request: HttpRequest) -> None:
+        # Servers keep a company's policy for a few seconds (core.identity.step_up_policies).
+        self.message_user(
+            request,
+            _("Every server applies this change within %(seconds)d seconds.")
+            % {"seconds": math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)},
+        )
+
 
 @admin.register(SecurityEvent)
 class SecurityEventAdmin(CompanyScopedAdmin):

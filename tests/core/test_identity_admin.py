@@ -1,9 +1,11 @@
 """Staff see codes and security events of their companies, revoke and resend codes, issue a
 code for a caller — and can never read a code back."""
 
+import math
 import re
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.core import mail
 
@@ -127,12 +129,16 @@ def test_security_events_are_listed_for_staff(client, staff, ana, ana_conv):
 def test_staff_edit_which_actions_need_step_up(client, staff, company):
     client.force_login(staff)
 
-    client.post(
+    response = client.post(
         "/admin/core/stepuppolicy/add/",
         {"company": company.pk, "actions_text": "accept_quote\ncancel_appointment\n"},
+        follow=True,
     )
 
     assert StepUpPolicy.objects.get(company=company).actions == [
         "accept_quote",
         "cancel_appointment",
     ]
+    # Servers keep a policy for the process cache's lifetime: staff are told so.
+    seconds = math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)
+    assert any(f"en {seconds} segundos" in str(m) for m in response.context["messages"])
