@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Exists, Field, Model, QuerySet
 from django.db.models.expressions import Col
 from django.utils import formats
@@ -39,6 +39,7 @@ from core.errors import ValidationFailed
 from core.models import Company
 from core.references import ALPHABET as REFERENCE_ALPHABET
 from core.references import LENGTH as REFERENCE_LENGTH
+from core.sql import converted_row
 
 # Longer than any appointment's blocked range can be (checked by Service's constraints), so
 # "blocked_from >= window start - MAX_BLOCKED_SPAN" bounds the index scan from below.
@@ -328,9 +329,9 @@ def _one_line(sql: str) -> str:
 _GIVES = _field(Professional, "services")  # the many-to-many to the services given
 
 
-def _columns(fields: Iterable[Field]) -> list[Col]:
+def _columns(fields: Iterable[Field]) -> tuple[Col, ...]:
     """The column expressions the ORM selects for these fields."""
-    return [field.get_col(field.model._meta.db_table) for field in fields]
+    return tuple(field.cached_col for field in fields)
 
 
 _ROSTER_COLUMNS = _columns(
@@ -390,29 +391,11 @@ def _busy_sql(professionals: int, excluding: bool) -> str:
     """)
 
 
-def _select_rows(sql: str, params: list, columns: list[Col]) -> list[tuple]:
-    """The rows of a SELECT of these columns, each value converted as the ORM converts that
-    field's when it reads it (SQLCompiler.get_converters: on PostgreSQL these types need
-    nothing; on SQLite datetimes, times and booleans do)."""
-    db = connections[DEFAULT_DB_ALIAS]
-    with db.cursor() as cursor:
+def _select_rows(sql: str, params: list, columns: tuple[Col, ...]) -> list[tuple]:
+    """The rows of a SELECT of these columns, converted as the ORM converts them."""
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    converters = []
-    for i, column in enumerate(columns):
-        functions = db.ops.get_db_converters(column) + column.get_db_converters(db)
-        if functions:
-            converters.append((i, functions, column))
-    if not converters:
-        return rows
-    converted = []
-    for row in rows:
-        values = list(row)
-        for i, functions, column in converters:
-            for convert in functions:
-                values[i] = convert(values[i], column, db)
-        converted.append(tuple(values))
-    return converted
+        return [converted_row(columns, row) for row in cursor.fetchall()]
 
 
 def _customer_limits(settings: AgendaSettings, now: datetime) -> tuple[datetime, datetime]:

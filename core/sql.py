@@ -4,12 +4,14 @@ fixed-shape reads and writes that run on nearly every tool call, where compiling
 more CPU than running it (tooling.idempotency, tooling.context, tooling.ledger, core.identity,
 support.services). Values are prepared and converted exactly as the ORM would."""
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError, connection
 from django.db.models import Field, Model
+from django.db.models.expressions import Col
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,31 @@ def update_fields(instance: Model, names: Sequence[str]) -> None:
             raise DatabaseError("Save with update_fields did not affect any rows.")
 
 
+@functools.cache
+def _converted(columns: tuple[Col, ...], vendor: str) -> tuple[tuple[int, Col], ...]:
+    """Which of these columns the ORM converts when it reads them from this vendor's driver
+    (SQLCompiler.get_converters): on PostgreSQL none of the common types, on SQLite datetimes,
+    times, decimals and booleans."""
+    return tuple(
+        (index, col)
+        for index, col in enumerate(columns)
+        if connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+    )
+
+
+def converted_row(columns: tuple[Col, ...], row: Sequence[Any]) -> tuple[Any, ...]:
+    """A row of these columns' values, each converted as the ORM converts that field's value
+    when it reads it, so SQL written here reads what a queryset would."""
+    conversions = _converted(columns, connection.vendor)
+    if not conversions:
+        return tuple(row)
+    values = list(row)
+    for index, col in conversions:
+        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
+            values[index] = convert(values[index], col, connection)
+    return tuple(values)
+
+
 @dataclass(frozen=True)
 class Selected:
     """Concrete fields of a model as the columns of a SELECT, each qualified with the model's
@@ -103,20 +130,18 @@ class Selected:
     model: type[Model]
     fields: tuple[Field, ...]
 
-    @property
+    @functools.cached_property
     def columns(self) -> str:
         quote = connection.ops.quote_name
         table = quote(self.model._meta.db_table)
         return ", ".join(f"{table}.{quote(field.column)}" for field in self.fields)
 
-    def values(self, row: Sequence[Any]) -> list[Any]:
-        values = list(row)
-        for index, field in enumerate(self.fields):
-            col = field.cached_col
-            converters = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
-            for convert in converters:
-                values[index] = convert(values[index], col, connection)
-        return values
+    @functools.cached_property
+    def cols(self) -> tuple[Col, ...]:
+        return tuple(field.cached_col for field in self.fields)
+
+    def values(self, row: Sequence[Any]) -> tuple[Any, ...]:
+        return converted_row(self.cols, row)
 
     def instance(self, row: Sequence[Any]) -> Model:
         """The instance of a row of every concrete field, as a queryset would make it."""
@@ -126,6 +151,11 @@ class Selected:
 
 def selected(model: type[Model], names: Sequence[str] | None = None) -> Selected:
     """These fields of the model (every concrete field by default), to SELECT and read back."""
+    return _selected(model, None if names is None else tuple(names))
+
+
+@functools.cache
+def _selected(model: type[Model], names: tuple[str, ...] | None) -> Selected:
     if names is None:
         return Selected(model, tuple(model._meta.concrete_fields))
     return Selected(model, tuple(model._meta.get_field(name) for name in names))

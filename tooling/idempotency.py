@@ -29,7 +29,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.errors import Conflict, ValidationFailed
 from core.models import Company
-from core.sql import column, insert_parts
+from core.sql import column, converted_row, insert_parts
 from tooling.deferred import DeferredQueue
 from tooling.models import IdempotencyRecord
 
@@ -166,10 +166,9 @@ class _StoredRecord:
 
 
 @functools.cache
-def _lookup_statement(vendor: str) -> tuple[str, tuple[tuple[int, Col], ...]]:
-    """The key lookup's SQL, built once per database vendor from the model's metadata, and the
-    columns whose values the ORM converts from what that vendor's driver returns (SQLite's
-    datetimes, which come back as text; none on PostgreSQL)."""
+def _lookup_statement(vendor: str) -> tuple[str, tuple[Col, ...]]:
+    """The key lookup's SQL, built once per database vendor from the model's metadata, and its
+    columns (to convert what the driver returns as the ORM does: SQLite's datetimes are text)."""
     fields = [IdempotencyRecord._meta.get_field(f.name) for f in dataclasses.fields(_StoredRecord)]
     table = connection.ops.quote_name(IdempotencyRecord._meta.db_table)
     sql = (
@@ -177,14 +176,7 @@ def _lookup_statement(vendor: str) -> tuple[str, tuple[tuple[int, Col], ...]]:
         f"FROM {table} WHERE {column(IdempotencyRecord, 'company')} = %s "
         f"AND {column(IdempotencyRecord, 'key')} = %s"
     )
-    columns = [field.cached_col for field in fields]
-    converted = tuple((index, col) for index, col in enumerate(columns) if _converters(col))
-    return sql, converted
-
-
-def _converters(col: Col) -> list[Callable[..., Any]]:
-    """What the ORM's compiler applies to a column's value read from this database."""
-    return connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+    return sql, tuple(field.cached_col for field in fields)
 
 
 def _lookup(company: Company, key: str) -> _StoredRecord | None:
@@ -192,18 +184,11 @@ def _lookup(company: Company, key: str) -> _StoredRecord | None:
     replay: one index probe through a plain cursor, for only the columns the engine decides on,
     and no model instance (through a raw queryset, resolving its columns and building the
     instance cost about as much CPU as the statement itself)."""
-    sql, converted = _lookup_statement(connection.vendor)
+    sql, columns = _lookup_statement(connection.vendor)
     with connection.cursor() as cursor:
         cursor.execute(sql, [company.pk, key])
         row = cursor.fetchone()
-    if row is None:
-        return None
-    if converted:
-        row = list(row)
-        for index, col in converted:
-            for converter in _converters(col):
-                row[index] = converter(row[index], col, connection)
-    return _StoredRecord(*row)
+    return None if row is None else _StoredRecord(*converted_row(columns, row))
 
 
 def _replay(
