@@ -19,7 +19,6 @@ from zoneinfo import ZoneInfo
 
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Exists, Field, Model, QuerySet
-from django.db.models.expressions import Col
 from django.utils import formats
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
@@ -39,7 +38,7 @@ from core.errors import ValidationFailed
 from core.models import Company
 from core.references import ALPHABET as REFERENCE_ALPHABET
 from core.references import LENGTH as REFERENCE_LENGTH
-from core.sql import converted_row
+from core.sql import RowReader
 
 # Longer than any appointment's blocked range can be (checked by Service's constraints), so
 # "blocked_from >= window start - MAX_BLOCKED_SPAN" bounds the index scan from below.
@@ -204,7 +203,7 @@ def busy_times(
     ]
     ranges: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
     for pk, busy_from, busy_until in _select_rows(
-        _busy_sql(len(professional_ids), excluding), params, _BUSY_COLUMNS
+        _busy_sql(len(professional_ids), excluding), params, _BUSY_ROWS
     ):
         ranges[pk].append((busy_from, busy_until))
     return BusyTimes(ranges)
@@ -267,7 +266,7 @@ def search_roster(
         params.append(professional.pk)
     found: dict[int, Bookable] = {}
     settings: AgendaSettings | None = None
-    rows = _select_rows(_roster_sql(professional is not None), params, _ROSTER_COLUMNS)
+    rows = _select_rows(_roster_sql(professional is not None), params, _ROSTER_ROWS)
     for pk, display_name, weekday, start, end, *settings_values in rows:
         bookable = found.get(pk)
         if bookable is None:
@@ -329,12 +328,12 @@ def _one_line(sql: str) -> str:
 _GIVES = _field(Professional, "services")  # the many-to-many to the services given
 
 
-def _columns(fields: Iterable[Field]) -> tuple[Col, ...]:
-    """The column expressions the ORM selects for these fields."""
-    return tuple(field.cached_col for field in fields)
+def _reader(fields: Iterable[Field]) -> RowReader:
+    """The column expressions the ORM selects for these fields, and how to read them back."""
+    return RowReader([field.cached_col for field in fields])
 
 
-_ROSTER_COLUMNS = _columns(
+_ROSTER_ROWS = _reader(
     [
         _field(Professional, "id"),
         _field(Professional, "display_name"),
@@ -342,7 +341,7 @@ _ROSTER_COLUMNS = _columns(
         *AgendaSettings._meta.concrete_fields,
     ]
 )
-_BUSY_COLUMNS = _columns(
+_BUSY_ROWS = _reader(
     _field(Appointment, name) for name in ("professional", "blocked_from", "blocked_until")
 )
 
@@ -351,7 +350,7 @@ _BUSY_COLUMNS = _columns(
 def _roster_sql(one_professional: bool) -> str:
     """Params: the company's id, the service's id (and the professional's id)."""
     q, gives = _qualified, _GIVES.remote_field.through
-    columns = ", ".join(q(col.target.model, col.target.name) for col in _ROSTER_COLUMNS)
+    columns = ", ".join(q(col.target.model, col.target.name) for col in _ROSTER_ROWS.columns)
     return _one_line(f"""
         SELECT {columns}
         FROM {_table(Professional)}
@@ -391,11 +390,11 @@ def _busy_sql(professionals: int, excluding: bool) -> str:
     """)
 
 
-def _select_rows(sql: str, params: list, columns: tuple[Col, ...]) -> list[tuple]:
-    """The rows of a SELECT of these columns, converted as the ORM converts them."""
+def _select_rows(sql: str, params: list, reader: RowReader) -> list[tuple]:
+    """The rows of a SELECT of the reader's columns, converted as the ORM converts them."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [converted_row(columns, row) for row in cursor.fetchall()]
+        return reader.rows(cursor.fetchall())
 
 
 def _customer_limits(settings: AgendaSettings, now: datetime) -> tuple[datetime, datetime]:

@@ -97,29 +97,39 @@ def update_fields(instance: Model, names: Sequence[str]) -> None:
             raise DatabaseError("Save with update_fields did not affect any rows.")
 
 
-@functools.cache
-def _converted(columns: tuple[Col, ...], vendor: str) -> tuple[tuple[int, Col], ...]:
-    """Which of these columns the ORM converts when it reads them from this vendor's driver
-    (SQLCompiler.get_converters): on PostgreSQL none of the common types, on SQLite datetimes,
-    times, decimals and booleans."""
-    return tuple(
-        (index, col)
-        for index, col in enumerate(columns)
-        if connection.ops.get_db_converters(col) + col.get_db_converters(connection)
-    )
+class RowReader:
+    """Rows of these columns' values, each converted as the ORM converts that field's value when
+    it reads it (SQLCompiler.get_converters), so SQL written here reads what a queryset would:
+    on PostgreSQL the common types need nothing, on SQLite datetimes, times, decimals and
+    booleans do. Which columns need it is looked up once per database vendor."""
+
+    def __init__(self, columns: Sequence[Col]) -> None:
+        self.columns = tuple(columns)
+        self._converted: dict[str, tuple[tuple[int, Col], ...]] = {}
+
+    def rows(self, rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        converted = self._converted.get(connection.vendor)
+        if converted is None:
+            converted = self._converted[connection.vendor] = tuple(
+                (index, col) for index, col in enumerate(self.columns) if _converters(col)
+            )
+        if not converted:
+            return [tuple(row) for row in rows]
+        result = []
+        for row in rows:
+            values = list(row)
+            for index, col in converted:
+                for convert in _converters(col):
+                    values[index] = convert(values[index], col, connection)
+            result.append(tuple(values))
+        return result
+
+    def row(self, row: Sequence[Any]) -> tuple[Any, ...]:
+        return self.rows([row])[0]
 
 
-def converted_row(columns: tuple[Col, ...], row: Sequence[Any]) -> tuple[Any, ...]:
-    """A row of these columns' values, each converted as the ORM converts that field's value
-    when it reads it, so SQL written here reads what a queryset would."""
-    conversions = _converted(columns, connection.vendor)
-    if not conversions:
-        return tuple(row)
-    values = list(row)
-    for index, col in conversions:
-        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
-            values[index] = convert(values[index], col, connection)
-    return tuple(values)
+def _converters(col: Col) -> list[Any]:
+    return connection.ops.get_db_converters(col) + col.get_db_converters(connection)
 
 
 @dataclass(frozen=True)
@@ -137,11 +147,11 @@ class Selected:
         return ", ".join(f"{table}.{quote(field.column)}" for field in self.fields)
 
     @functools.cached_property
-    def cols(self) -> tuple[Col, ...]:
-        return tuple(field.cached_col for field in self.fields)
+    def reader(self) -> RowReader:
+        return RowReader([field.cached_col for field in self.fields])
 
     def values(self, row: Sequence[Any]) -> tuple[Any, ...]:
-        return converted_row(self.cols, row)
+        return self.reader.row(row)
 
     def instance(self, row: Sequence[Any]) -> Model:
         """The instance of a row of every concrete field, as a queryset would make it."""

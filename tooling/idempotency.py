@@ -23,13 +23,12 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import F, Field
-from django.db.models.expressions import Col
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import Conflict, ValidationFailed
 from core.models import Company
-from core.sql import column, converted_row, insert_parts
+from core.sql import RowReader, column, insert_parts
 from tooling.deferred import DeferredQueue
 from tooling.models import IdempotencyRecord
 
@@ -166,7 +165,7 @@ class _StoredRecord:
 
 
 @functools.cache
-def _lookup_statement(vendor: str) -> tuple[str, tuple[Col, ...]]:
+def _lookup_statement(vendor: str) -> tuple[str, RowReader]:
     """The key lookup's SQL, built once per database vendor from the model's metadata, and its
     columns (to convert what the driver returns as the ORM does: SQLite's datetimes are text)."""
     fields = [IdempotencyRecord._meta.get_field(f.name) for f in dataclasses.fields(_StoredRecord)]
@@ -176,7 +175,7 @@ def _lookup_statement(vendor: str) -> tuple[str, tuple[Col, ...]]:
         f"FROM {table} WHERE {column(IdempotencyRecord, 'company')} = %s "
         f"AND {column(IdempotencyRecord, 'key')} = %s"
     )
-    return sql, tuple(field.cached_col for field in fields)
+    return sql, RowReader([field.cached_col for field in fields])
 
 
 def _lookup(company: Company, key: str) -> _StoredRecord | None:
@@ -184,11 +183,11 @@ def _lookup(company: Company, key: str) -> _StoredRecord | None:
     replay: one index probe through a plain cursor, for only the columns the engine decides on,
     and no model instance (through a raw queryset, resolving its columns and building the
     instance cost about as much CPU as the statement itself)."""
-    sql, columns = _lookup_statement(connection.vendor)
+    sql, reader = _lookup_statement(connection.vendor)
     with connection.cursor() as cursor:
         cursor.execute(sql, [company.pk, key])
         row = cursor.fetchone()
-    return None if row is None else _StoredRecord(*converted_row(columns, row))
+    return None if row is None else _StoredRecord(*reader.row(row))
 
 
 def _replay(
