@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from core import process_cache
 from core.models import Company
 from core.services import gateway_credential_issue
 
@@ -189,3 +190,20 @@ class McpClient:
 def mcp(live_server: Any, token: str) -> Iterator[McpClient]:
     with McpClient(live_server.url, token, f"conv-{uuid.uuid4().hex[:8]}") as client:
         yield client
+
+
+@pytest.fixture
+def process_caches_on(settings):
+    """The process caches on (5 s, as shipped), every cache empty before and after the test."""
+    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
+    process_cache.process_caches_forget()
+    yield
+    process_cache.process_caches_forget()
+
+
+@pytest.fixture
+def cache_clock(monkeypatch) -> dict[str, float]:
+    """The process caches' clock, moved by hand: `cache_clock["now"] += seconds`."""
+    moment = {"now": 1000.0}
+    monkeypatch.setattr(process_cache, "_clock", lambda: moment["now"])
+    return moment

@@ -7,27 +7,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agenda.models import Service
-from agenda.selectors import catalogue, service_resolve, service_resolve_cached
-from core import process_cache
+from agenda.selectors import service_resolve, service_resolve_cached
 from core.errors import Ambiguous, NotFound
 from tooling.context import CallMeta
 from tooling.execution import call_tool
 from tooling.registry import registry
 
-
-@pytest.fixture(autouse=True)
-def cache_on(settings):
-    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
-    catalogue.forget()
-    yield
-    catalogue.forget()
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    moment = {"now": 1000.0}
-    monkeypatch.setattr(process_cache, "_clock", lambda: moment["now"])
-    return moment
+pytestmark = pytest.mark.usefixtures("process_caches_on")
 
 
 def list_services(company, **arguments):
@@ -84,14 +70,14 @@ def test_changes_made_here_show_at_once(company):
     assert names(list_services(company)) == []
 
 
-def test_a_change_made_elsewhere_shows_within_the_cache_lifetime(company, clock):
+def test_a_change_made_elsewhere_shows_within_the_cache_lifetime(company, cache_clock):
     add_service(company, "Corte de pelo")
     assert names(list_services(company)) == ["Corte de pelo"]
     # Another process withdraws it: an UPDATE this process hears nothing about.
     Service.objects.filter(company=company).update(active=False)
-    clock["now"] += 4.9
+    cache_clock["now"] += 4.9
     assert names(list_services(company)) == ["Corte de pelo"]
-    clock["now"] += 0.2
+    cache_clock["now"] += 0.2
     assert names(list_services(company)) == []
 
 
@@ -179,15 +165,15 @@ def test_a_service_changed_here_is_searched_as_changed_at_once(company):
 
 
 def test_a_service_withdrawn_elsewhere_is_searched_for_the_cache_lifetime_never_booked(
-    company, clock
+    company, cache_clock
 ):
     add_service(company, "Corte de pelo")
     assert search(company, "Corte de pelo")["service"] == "Corte de pelo"
     Service.objects.filter(company=company).update(active=False)  # another process
-    clock["now"] += 4.9
+    cache_clock["now"] += 4.9
     assert search(company, "Corte de pelo")["service"] == "Corte de pelo"
     # Booking resolves the service in the database (and checks it again in the slot check).
     with pytest.raises(NotFound):
         service_resolve(company=company, name="Corte de pelo")
-    clock["now"] += 0.2
+    cache_clock["now"] += 0.2
     assert search(company, "Corte de pelo")["code"] == "service_not_found"

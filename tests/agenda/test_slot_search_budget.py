@@ -10,7 +10,6 @@ from django.test.utils import CaptureQueriesContext
 from agenda import clock
 from agenda.availability import slots_available
 from agenda.models import AgendaSettings, Appointment, Service
-from agenda.selectors import catalogue
 from agenda.services import appointment_book, professional_create, time_off_add
 from core.errors import Ambiguous, NotFound
 from tests.agenda.conftest import MADRID, MONDAY_8AM, WEEKDAYS, local
@@ -19,7 +18,7 @@ from tooling.context import CallMeta, ToolContext
 from tooling.models import ExposedReference
 from tooling.registry import registry
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("process_caches_on")]
 
 # slots_available: the roster (agenda settings, professionals and their weekly hours) and the
 # busy times (appointments and time off together).
@@ -32,14 +31,6 @@ TOOL_SHAPES = [
     "SELECT agenda_appointment",
     "INSERT tooling_exposedreference",
 ]
-
-
-@pytest.fixture(autouse=True)
-def cache_on(settings):
-    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
-    catalogue.forget()
-    yield
-    catalogue.forget()
 
 
 @pytest.fixture

@@ -5,26 +5,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from core import process_cache
-from core.identity import step_up_actions, step_up_policies
+from core.identity import step_up_actions
 from core.models import StepUpPolicy
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def cache_on(settings):
-    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
-    step_up_policies.forget()
-    yield
-    step_up_policies.forget()
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    moment = {"now": 1000.0}
-    monkeypatch.setattr(process_cache, "_clock", lambda: moment["now"])
-    return moment
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("process_caches_on")]
 
 
 def actions_and_queries(company) -> tuple[list[str], int]:
@@ -64,15 +48,15 @@ def test_a_policy_created_changed_or_deleted_here_takes_effect_at_once(company, 
     assert step_up_actions(company_id=company.pk) == ["accept_quote"]
 
 
-def test_a_policy_changed_elsewhere_takes_effect_within_the_cache_lifetime(company, clock):
+def test_a_policy_changed_elsewhere_takes_effect_within_the_cache_lifetime(company, cache_clock):
     StepUpPolicy.objects.create(company=company, actions=["accept_quote"])
     assert step_up_actions(company_id=company.pk) == ["accept_quote"]
     # Another process adds a tool: an UPDATE this process hears nothing about.
     StepUpPolicy.objects.filter(company=company).update(actions=["accept_quote", "open_case"])
 
-    clock["now"] += 4.9
+    cache_clock["now"] += 4.9
     assert step_up_actions(company_id=company.pk) == ["accept_quote"]
-    clock["now"] += 0.2
+    cache_clock["now"] += 0.2
     assert step_up_actions(company_id=company.pk) == ["accept_quote", "open_case"]
 
 
