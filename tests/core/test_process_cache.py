@@ -13,26 +13,7 @@ from core.models import Company, GatewayCredential
 from core.selectors import authentications, gateway_company_authenticate
 from core.services import gateway_credential_issue, gateway_credential_revoke
 
-
-@pytest.fixture(autouse=True)
-def clean_cache(settings):
-    settings.GARANTE_PROCESS_CACHE_SECONDS = 5
-    authentications.forget()
-    yield
-    authentications.forget()
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    class Clock:
-        now = 1000.0
-
-        def __call__(self) -> float:
-            return self.now
-
-    fake = Clock()
-    monkeypatch.setattr(process_cache, "_clock", fake)
-    return fake
+pytestmark = pytest.mark.usefixtures("process_caches_on")
 
 
 def queries_of(call):
@@ -79,21 +60,23 @@ def test_a_company_saved_here_is_served_as_it_now_is(company, token):
     assert gateway_company_authenticate(token).language == "en"
 
 
-def test_a_revocation_made_elsewhere_takes_effect_within_the_cache_lifetime(company, token, clock):
+def test_a_revocation_made_elsewhere_takes_effect_within_the_cache_lifetime(
+    company, token, cache_clock
+):
     assert gateway_company_authenticate(token) is not None
     # Another process revokes: an UPDATE this process hears nothing about.
     GatewayCredential.objects.filter(company=company).update(revoked_at=timezone.now())
-    clock.now += 4.9
+    cache_clock["now"] += 4.9
     assert gateway_company_authenticate(token) is not None
-    clock.now += 0.2
+    cache_clock["now"] += 0.2
     assert gateway_company_authenticate(token) is None
 
 
-def test_a_company_changed_elsewhere_is_seen_after_the_cache_lifetime(company, token, clock):
+def test_a_company_changed_elsewhere_is_seen_after_the_cache_lifetime(company, token, cache_clock):
     assert gateway_company_authenticate(token).timezone == "Europe/Madrid"
     Company.objects.filter(pk=company.pk).update(timezone="Atlantic/Canary")
     assert gateway_company_authenticate(token).timezone == "Europe/Madrid"
-    clock.now += 5.1
+    cache_clock["now"] += 5.1
     assert gateway_company_authenticate(token).timezone == "Atlantic/Canary"
 
 
