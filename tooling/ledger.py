@@ -11,6 +11,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection
@@ -70,13 +71,20 @@ _CALL_FIELDS = ("company", "conversation", "kind", "created_at", "last_seen_at")
 _ROW_FIELDS = ("reference", "label", "label_key", "data")
 _UPSERT_KEY = ("conversation", "kind", "reference")
 _UPSERT_UPDATES = ("label", "label_key", "data", "last_seen_at")
+# A reference shown again unchanged within this long is not written again, so `last_seen_at`
+# is true to within it. An agent repeating a search rewrote the same rows on every call:
+# each rewrite a new row version (the label_key index rules out HOT updates) and a row lock
+# held until its commit, so repeated searches of one conversation queued behind each other.
+LAST_SEEN_RESOLUTION = timedelta(minutes=1)
 
 
 def _upsert(ctx: ToolContext, kind: str, rows: list[tuple]) -> None:
-    """INSERT ... ON CONFLICT DO UPDATE as one statement. Every read tool that shows references
-    writes the ledger, so it is one round trip, with no transaction of its own around it
-    (Django's bulk_create opens one: BEGIN and COMMIT around a single statement), without the
-    ORM's query compilation and without a model instance per row (docs/performance.md)."""
+    """INSERT ... ON CONFLICT DO UPDATE as one statement, of the rows that are new, changed or
+    last seen more than LAST_SEEN_RESOLUTION ago (when none is, the statement writes nothing
+    and its commit waits for no WAL flush). Every read tool that shows references writes the
+    ledger, so it is one round trip, with no transaction of its own around it (Django's
+    bulk_create opens one: BEGIN and COMMIT around a single statement), without the ORM's
+    query compilation and without a model instance per row (docs/performance.md)."""
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(len(rows)), _upsert_params(ctx, kind, rows))
 
@@ -84,9 +92,12 @@ def _upsert(ctx: ToolContext, kind: str, rows: list[tuple]) -> None:
 @functools.lru_cache(maxsize=64)  # one per number of rows; a tool shows at most 50
 def _upsert_sql(rows: int) -> str:
     """The upsert of `rows` rows: the call's values selected beside each row's (one SELECT per
-    row, UNION ALL). Sending the call's values once keeps a page of ten slots under the 50
+    row, UNION ALL), less the rows the conversation was shown, as they are, since the
+    freshness bound. Sending the call's values once keeps a page of ten slots under the 50
     params up to which psycopg keeps a statement's parse (and halves the values it adapts).
-    Params: the call's values in _CALL_FIELDS order, then each row's in _ROW_FIELDS order."""
+    Params: the call's values in _CALL_FIELDS order, each row's in _ROW_FIELDS order, then the
+    conversation, the kind and the freshness bound."""
+    table = connection.ops.quote_name(ExposedReference._meta.db_table)
     call_columns = [column(ExposedReference, name) for name in _CALL_FIELDS]
     row_columns = [column(ExposedReference, name) for name in _ROW_FIELDS]
     first_row = "SELECT " + ", ".join(f"%s AS {name}" for name in row_columns)
@@ -97,12 +108,23 @@ def _upsert_sql(rows: int) -> str:
         f"{column(ExposedReference, name)} = EXCLUDED.{column(ExposedReference, name)}"
         for name in _UPSERT_UPDATES
     )
-    # WHERE true: SQLite would otherwise read ON CONFLICT as the join condition of `shown`.
+    unchanged = " AND ".join(
+        [
+            f"seen.{column(ExposedReference, 'conversation')} = %s",
+            f"seen.{column(ExposedReference, 'kind')} = %s",
+            *(
+                f"seen.{name} = shown.{name}"
+                for name in (column(ExposedReference, n) for n in ("reference", "label", "data"))
+            ),
+            f"seen.{column(ExposedReference, 'last_seen_at')} >= %s",
+        ]
+    )
+    # The WHERE also keeps SQLite from reading ON CONFLICT as the join condition of `shown`.
     return (
-        f"INSERT INTO {connection.ops.quote_name(ExposedReference._meta.db_table)} "
-        f"({', '.join(call_columns + row_columns)}) "
+        f"INSERT INTO {table} ({', '.join(call_columns + row_columns)}) "
         f"SELECT {', '.join(['%s'] * len(call_columns) + row_columns)} FROM ({shown}) AS shown "
-        f"WHERE true ON CONFLICT ({key}) DO UPDATE SET {updates}"
+        f"WHERE NOT EXISTS (SELECT 1 FROM {table} AS seen WHERE {unchanged}) "
+        f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
     )
 
 
@@ -122,6 +144,8 @@ def _upsert_params(ctx: ToolContext, kind: str, rows: list[tuple]) -> list[Any]:
             field.get_db_prep_save(value, connection)
             for field, value in zip(row_fields, row, strict=True)
         )
+    params.extend(params[1:3])  # the conversation and the kind, prepared above
+    params.append(_field("last_seen_at").get_db_prep_save(now - LAST_SEEN_RESOLUTION, connection))
     return params
 
 

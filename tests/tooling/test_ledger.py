@@ -3,12 +3,19 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from core.errors import Ambiguous, ValidationFailed
 from core.references import normalize_reference
 from tooling.context import CallMeta, ToolContext
-from tooling.ledger import LedgerEntry, label_key, ledger_record, ledger_resolve
+from tooling.ledger import (
+    LAST_SEEN_RESOLUTION,
+    LedgerEntry,
+    label_key,
+    ledger_record,
+    ledger_resolve,
+)
 from tooling.models import ExposedReference
 
 pytestmark = pytest.mark.django_db
@@ -161,3 +168,58 @@ def test_recording_again_keeps_when_it_was_first_shown(ctx, monkeypatch):
 
     again = ExposedReference.objects.get(pk=first.pk)
     assert (again.created_at, again.last_seen_at) == (first.created_at, later)
+
+
+def _row_version(row_id: int) -> tuple:
+    """What changes whenever the row is written: its values and, on PostgreSQL, the
+    transaction that wrote its current version (a rewrite of equal values changes it)."""
+    row = ExposedReference.objects.filter(pk=row_id)
+    values = tuple(row.values_list("label", "data", "last_seen_at").get())
+    if connection.vendor != "postgresql":
+        return values
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT xmin::text FROM {ExposedReference._meta.db_table} WHERE id = %s", [row_id]
+        )
+        return (*values, cursor.fetchone()[0])
+
+
+@pytest.mark.django_db(transaction=True)  # each record commits: xmin tells them apart
+def test_a_reference_shown_again_unchanged_soon_after_is_not_written_again(company, monkeypatch):
+    ctx = context(company, "conv-again")
+    shown = [LedgerEntry("SL-AAAA11", "2026-12-01 10:00", {"professional": "Luis"})]
+    ledger_record(ctx, "slot", shown)
+    row = ExposedReference.objects.get(conversation=ctx.conversation, reference="SL-AAAA11")
+    before = _row_version(row.pk)
+    soon = row.last_seen_at + LAST_SEEN_RESOLUTION - timedelta(seconds=1)
+    monkeypatch.setattr(timezone, "now", lambda: soon)
+
+    ledger_record(ctx, "slot", [*shown, LedgerEntry("SL-BBBB22", "2026-12-01 10:30")])
+
+    assert _row_version(row.pk) == before
+    added = ExposedReference.objects.get(conversation=ctx.conversation, reference="SL-BBBB22")
+    assert added.last_seen_at == soon
+
+
+@pytest.mark.parametrize(
+    "again",
+    [
+        LedgerEntry("SL-AAAA11", "2026-12-01 10:05", {"professional": "Luis"}),
+        LedgerEntry("SL-AAAA11", "2026-12-01 10:00", {"professional": "Ana"}),
+    ],
+    ids=["label", "data"],
+)
+def test_a_reference_shown_again_changed_is_written_at_once(company, monkeypatch, again):
+    ctx = context(company, "conv-changed")
+    ledger_record(
+        ctx, "slot", [LedgerEntry("SL-AAAA11", "2026-12-01 10:00", {"professional": "Luis"})]
+    )
+    row = ExposedReference.objects.get(conversation=ctx.conversation, reference="SL-AAAA11")
+    soon = row.last_seen_at + timedelta(seconds=1)
+    monkeypatch.setattr(timezone, "now", lambda: soon)
+
+    ledger_record(ctx, "slot", [again])
+
+    row.refresh_from_db()
+    assert (row.label, row.data, row.last_seen_at) == (again.label, again.data, soon)
+    assert ledger_resolve(ctx, "slot", again.label).reference == "SL-AAAA11"
