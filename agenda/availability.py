@@ -585,7 +585,15 @@ def slot_facts(
     """The facts of a slot in one statement: the professional's row LEFT JOIN their hours and
     the company's agenda settings, with three EXISTS (gives the service; time off; another
     scheduled appointment, but `exclude_appointment_id`) on the same bounded index scans as a
-    slot search. One snapshot, so the check sees one instant."""
+    slot search. One snapshot, so the check sees one instant.
+
+    The professional's row is locked (FOR NO KEY UPDATE, which foreign keys to it do not wait
+    for) until the transaction ends, so the bookings of one professional check and write one
+    at a time. Without it, two inserts that overlap can each find the other's uncommitted row
+    in the exclusion constraint's check and wait for each other: PostgreSQL breaks such a
+    deadlock by failing one of them (a SYSTEM answer instead of "taken"), and fifty customers
+    racing for a slot on a busy machine could make a chain of them. Call inside a transaction.
+    """
     block_from, block_until = blocked_range(service, starts_at)
     appointments = scheduled_in_window([professional.pk], block_from, block_until)
     if exclude_appointment_id is not None:
@@ -597,7 +605,8 @@ def slot_facts(
         professional_id=professional.pk, service_id=service.pk
     )
     rows = (
-        Professional.objects.filter(company=company, pk=professional.pk)
+        Professional.objects.select_for_update(no_key=True, of=("self",))
+        .filter(company=company, pk=professional.pk)
         .order_by()
         .annotate(gives=Exists(gives), off=Exists(time_off), taken=Exists(appointments))
         .values_list(
@@ -713,7 +722,8 @@ def slot_validate(
 ) -> None:
     """Check, at the instant, that this professional can take this service at `starts_at`
     (`slot_check` on `slot_facts`: one statement, and more only to refuse). Call inside the
-    booking transaction, right before writing."""
+    booking transaction, right before writing: it locks the professional's row until that
+    transaction ends (`slot_facts`)."""
     facts = slot_facts(
         company=company,
         service=service,

@@ -35,8 +35,8 @@ CONVERSATION = "conv-budget"
 
 # book_appointment: the engine's claim, the call's conversation and step-up policy, the slot in
 # the ledger, the service and the professional it names, then ONE read for the whole slot check
-# (rules, hours, time off, busy times) and the INSERT in the savepoint that turns the exclusion
-# constraint's verdict into VALIDATION.
+# (rules, hours, time off, busy times; it locks the professional) and the INSERT in the
+# savepoint that turns the exclusion constraint's verdict into VALIDATION.
 BOOK = [
     "SELECT tooling_idempotencyrecord",  # the key lookup, before any guard
     "BEGIN",
@@ -46,7 +46,9 @@ BOOK = [
     "SELECT tooling_exposedreference",  # the slot, as this conversation saw it
     "SELECT agenda_service",
     "SELECT agenda_professional",  # the slot's professional
-    "SELECT agenda_professional",  # the slot check: settings, hours, time off, busy, in one
+    # The slot check: settings, hours, time off, busy, in one; the professional's row stays
+    # locked, so one professional's bookings check and insert one at a time.
+    "SELECT agenda_professional FOR NO KEY UPDATE",
     "SAVEPOINT",  # the exclusion constraint's verdict (or a reference collision) is caught
     "INSERT agenda_appointment",
     "RELEASE SAVEPOINT",
@@ -66,7 +68,7 @@ RESCHEDULE = [
     "SELECT agenda_professional",  # the slot's professional
     # Locked with its service, professional and the cut-off; only its own row is locked.
     "SELECT agenda_appointment FOR UPDATE",
-    "SELECT agenda_professional",  # the slot check
+    "SELECT agenda_professional FOR NO KEY UPDATE",  # the slot check
     "SAVEPOINT",  # the transition's log and the UPDATE go together if the constraint refuses
     "INSERT django_fsm_log_statelog",
     "UPDATE agenda_appointment",

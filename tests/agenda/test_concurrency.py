@@ -1,22 +1,29 @@
 """Many conversations booking the same slot at once against a multi-worker gunicorn: on
 PostgreSQL the exclusion constraint lets exactly one through; on the SQLite demo, the
-serialised write transactions do."""
+serialised write transactions do. And on PostgreSQL, a professional's bookings check and
+insert one at a time, so two inserts never wait for each other in the constraint's check."""
 
 import threading
+import time as clock_time
 import uuid
 from collections import Counter
 from datetime import time, timedelta
 
 import httpx
 import pytest
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from agenda.models import Appointment, Service
 from agenda.selectors import agenda_settings_for
-from agenda.services import professional_create
+from agenda.services import appointment_book, professional_create
+from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Conversation
 from core.services import contact_create, gateway_credential_issue
+from tests.agenda.conftest import MONDAY_8AM, local
+
+WAIT_SECONDS = 30  # an upper bound for the other thread to get where it is going, not a timing
 
 CONVERSATIONS = 50
 
@@ -182,3 +189,79 @@ def test_on_the_sqlite_demo_concurrent_bookings_of_one_slot_make_one_appointment
         "result = Appointment.objects.filter(state='scheduled').count()"
     )
     assert scheduled == 1
+
+
+def _waiting_statement(pid: int) -> str | None:
+    """The statement backend `pid` is running while it waits for a lock, if it is waiting."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT query FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+            [pid],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_second_booking_of_a_professional_waits_at_the_slot_check_and_then_is_refused(
+    company, service, marta, customer, other_customer
+):
+    """Two overlapping inserts in flight could each find the other's row in the exclusion
+    constraint's check and wait for each other, a deadlock PostgreSQL breaks by failing one.
+    The slot check locks the professional, so the second booking waits there, with nothing
+    inserted, and is refused as taken once the first commits."""
+    starts_at = local(2026, 12, 8, 10)
+    first_booked, first_may_commit = threading.Event(), threading.Event()
+    second: dict = {}
+
+    def book(contact):
+        return appointment_book(
+            company=company,
+            contact=contact,
+            service=service,
+            professional=marta,
+            starts_at=starts_at,
+            created_via=Appointment.Via.STAFF,
+            now=MONDAY_8AM,
+        )
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                book(customer)
+                first_booked.set()
+                first_may_commit.wait(WAIT_SECONDS)
+        finally:
+            connections.close_all()
+
+    def then_second() -> None:
+        try:
+            with transaction.atomic():
+                connection.ensure_connection()
+                second["pid"] = connection.connection.info.backend_pid
+                book(other_customer)
+        except ValidationFailed as refused:
+            second["refused"] = refused.code
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert first_booked.wait(WAIT_SECONDS)
+    racer = threading.Thread(target=then_second)
+    racer.start()
+    deadline = clock_time.monotonic() + WAIT_SECONDS
+    waiting = None
+    while waiting is None and clock_time.monotonic() < deadline:
+        clock_time.sleep(0.02)
+        if second.get("pid"):
+            waiting = _waiting_statement(second["pid"])
+    first_may_commit.set()
+    holder.join(WAIT_SECONDS)
+    racer.join(WAIT_SECONDS)
+
+    # The slot check (pg_stat_activity keeps the first 1,024 characters), not the INSERT.
+    assert waiting is not None and waiting.startswith('SELECT "agenda_professional"'), waiting
+    assert second.get("refused") == "slot_taken"
+    assert Appointment.objects.get().contact_id == customer.pk
