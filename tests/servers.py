@@ -9,9 +9,10 @@ tests/conftest.py (`pytest_plugins = ["tests.servers"]`), so every test can use:
   the test-only tools) on a free port, against the CURRENT test database (the one
   pytest-django created, e.g. test_idem on PostgreSQL), waits until `/api/ping` answers, and
   returns a `GunicornServer` (`.url`, `.log()`, `.stop()`). Every server is stopped when the
-  test ends, before the database is flushed. `env` adds or overrides environment variables
-  of the server (for example `{"GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS": "300"}`, read by the
-  settings at start-up); `database_url=` points it at another database.
+  test ends, before the database is flushed; a failed test's report shows the tail of each
+  server's log. `env` adds or overrides environment variables of the server (for example
+  `{"GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS": "300"}`, read by the settings at start-up);
+  `database_url=` points it at another database.
   The fixture needs `transactional_db` (it requests it): the server is another process and
   sees only committed rows, so build your data through services as usual and it is visible.
 
@@ -186,11 +187,29 @@ def start_gunicorn(
         time.sleep(0.1)
 
 
+_SERVERS = pytest.StashKey[list[GunicornServer]]()
+LOG_TAIL_CHARACTERS = 20_000
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed test shows the tail of each of its servers' logs (the tracebacks of what the
+    server answered SYSTEM), which is gone with the test's temporary folder otherwise."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        for server in item.stash.get(_SERVERS, []):
+            report.sections.append(
+                (f"gunicorn log {server.url} (tail)", server.log()[-LOG_TAIL_CHARACTERS:])
+            )
+
+
 @pytest.fixture
 def gunicorn_server(
-    transactional_db: None, tmp_path: Path
+    transactional_db: None, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., GunicornServer]]:
     servers: list[GunicornServer] = []
+    request.node.stash[_SERVERS] = servers
 
     def start(
         *,
