@@ -89,6 +89,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # The same backend, with a health check that polls the socket before it sends SELECT 1.
     DATABASES["default"]["ENGINE"] = "core.postgresql"
+    # Parameters bound by the server, and a statement run more than this many times on a
+    # connection prepared there: the same few statements run on every tool call, and parsing
+    # and planning them was most of PostgreSQL's CPU (docs/performance.md). Empty turns
+    # preparing off, for a pooler in transaction mode that cannot keep prepared statements.
+    _prepare_threshold = os.environ.get("GARANTE_PG_PREPARE_THRESHOLD", "2").strip()
+    DATABASES["default"]["OPTIONS"] = {
+        "server_side_binding": True,
+        "prepare_threshold": int(_prepare_threshold) if _prepare_threshold else None,
+    }
 if os.environ.get("GARANTE_TEST_DB_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["GARANTE_TEST_DB_NAME"]}
 

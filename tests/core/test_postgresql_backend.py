@@ -1,5 +1,6 @@
 """The PostgreSQL backend's health check of kept connections (core/postgresql): no round trip
-for a healthy idle connection, Django's full check when the server has closed it."""
+for a healthy idle connection, Django's full check when the server has closed it. And its
+options (core/settings.py): parameters bound by the server, hot statements prepared."""
 
 import select
 import time
@@ -66,3 +67,24 @@ def _readable(connection) -> bool:
     poller = select.poll()
     poller.register(connection.connection.fileno(), select.POLLIN)
     return bool(poller.poll(0))
+
+
+def test_a_statement_run_again_and_again_is_prepared_on_its_connection(settings):
+    """Parameters are bound by the server, so a statement is the same text whatever its
+    values, and after a few runs on a connection it is parsed and planned once, there."""
+    threshold = settings.DATABASES[DEFAULT_DB_ALIAS]["OPTIONS"]["prepare_threshold"]
+    if threshold is None:
+        pytest.skip("preparing is turned off (GARANTE_PG_PREPARE_THRESHOLD is empty)")
+    connection = connections[DEFAULT_DB_ALIAS]
+    statement = "SELECT count(*) FROM core_company WHERE id = %s AND name <> %s"
+
+    with connection.cursor() as cursor:
+        for value in range(threshold + 1):
+            cursor.execute(statement, [value, f"garante-{value}"])
+        cursor.execute(
+            "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%core_company WHERE id = $1 AND name <> $2%"],
+        )
+        prepared = cursor.fetchall()
+
+    assert len(prepared) == 1
