@@ -22,7 +22,7 @@ _counter = itertools.count(1)
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     is_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
-    skip_pg = pytest.mark.skip(reason="needs PostgreSQL at 127.0.0.1:5432 (not reachable)")
+    without_pg = "needs PostgreSQL (this run is on SQLite: none at 127.0.0.1:5432, or DATABASE_URL)"
     skip_redis = pytest.mark.skip(reason="needs Redis at 127.0.0.1:6379 (not reachable)")
     if os.environ.get("GARANTE_REQUIRE_SERVICES"):
         # CI promises PostgreSQL and Redis: a missing service must fail, not skip quietly.
@@ -32,8 +32,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
         return
     for item in items:
-        if "postgres" in item.keywords and not is_postgres:
-            item.add_marker(skip_pg)
+        postgres = item.get_closest_marker("postgres")
+        if postgres is not None and not is_postgres:
+            item.add_marker(pytest.mark.skip(reason=postgres.kwargs.get("reason", without_pg)))
         if "redis" in item.keywords and not settings.REDIS_AVAILABLE:
             item.add_marker(skip_redis)
 

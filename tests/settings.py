@@ -5,6 +5,7 @@ Tests that need PostgreSQL or Redis are marked and skipped, with the reason, whe
 
 import os
 import socket
+import tempfile
 
 
 def _reachable(host: str, port: int) -> bool:
@@ -30,6 +31,12 @@ REDIS_AVAILABLE = _reachable("127.0.0.1", 6379)
 LOGGING["root"]["level"] = "WARNING"  # noqa: F405
 # Live-server threads must not keep connections open, or the test database cannot be dropped.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+if DATABASES["default"]["ENGINE"].endswith("sqlite3") and "TEST" not in DATABASES["default"]:  # noqa: F405
+    # A file, not Django's default in-memory database, which a closed connection destroys:
+    # the injected outage (tooling.faults) closes the connection and opens it again.
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": os.path.join(tempfile.gettempdir(), f"garante-test-{os.getpid()}.sqlite3")
+    }
 # In-process tests read trace rows and replay counters inside their own transaction: write
 # them at once. The deferred writer itself is tested with this overridden.
 if "GARANTE_DEFERRED_WRITE_SECONDS" not in os.environ:

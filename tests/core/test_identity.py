@@ -15,6 +15,7 @@ from core.identity import (
 )
 from core.models import Conversation, SecurityEvent, StepUpPolicy
 from core.services import contact_create
+from tests.marks import needs_durable_writes
 
 pytestmark = pytest.mark.django_db
 
@@ -144,6 +145,7 @@ def test_garbage_is_a_validation_error(conversation, ana):
         contact_for_conversation(conversation=conversation, identifier="¿?")
 
 
+@needs_durable_writes
 def test_the_alarm_survives_the_rollback_of_the_failing_call(conversation, ana, bruno):
     """A tool call's transaction is rolled back on error; the evidence must stay."""
     from django.db import transaction

@@ -20,6 +20,7 @@ from core.verification import (
     challenge_verify,
     seal_code,
 )
+from tests.marks import needs_durable_writes
 
 # The code is created and committed on a connection of its own, so the data it refers to
 # must be committed too: these tests run outside a wrapping transaction.
@@ -101,6 +102,7 @@ def test_the_right_code_verifies_the_conversation_once(ana, ana_conv, sms_outbox
     assert reused.value.code == "code_used"
 
 
+@needs_durable_writes
 def test_five_wrong_codes_lock_the_challenge_even_though_each_call_rolls_back(
     ana, ana_conv, sms_outbox
 ):
