@@ -42,8 +42,9 @@ class ToolContext:
 
     @property
     def conversation_is_new(self) -> bool:
-        """Whether this call inserted its conversation in the transaction it is still in: the
-        row is then this transaction's until it ends, and holds what was inserted."""
+        """Whether this call inserted its conversation inside a transaction (a write tool's):
+        until that transaction ends the row is this call's alone and holds what was inserted.
+        Ask within that transaction only; the flag is not cleared when it ends."""
         return self.conversation is not None and self._conversation_inserted
 
 
