@@ -19,7 +19,7 @@ from core.models import Company
 from tooling.context import CallMeta, ToolContext
 from tooling.faults import injected_fault
 from tooling.idempotency import check_gateway_key, idempotent_execute
-from tooling.output import cap_output
+from tooling.output import cap_output, capped, dumps
 from tooling.registry import Tool
 from tooling.trace import tool_call_record
 
@@ -48,6 +48,12 @@ class Outcome:
     status: int
     replayed: bool = False
     error_type: str | None = None
+    # The body's JSON text as it goes on the wire, when the call already wrote it (the output
+    # cap measures it, a replay has it stored): the answer reuses it instead of encoding again.
+    text: str | None = None
+
+    def body_text(self) -> str:
+        return self.text if self.text is not None else dumps(self.body)
 
 
 def parse_arguments(tool: Tool, arguments: Any) -> Any:
@@ -63,13 +69,22 @@ def parse_arguments(tool: Tool, arguments: Any) -> Any:
         raise InvalidArguments(errors[:10]) from None
 
 
+def company_language(company: Company) -> contextlib.AbstractContextManager:
+    """The company's language for what a call writes to its customer: an override of the
+    active language, or nothing when it is already that one (the common case, where an
+    override and its undoing cost more than the rest of a cheap call's translations)."""
+    if translation.get_language() == company.language:
+        return contextlib.nullcontext()
+    return translation.override(company.language)
+
+
 def call_tool(
     tool: Tool, *, company: Company, arguments: Any, meta: CallMeta, surface: str
 ) -> Outcome:
     """Execute one tool call and return its shaped outcome. Raises only InvalidArguments."""
     started = time.monotonic()
     invalid: InvalidArguments | None = None
-    with translation.override(company.language):
+    with company_language(company):
         try:
             params = parse_arguments(tool, arguments)
         except InvalidArguments as exc:  # raised below, once the call is traced
@@ -122,9 +137,8 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
             )
         with injected_fault(company, meta.fault):
             if not tool.write:
-                return Outcome(
-                    body=cap_output(tool.handler(ctx, params)), is_error=False, status=200
-                )
+                body, text = capped(tool.handler(ctx, params))
+                return Outcome(body=body, is_error=False, status=200, text=text)
             key = check_gateway_key(meta.idempotency_key)
 
             def effect() -> tuple[dict[str, Any], int]:
@@ -138,7 +152,11 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
                 effect=effect,
             )
             return Outcome(
-                body=result.body, is_error=False, status=result.status, replayed=result.replayed
+                body=result.body,
+                is_error=False,
+                status=result.status,
+                replayed=result.replayed,
+                text=result.text,
             )
     except GaranteError as error:
         return error_outcome(error)
@@ -152,11 +170,13 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
 
 
 def error_outcome(error: GaranteError) -> Outcome:
+    body, text = capped(error.as_dict())
     return Outcome(
-        body=cap_output(error.as_dict()),
+        body=body,
         is_error=True,
         status=error.http_status,
         error_type=error.error_type.value,
+        text=text,
     )
 
 

@@ -15,7 +15,11 @@ from tooling.output import dumps
 def json_response(
     body: dict[str, Any], status: int, headers: dict[str, str] | None = None
 ) -> HttpResponse:
-    response = HttpResponse(dumps(body), status=status, content_type="application/json")
+    return _text_response(dumps(body), status, headers)
+
+
+def _text_response(text: str, status: int, headers: dict[str, str] | None) -> HttpResponse:
+    response = HttpResponse(text, status=status, content_type="application/json")
     for name, value in (headers or {}).items():
         response[name] = value
     return response
@@ -29,7 +33,7 @@ def outcome_response(outcome: Outcome) -> HttpResponse:
         headers["X-Idempotency-Replayed"] = "true"
     if outcome.is_error and "retry_after_seconds" in outcome.body:
         headers["Retry-After"] = str(outcome.body["retry_after_seconds"])
-    return json_response(outcome.body, outcome.status, headers)
+    return _text_response(outcome.body_text(), outcome.status, headers)
 
 
 def error_response(error: GaranteError) -> HttpResponse:

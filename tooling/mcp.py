@@ -37,7 +37,6 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, UnreadablePostError
-from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import csrf_exempt
 from mcp_types import (
@@ -64,7 +63,13 @@ from core.errors import PermissionRefused, SystemUnavailable
 from core.models import Company
 from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
-from tooling.execution import InvalidArguments, Outcome, call_tool, error_outcome
+from tooling.execution import (
+    InvalidArguments,
+    Outcome,
+    call_tool,
+    company_language,
+    error_outcome,
+)
 from tooling.output import dumps
 from tooling.registry import registry
 
@@ -224,7 +229,7 @@ def _answer(request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification)
     except RpcError as error:
         return _error_response(message.id, error, modern=_looks_modern(request, message))
     try:
-        with translation.override(company.language):
+        with company_language(company):
             result = _dispatch(company, message, route)
     except RpcError as error:
         return _error_response(message.id, error, modern=route.modern)
@@ -555,7 +560,7 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> dict[str, A
 
 def _tool_result(outcome: Outcome, route: Route, method: str) -> dict[str, Any]:
     result = {
-        "content": [{"type": "text", "text": dumps(outcome.body)}],
+        "content": [{"type": "text", "text": outcome.body_text()}],
         "structuredContent": outcome.body,
         "isError": outcome.is_error,
     }

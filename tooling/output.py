@@ -25,31 +25,40 @@ def listing(items: Sequence[dict[str, Any]], *, has_more: bool, **extra: Any) ->
 
 
 def cap_output(payload: dict[str, Any]) -> dict[str, Any]:
-    """Shrink a result to the character cap.
+    """Shrink a result to the character cap (`capped` without the text)."""
+    return capped(payload)[0]
+
+
+def capped(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A result shrunk to the character cap, and its JSON text as it goes on the wire.
 
     A listing loses items from its tail and says more exist; anything else that is still too
     large is replaced by a short result saying so (never cut mid-JSON).
     """
     limit = settings.GARANTE_OUTPUT_MAX_CHARS
-    if len(dumps(payload)) <= limit:
-        return payload
+    text = dumps(payload)
+    if len(text) <= limit:
+        return payload, text
     items = payload.get("items")
     if isinstance(items, list):
         shrunk = dict(payload, items=list(items), has_more=True, truncated=True)
         while shrunk["items"] and len(dumps(shrunk)) > limit:
             shrunk["items"].pop()
             shrunk["count"] = len(shrunk["items"])
-        if len(dumps(shrunk)) <= limit:
-            return shrunk
+        text = dumps(shrunk)
+        if len(text) <= limit:
+            return shrunk, text
     if "error_type" in payload:
-        return {
+        short = {
             "error_type": payload["error_type"],
             "user_message": str(payload.get("user_message", ""))[:500],
             "code": payload.get("code", ""),
         }
-    return {
+        return short, dumps(short)
+    too_long = {
         "truncated": True,
         "message": _(
             "La respuesta era demasiado larga. Pida menos elementos o sea más específico."
         ),
     }
+    return too_long, dumps(too_long)

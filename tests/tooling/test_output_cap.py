@@ -89,6 +89,7 @@ def test_every_tool_result_fits_the_cap_through_the_execution_path(company, name
 
     assert outcome.is_error is (kind in ("error", "ambiguity"))
     assert_capped(outcome.body, kind)
+    assert outcome.body_text() == dumps(outcome.body)  # the text the answer reuses
 
 
 @pytest.mark.django_db(transaction=True)
@@ -110,6 +111,7 @@ def test_every_tool_result_fits_the_cap_over_mcp(mcp, monkeypatch):
         assert result["isError"] is (kind in ("error", "ambiguity")), (name, kind)
         assert_capped(result["structuredContent"], kind)
         assert len(result["content"][0]["text"]) <= limit, (name, kind)
+        assert result["content"][0]["text"] == dumps(result["structuredContent"]), (name, kind)
 
 
 @pytest.mark.parametrize("name", TOOL_NAMES)
