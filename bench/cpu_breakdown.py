@@ -29,6 +29,20 @@ os.environ.setdefault(
 os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
 os.environ.setdefault("GARANTE_LOG_LEVEL", "WARNING")
 
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+from bench.load import start_redis  # noqa: E402
+
+# What the calls publish (open_case's staff notification) goes to a Redis of this run's own,
+# as in bench/load.py, not into the queue of whatever Redis the machine runs.
+_broker_dir = tempfile.mkdtemp(prefix="garante-cpu-breakdown-")
+atexit.register(shutil.rmtree, _broker_dir, True)  # after the stop below (atexit is LIFO)
+_broker = start_redis(Path(_broker_dir))
+atexit.register(_broker.stop)
+os.environ["CELERY_BROKER_URL"] = _broker.url
+
 import django  # noqa: E402
 
 django.setup()

@@ -613,11 +613,12 @@ def prepare_conversations(base_url: str, token: str) -> None:
     mcp_call(base_url, token, "open_case", CASE_ARGS, meta)
 
 
-def queries_per_call(token: str) -> dict[str, int]:
-    """SQL statements of one call of each scenario, counted in process (deterministic)."""
+def queries_per_call(token: str, broker_url: str) -> dict[str, int]:
+    """SQL statements of one call of each scenario, counted in process (deterministic). What
+    the calls publish goes to the benchmark's own Redis, as the server's does."""
     import django
 
-    os.environ.update(environment(GARANTE_LOG_LEVEL="WARNING"))
+    os.environ.update(environment(GARANTE_LOG_LEVEL="WARNING", CELERY_BROKER_URL=broker_url))
     django.setup()
     from django.db import connection
     from django.test import Client
@@ -730,7 +731,7 @@ def main() -> int:
         ):
             log(f"gunicorn ({WORKERS} gthread workers x {THREADS} threads) at {server.url}")
             prepare_conversations(server.url, token)
-            report["queries"] = queries_per_call(token)
+            report["queries"] = queries_per_call(token, redis.url)
             log(f"SQL per call: {report['queries']}")
             if have_wrk:
                 run_load(report, server, token, workdir)
