@@ -108,14 +108,12 @@ def _upsert_sql(rows: int) -> str:
         f"{column(ExposedReference, name)} = EXCLUDED.{column(ExposedReference, name)}"
         for name in _UPSERT_UPDATES
     )
+    alike = [column(ExposedReference, name) for name in ("reference", "label", "data")]
     unchanged = " AND ".join(
         [
             f"seen.{column(ExposedReference, 'conversation')} = %s",
             f"seen.{column(ExposedReference, 'kind')} = %s",
-            *(
-                f"seen.{name} = shown.{name}"
-                for name in (column(ExposedReference, n) for n in ("reference", "label", "data"))
-            ),
+            *(f"seen.{name} = shown.{name}" for name in alike),
             f"seen.{column(ExposedReference, 'last_seen_at')} >= %s",
         ]
     )
@@ -133,20 +131,20 @@ def _upsert_params(ctx: ToolContext, kind: str, rows: list[tuple]) -> list[Any]:
     `get_db_prep_save`; both timestamps the call's instant, as auto_now_add and auto_now set
     them), without building a model instance per row."""
     now = timezone.now()
-    call = (ctx.company.pk, ctx.conversation.pk, kind, now, now)
-    params = [
-        _field(name).get_db_prep_save(value, connection)
-        for name, value in zip(_CALL_FIELDS, call, strict=True)
-    ]
+    values = (ctx.company.pk, ctx.conversation.pk, kind, now, now)
+    call = {
+        name: _field(name).get_db_prep_save(value, connection)
+        for name, value in zip(_CALL_FIELDS, values, strict=True)
+    }
+    params = list(call.values())
     row_fields = [_field(name) for name in _ROW_FIELDS]
     for row in rows:
         params.extend(
             field.get_db_prep_save(value, connection)
             for field, value in zip(row_fields, row, strict=True)
         )
-    params.extend(params[1:3])  # the conversation and the kind, prepared above
-    params.append(_field("last_seen_at").get_db_prep_save(now - LAST_SEEN_RESOLUTION, connection))
-    return params
+    fresh_since = _field("last_seen_at").get_db_prep_save(now - LAST_SEEN_RESOLUTION, connection)
+    return [*params, call["conversation"], call["kind"], fresh_since]
 
 
 def _field(name: str) -> Field:
