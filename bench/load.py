@@ -56,6 +56,11 @@ WARMUP_SECONDS = 2
 CONNECTIONS = int(os.environ.get("GARANTE_BENCH_CONNECTIONS", "16"))
 WORKERS = int(os.environ.get("GARANTE_BENCH_WORKERS", "2"))
 THREADS = int(os.environ.get("GARANTE_BENCH_THREADS", "4"))
+# Each worker takes at most its share of wrk's kept-alive connections. Uncapped (gthread's
+# default is 1000), whichever worker wakes first accepts all sixteen of them as wrk opens
+# them at once, and that worker then serves every request of the run: one core measured, not
+# two. A proxy opening a connection per request spreads them by itself; wrk does not.
+WORKER_CONNECTIONS = -(-CONNECTIONS // WORKERS)
 MEMORY_CALLS = 20_000
 MEMORY_TOPUP_SECONDS = float(os.environ.get("GARANTE_BENCH_TOPUP_SECONDS", "150"))
 # Growth sizes (rows in the table); the large idempotency load stops at its time budget.
@@ -189,6 +194,7 @@ def start_gunicorn(workdir: Path, broker_url: str) -> Process:
     port = free_port()
     command = [PYTHON, "-m", "gunicorn", "core.wsgi:application", "--bind", f"127.0.0.1:{port}"]
     command += ["--workers", str(WORKERS), "--threads", str(THREADS), "--worker-class", "gthread"]
+    command += ["--worker-connections", str(WORKER_CONNECTIONS)]
     command += ["--keep-alive", "30", "--backlog", "2048", "--log-level", "warning"]
     process = spawn(
         command,
@@ -241,6 +247,13 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
             continue
         times[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
     return times
+
+
+def tcp_accepted() -> int:
+    """TCP connections this machine's servers have accepted since boot (PassiveOpens)."""
+    lines = Path("/proc/net/snmp").read_text().splitlines()
+    names, values = (line.split() for line in lines if line.startswith("Tcp:"))
+    return int(dict(zip(names, values, strict=True))["PassiveOpens"])
 
 
 def postgres_backends() -> list[int]:
@@ -514,7 +527,11 @@ def measure(
     connections = options.get("connections", CONNECTIONS)
     for attempt in range(1, BALANCE_ATTEMPTS + 1):
         before = cpu.read() if cpu else None
+        accepted = tcp_accepted()
         result = wrk(base_url, scenario, token, seconds=SECONDS, **options)
+        # wrk opens its connections once; any more are reconnections after the server closed
+        # a kept-alive one (the worker-connection cap does when a worker keeps too many idle).
+        result["reconnections"] = max(tcp_accepted() - accepted - connections, 0)
         result["concurrency"] = connections
         result["attempts"] = attempt
         if not (cpu and before and result["requests"]):
@@ -710,7 +727,10 @@ def main() -> int:
     report: dict[str, Any] = {
         "machine": machine(),
         "settings": {
-            "server": f"gunicorn gthread, {WORKERS} workers x {THREADS} threads, core.settings",
+            "server": (
+                f"gunicorn gthread, {WORKERS} workers x {THREADS} threads, at most "
+                f"{WORKER_CONNECTIONS} connections per worker, core.settings"
+            ),
             "database": "PostgreSQL (shared server, own database)",
             "broker": "redis-server of its own (no consumer)",
             "concurrency": CONNECTIONS,
@@ -964,6 +984,17 @@ def render(report: dict[str, Any]) -> str:
             f"(one worker did most of the work in all {BALANCE_ATTEMPTS} runs of: "
             + ", ".join(lopsided)
             + "; those rows measure about one core)"
+        )
+    churn = {
+        name: 1000 * result["reconnections"] / result["requests"]
+        for name, result in report["scenarios"].items()
+        if result.get("requests") and "reconnections" in result
+    }
+    if churn:
+        worst = max(churn, key=churn.__getitem__)
+        lines.append(
+            f"(reconnections, after the server closed a kept-alive connection: at most "
+            f"{churn[worst]:.1f} per 1,000 requests, in {worst})"
         )
     other = next(iter(report["scenarios"].values()), {}).get("other_run_rps")
     if other is not None:
