@@ -207,10 +207,13 @@ def start_gunicorn(workdir: Path, broker_url: str) -> Process:
 
 
 def start_sdk_server(workdir: Path, *, nodelay: bool) -> Process:
+    """As shipped: uvicorn's workers on one socket. Fixed: TCP_NODELAY set, and each worker on
+    a socket of its own (bench/sdk_server.py), so that its workers share wrk's connections as
+    ours do under the worker-connection cap."""
     port = free_port()
     command = [PYTHON, "bench/sdk_server.py", "--port", str(port), "--workers", str(WORKERS)]
     if nodelay:
-        command.append("--nodelay")
+        command += ["--nodelay", "--reuse-port"]
     process = spawn(
         command,
         env=environment(),

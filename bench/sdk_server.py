@@ -11,9 +11,18 @@ Why `--nodelay`: with `workers > 1` uvicorn binds the listening socket itself wi
 sockets whose `proto` is IPPROTO_TCP. Replies then wait on Nagle's algorithm against the
 client's delayed ACK (~40 ms per keep-alive reply on Linux). `--nodelay` sets the option on
 every accepted connection, which is what a single-process uvicorn does by itself.
+
+Why `--reuse-port`: uvicorn's workers share one listening socket, and a client that opens its
+kept-alive connections at once (wrk) often has every one accepted by the same worker, which
+then serves the whole run on one core. With `--reuse-port` each worker listens on a socket of
+its own bound with SO_REUSEPORT, and the kernel spreads new connections over them (bench/load.py
+caps gunicorn's workers at their share of the connections for the same reason).
 """
 
 import argparse
+import contextlib
+import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -65,16 +74,54 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--nodelay", action="store_true", help="work around the uvicorn bug")
+    parser.add_argument("--reuse-port", action="store_true", help="a listening socket per worker")
     options = parser.parse_args()
+    http = "bench.sdk_server:NoDelayProtocol" if options.nodelay else "auto"
+    if options.reuse_port:
+        serve_on_own_sockets(options.port, options.workers, http)
+        return
     uvicorn.run(
         "bench.sdk_server:app",
         host="127.0.0.1",
         port=options.port,
         workers=options.workers,
-        http="bench.sdk_server:NoDelayProtocol" if options.nodelay else "auto",
+        http=http,
         log_level="warning",
         access_log=False,
     )
+
+
+def serve_on_own_sockets(port: int, workers: int, http: str) -> None:
+    """`workers` uvicorn processes, each on its own SO_REUSEPORT socket bound to `port`; this
+    process waits for them and stops them all when it is stopped."""
+    children = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(("127.0.0.1", port))
+            sock.listen(2048)
+            config = uvicorn.Config(app, http=http, log_level="warning", access_log=False)
+            uvicorn.Server(config).run(sockets=[sock])
+            os._exit(0)
+        children.append(pid)
+
+    def stop(signum: int, frame: Any) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for child in children:
+        while True:
+            try:
+                os.waitpid(child, 0)
+                break
+            except InterruptedError:
+                continue
 
 
 if __name__ == "__main__":
