@@ -56,11 +56,6 @@ WARMUP_SECONDS = 2
 CONNECTIONS = int(os.environ.get("GARANTE_BENCH_CONNECTIONS", "16"))
 WORKERS = int(os.environ.get("GARANTE_BENCH_WORKERS", "2"))
 THREADS = int(os.environ.get("GARANTE_BENCH_THREADS", "4"))
-# Each worker takes at most its share of wrk's kept-alive connections. Uncapped (gthread's
-# default is 1000), whichever worker wakes first accepts all sixteen of them as wrk opens
-# them at once, and that worker then serves every request of the run: one core measured, not
-# two. A proxy opening a connection per request spreads them by itself; wrk does not.
-WORKER_CONNECTIONS = -(-CONNECTIONS // WORKERS)
 MEMORY_CALLS = 20_000
 MEMORY_TOPUP_SECONDS = float(os.environ.get("GARANTE_BENCH_TOPUP_SECONDS", "150"))
 # Growth sizes (rows in the table); the large idempotency load stops at its time budget.
@@ -194,7 +189,11 @@ def start_gunicorn(workdir: Path, broker_url: str) -> Process:
     port = free_port()
     command = [PYTHON, "-m", "gunicorn", "core.wsgi:application", "--bind", f"127.0.0.1:{port}"]
     command += ["--workers", str(WORKERS), "--threads", str(THREADS), "--worker-class", "gthread"]
-    command += ["--worker-connections", str(WORKER_CONNECTIONS)]
+    # Each worker listens on a socket of its own (SO_REUSEPORT) and the kernel spreads new
+    # connections over them. On one shared socket, whichever worker woke first accepted all of
+    # wrk's kept-alive connections as wrk opened them at once, and served the whole run: one
+    # core measured, not two.
+    command += ["--reuse-port"]
     command += ["--keep-alive", "30", "--backlog", "2048", "--log-level", "warning"]
     process = spawn(
         command,
@@ -208,8 +207,7 @@ def start_gunicorn(workdir: Path, broker_url: str) -> Process:
 
 def start_sdk_server(workdir: Path, *, nodelay: bool) -> Process:
     """As shipped: uvicorn's workers on one socket. Fixed: TCP_NODELAY set, and each worker on
-    a socket of its own (bench/sdk_server.py), so that its workers share wrk's connections as
-    ours do under the worker-connection cap."""
+    a socket of its own (bench/sdk_server.py), as ours are (gunicorn's --reuse-port)."""
     port = free_port()
     command = [PYTHON, "bench/sdk_server.py", "--port", str(port), "--workers", str(WORKERS)]
     if nodelay:
@@ -533,7 +531,7 @@ def measure(
         accepted = tcp_accepted()
         result = wrk(base_url, scenario, token, seconds=SECONDS, **options)
         # wrk opens its connections once; any more are reconnections after the server closed
-        # a kept-alive one (the worker-connection cap does when a worker keeps too many idle).
+        # a kept-alive one.
         result["reconnections"] = max(tcp_accepted() - accepted - connections, 0)
         result["concurrency"] = connections
         result["attempts"] = attempt
@@ -731,8 +729,8 @@ def main() -> int:
         "machine": machine(),
         "settings": {
             "server": (
-                f"gunicorn gthread, {WORKERS} workers x {THREADS} threads, at most "
-                f"{WORKER_CONNECTIONS} connections per worker, core.settings"
+                f"gunicorn gthread, {WORKERS} workers x {THREADS} threads, a listening socket "
+                "per worker (--reuse-port), core.settings"
             ),
             "database": "PostgreSQL (shared server, own database)",
             "broker": "redis-server of its own (no consumer)",

@@ -15,8 +15,8 @@ every accepted connection, which is what a single-process uvicorn does by itself
 Why `--reuse-port`: uvicorn's workers share one listening socket, and a client that opens its
 kept-alive connections at once (wrk) often has every one accepted by the same worker, which
 then serves the whole run on one core. With `--reuse-port` each worker listens on a socket of
-its own bound with SO_REUSEPORT, and the kernel spreads new connections over them (bench/load.py
-caps gunicorn's workers at their share of the connections for the same reason).
+its own bound with SO_REUSEPORT, and the kernel spreads new connections over them, as
+gunicorn's `--reuse-port` does for Garante's workers in bench/load.py.
 """
 
 import argparse
