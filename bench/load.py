@@ -206,12 +206,13 @@ def start_gunicorn(workdir: Path, broker_url: str) -> Process:
 
 
 def start_sdk_server(workdir: Path, *, nodelay: bool) -> Process:
-    """As shipped: uvicorn's workers on one socket. Fixed: TCP_NODELAY set, and each worker on
-    a socket of its own (bench/sdk_server.py), as ours are (gunicorn's --reuse-port)."""
+    """As shipped: uvicorn's workers on one socket, h11 on asyncio. Fixed: TCP_NODELAY set,
+    each worker on a socket of its own as ours are (gunicorn's --reuse-port), and uvicorn's C
+    parser on uvloop as ours parse with gunicorn's (bench/sdk_server.py)."""
     port = free_port()
     command = [PYTHON, "bench/sdk_server.py", "--port", str(port), "--workers", str(WORKERS)]
     if nodelay:
-        command += ["--nodelay", "--reuse-port"]
+        command += ["--nodelay", "--reuse-port", "--fast"]
     process = spawn(
         command,
         env=environment(),

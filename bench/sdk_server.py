@@ -4,7 +4,12 @@
 database, no authentication: the SDK server's best case). Served in stateless JSON mode under
 uvicorn with several worker processes, as the SDK documents for horizontal scaling:
 
-    .venv/bin/python bench/sdk_server.py --port 8100 --workers 2 [--nodelay]
+    .venv/bin/python bench/sdk_server.py --port 8100 --workers 2 [--nodelay] [--reuse-port] [--fast]
+
+As shipped, `pip install mcp` brings uvicorn without its optional C extensions, so uvicorn
+parses HTTP with h11 on asyncio's event loop; that is what runs without `--fast`. With `--fast`
+it parses with httptools (C) on uvloop, uvicorn's fastest, as Garante's gunicorn parses with
+its C parser (gunicorn_h1c).
 
 Why `--nodelay`: with `workers > 1` uvicorn binds the listening socket itself with
 `socket.socket(family=...)`, whose `proto` is 0, and asyncio only sets TCP_NODELAY on accepted
@@ -30,7 +35,8 @@ from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -59,14 +65,22 @@ def list_services(limit: int = 20) -> dict[str, Any]:
 app = server.streamable_http_app(json_response=True, stateless_http=True)
 
 
-class NoDelayProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
-    """uvicorn's HTTP protocol, with TCP_NODELAY set on the accepted connection."""
+class _NoDelay:
+    """Sets TCP_NODELAY on the accepted connection, then lets the protocol take it."""
 
     def connection_made(self, transport: Any) -> None:
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        super().connection_made(transport)
+        super().connection_made(transport)  # type: ignore[misc]
+
+
+class NoDelayH11Protocol(_NoDelay, H11Protocol):
+    pass
+
+
+class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):
+    pass
 
 
 def main() -> None:
@@ -75,10 +89,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--nodelay", action="store_true", help="work around the uvicorn bug")
     parser.add_argument("--reuse-port", action="store_true", help="a listening socket per worker")
+    parser.add_argument("--fast", action="store_true", help="httptools and uvloop")
     options = parser.parse_args()
-    http = "bench.sdk_server:NoDelayProtocol" if options.nodelay else "auto"
+    protocol = "HttpToolsProtocol" if options.fast else "H11Protocol"
+    if options.nodelay:
+        http = f"bench.sdk_server:NoDelay{protocol}"
+    else:
+        http = "httptools" if options.fast else "h11"
+    loop = "uvloop" if options.fast else "asyncio"
     if options.reuse_port:
-        serve_on_own_sockets(options.port, options.workers, http)
+        serve_on_own_sockets(options.port, options.workers, http, loop)
         return
     uvicorn.run(
         "bench.sdk_server:app",
@@ -86,12 +106,13 @@ def main() -> None:
         port=options.port,
         workers=options.workers,
         http=http,
+        loop=loop,
         log_level="warning",
         access_log=False,
     )
 
 
-def serve_on_own_sockets(port: int, workers: int, http: str) -> None:
+def serve_on_own_sockets(port: int, workers: int, http: str, loop: str) -> None:
     """`workers` uvicorn processes, each on its own SO_REUSEPORT socket bound to `port`; this
     process waits for them and stops them all when it is stopped."""
     children = []
@@ -103,7 +124,9 @@ def serve_on_own_sockets(port: int, workers: int, http: str) -> None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind(("127.0.0.1", port))
             sock.listen(2048)
-            config = uvicorn.Config(app, http=http, log_level="warning", access_log=False)
+            config = uvicorn.Config(
+                app, http=http, loop=loop, log_level="warning", access_log=False
+            )
             uvicorn.Server(config).run(sockets=[sock])
             os._exit(0)
         children.append(pid)
