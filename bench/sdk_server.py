@@ -139,12 +139,7 @@ def serve_on_own_sockets(port: int, workers: int, http: str, loop: str) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     for child in children:
-        while True:
-            try:
-                os.waitpid(child, 0)
-                break
-            except InterruptedError:
-                continue
+        os.waitpid(child, 0)  # retried by Python when a signal interrupts it (PEP 475)
 
 
 if __name__ == "__main__":
