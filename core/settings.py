@@ -43,16 +43,23 @@ INSTALLED_APPS = [
     "integration",
 ]
 
+# Django's usual stack. The browser's middleware (core.middleware: sessions, language, CSRF,
+# user, messages, frame options) steps aside for the machine API's paths, which authenticate
+# by bearer token and answer in the company's language.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.locale.LocaleMiddleware",
+    "core.middleware.SessionMiddleware",
+    "core.middleware.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "core.middleware.CsrfViewMiddleware",
+    "core.middleware.AuthenticationMiddleware",
+    "core.middleware.MessageMiddleware",
+    "core.middleware.XFrameOptionsMiddleware",
 ]
+# The machine API: the MCP endpoint and the REST tool mirror (tooling.api) with its liveness
+# probe. A path ending in "/" covers everything under it. Not the integration API (/api/v1/,
+# which staff may also use with their session) nor the API's documentation pages.
+GARANTE_MACHINE_API_PATHS = ("/mcp", "/api/tools/", "/api/ping")
 
 ROOT_URLCONF = "core.urls"
 WSGI_APPLICATION = "core.wsgi.application"

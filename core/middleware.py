@@ -1,0 +1,88 @@
+"""The browser's middleware, stepping aside for the machine API.
+
+The Gateway's endpoints (`/mcp` and the REST tool mirror under `/api/`) authenticate every
+request by its bearer token, answer in the company's language and never set a cookie, so
+sessions, the browser's language, CSRF tokens, the logged-in user, flash messages and frame
+options mean nothing to them. Django runs every middleware on every request, and those six
+cost a cheap call about a fifth of its CPU (docs/performance.md, round six). Each is wrapped
+here: the same class, in the same place of `MIDDLEWARE`, that passes a request of the machine
+API (`settings.GARANTE_MACHINE_API_PATHS`) straight on and serves every other request (the
+admin, the integration API with its staff sessions, the API's documentation pages) exactly as
+Django's own does.
+
+What the machine API keeps: SecurityMiddleware (its headers, the HTTPS redirect) and
+CommonMiddleware (the Host header checked against ALLOWED_HOSTS) are not wrapped. A thread
+serves requests of both kinds one after the other, so for a machine request the site's
+default language is activated in place of the one the browser middleware would have chosen:
+what the API says before it knows the company (an unknown token) never depends on whoever the
+thread served before.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
+from django.contrib.messages.middleware import MessageMiddleware as _Messages
+from django.contrib.sessions.middleware import SessionMiddleware as _Sessions
+from django.http import HttpRequest, HttpResponseBase
+from django.middleware.clickjacking import XFrameOptionsMiddleware as _FrameOptions
+from django.middleware.csrf import CsrfViewMiddleware as _Csrf
+from django.middleware.locale import LocaleMiddleware as _Locale
+from django.utils import translation
+
+
+def is_machine_api(path: str) -> bool:
+    """Whether a request path belongs to the machine API: equal to one of
+    `settings.GARANTE_MACHINE_API_PATHS`, or under one of them that ends with a slash."""
+    for machine in settings.GARANTE_MACHINE_API_PATHS:
+        if path == machine or (machine.endswith("/") and path.startswith(machine)):
+            return True
+    return False
+
+
+class _BrowserOnly:
+    """Mixed in before a Django middleware class: the machine API's requests skip it."""
+
+    get_response: Callable[[HttpRequest], HttpResponseBase]
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        if is_machine_api(request.path_info):
+            self.step_aside(request)
+            return self.get_response(request)
+        return super().__call__(request)  # type: ignore[misc]
+
+    def step_aside(self, request: HttpRequest) -> None:
+        """What a machine request gets instead (nothing, unless a subclass says)."""
+
+
+class SessionMiddleware(_BrowserOnly, _Sessions):
+    pass
+
+
+class LocaleMiddleware(_BrowserOnly, _Locale):
+    def step_aside(self, request: HttpRequest) -> None:
+        translation.activate(settings.LANGUAGE_CODE)
+
+
+class CsrfViewMiddleware(_BrowserOnly, _Csrf):
+    def process_view(
+        self, request: HttpRequest, view: Callable, args: Any, kwargs: Any
+    ) -> HttpResponseBase | None:
+        # Django calls every middleware's process_view itself, after all the __call__s; the
+        # machine API's views are exempt from CSRF anyway (bearer tokens, no cookies).
+        if is_machine_api(request.path_info):
+            return None
+        return super().process_view(request, view, args, kwargs)
+
+
+class AuthenticationMiddleware(_BrowserOnly, _Authentication):
+    pass
+
+
+class MessageMiddleware(_BrowserOnly, _Messages):
+    pass
+
+
+class XFrameOptionsMiddleware(_BrowserOnly, _FrameOptions):
+    pass
