@@ -143,7 +143,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Publishing must fail fast when the broker is down so the caller can answer SYSTEM.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 if CELERY_BROKER_URL.startswith("redis://"):
-    # kombu's Redis transport, building its Redis client once instead of per message.
+    # kombu's Redis transport, building its Redis client once instead of per message. Not for
+    # rediss:// (TLS): kombu checks its TLS options by that transport name, which this would hide.
     CELERY_BROKER_TRANSPORT = "core.broker:Transport"
 CELERY_BEAT_SCHEDULE: dict = {}
 
