@@ -70,6 +70,7 @@ from tooling.execution import (
     company_language,
     error_outcome,
 )
+from tooling.http import json_response, text_response
 from tooling.output import dumps
 from tooling.registry import registry
 
@@ -81,6 +82,8 @@ HEADERLESS_VERSION = "2025-03-26"
 assert set(LEGACY_VERSIONS + MODERN_VERSIONS) <= set(KNOWN_PROTOCOL_VERSIONS)
 
 SERVER_INFO = {"name": "garante", "title": "Garante", "version": "0.1.0"}
+# The `_meta` every modern result carries (see `_shape`), as JSON text for tools/call results.
+_MODERN_STAMP = dumps({SERVER_INFO_META_KEY: SERVER_INFO})
 CAPABILITIES = {"tools": {"listChanged": False}}
 # The tool list changes only with a deployment; a few minutes of client caching is safe.
 TOOLS_TTL_MS = 300_000
@@ -138,13 +141,6 @@ class Route:
 # --- responses ---------------------------------------------------------------------------
 
 
-def _json(payload: Any, status: int = 200, headers: Mapping[str, str] | None = None):
-    response = HttpResponse(dumps(payload), status=status, content_type="application/json")
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response
-
-
 def _error_response(
     request_id: RequestId | None,
     error: RpcError,
@@ -156,11 +152,12 @@ def _error_response(
     if error.data is not None:
         body["data"] = error.data
     status = error.status or (MODERN_STATUS if modern else LEGACY_STATUS).get(error.code, 200)
-    return _json({"jsonrpc": "2.0", "id": request_id, "error": body}, status, headers)
+    return json_response({"jsonrpc": "2.0", "id": request_id, "error": body}, status, headers)
 
 
-def _result_response(request_id: RequestId, result: dict[str, Any]) -> HttpResponse:
-    return _json({"jsonrpc": "2.0", "id": request_id, "result": result})
+def _result_response(request_id: RequestId, result: str) -> HttpResponse:
+    """A success answer around the result's JSON text, which the handler wrote."""
+    return text_response(f'{{"jsonrpc":"2.0","id":{dumps(request_id)},"result":{result}}}')
 
 
 # --- the view ----------------------------------------------------------------------------
@@ -321,9 +318,7 @@ def _outage_response(
     if isinstance(message, JSONRPCRequest) and message.method == "tools/call":
         try:
             route = _route(request, message)
-            return _result_response(
-                message.id, _tool_result(error_outcome(down), route, message.method)
-            )
+            return _result_response(message.id, _tool_result(error_outcome(down), route))
         except RpcError as error:
             return _error_response(message.id, error, modern=_looks_modern(request, message))
     request_id = message.id if isinstance(message, JSONRPCRequest) else None
@@ -437,10 +432,12 @@ def decode_header_value(value: str | None) -> str | None:
 # --- dispatch ----------------------------------------------------------------------------
 
 
-def _dispatch(company: Company, message: JSONRPCRequest, route: Route) -> dict[str, Any]:
+def _dispatch(company: Company, message: JSONRPCRequest, route: Route) -> str:
+    """The JSON text of the method's result, or RpcError."""
     method, params = message.method, message.params
     try:
-        mcp_methods.parse_client_request(method, route.version, params)
+        # Validated against the version's schema only: nothing here reads the parsed model.
+        mcp_methods.validate_client_request(method, route.version, params)
     except KeyError:
         raise _method_not_found(method) from None
     except pydantic.ValidationError as exc:
@@ -464,8 +461,9 @@ def _problems(exc: pydantic.ValidationError) -> list[dict[str, str]]:
     ][:10]
 
 
-def _shape(method: str, route: Route, result: dict[str, Any]) -> dict[str, Any]:
-    """The per-version wire shape; modern results carry resultType and the serverInfo stamp."""
+def _shape(method: str, route: Route, result: dict[str, Any]) -> str:
+    """The per-version wire shape, as JSON text; modern results carry resultType and the
+    serverInfo stamp."""
     if route.modern:
         result = {
             "resultType": "complete",
@@ -473,14 +471,14 @@ def _shape(method: str, route: Route, result: dict[str, Any]) -> dict[str, Any]:
             "_meta": {SERVER_INFO_META_KEY: dict(SERVER_INFO)},
         }
     try:
-        return mcp_methods.serialize_server_result(method, route.version, result)
+        return dumps(mcp_methods.serialize_server_result(method, route.version, result))
     except pydantic.ValidationError:
         # Our bug, not the client's; the detail (which echoes the result) stays in the log.
         logger.exception("invalid %s result for protocol %s", method, route.version)
         raise RpcError(INTERNAL_ERROR, "Internal error") from None
 
 
-def _initialize(company: Company, params: dict[str, Any], route: Route) -> dict[str, Any]:
+def _initialize(company: Company, params: dict[str, Any], route: Route) -> str:
     requested = params.get("protocolVersion")
     negotiated = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
     result = {
@@ -491,11 +489,11 @@ def _initialize(company: Company, params: dict[str, Any], route: Route) -> dict[
     return _shape("initialize", Route(modern=False, version=negotiated), result)
 
 
-def _ping(company: Company, params: dict[str, Any], route: Route) -> dict[str, Any]:
+def _ping(company: Company, params: dict[str, Any], route: Route) -> str:
     return _shape("ping", route, {})
 
 
-def _discover(company: Company, params: dict[str, Any], route: Route) -> dict[str, Any]:
+def _discover(company: Company, params: dict[str, Any], route: Route) -> str:
     # The same for every caller, so shared caches may keep it.
     result = {
         "supportedVersions": list(MODERN_VERSIONS),
@@ -517,7 +515,7 @@ def tool_entry(tool: Any) -> dict[str, Any]:
     }
 
 
-def _list_tools(company: Company, params: dict[str, Any], route: Route) -> dict[str, Any]:
+def _list_tools(company: Company, params: dict[str, Any], route: Route) -> str:
     if params.get("cursor") is not None:
         # We never hand out a cursor: the whole list is one page.
         raise RpcError(INVALID_PARAMS, "Invalid cursor")
@@ -528,7 +526,7 @@ def _list_tools(company: Company, params: dict[str, Any], route: Route) -> dict[
     return _shape("tools/list", route, result)
 
 
-def _call(company: Company, params: dict[str, Any], route: Route) -> dict[str, Any]:
+def _call(company: Company, params: dict[str, Any], route: Route) -> str:
     name = params["name"]
     tool = registry.get(name)
     if tool is None:
@@ -555,19 +553,28 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> dict[str, A
         # call_tool maps every failure itself; this is the last line before the wire.
         logger.exception("unexpected failure calling tool %s over MCP", tool.name)
         outcome = error_outcome(SystemUnavailable())
-    return _tool_result(outcome, route, "tools/call")
+    return _tool_result(outcome, route)
 
 
-def _tool_result(outcome: Outcome, route: Route, method: str) -> dict[str, Any]:
-    result = {
-        "content": [{"type": "text", "text": outcome.body_text()}],
-        "structuredContent": outcome.body,
-        "isError": outcome.is_error,
-    }
-    return _shape(method, route, result)
+def _tool_result(outcome: Outcome, route: Route) -> str:
+    """A tools/call result as JSON text, written here rather than validated and dumped by
+    mcp_types like the other methods' results: its shape is fixed (one text content, the
+    structured content, the error flag and, in the modern era, the stamp of `_shape`), the tests
+    pin it to mcp_types' serializer for every version we serve, and the body's JSON text, which
+    the output cap or the idempotency record already holds, goes in as it is instead of being
+    validated, dumped and encoded again (docs/performance.md, round seven)."""
+    text = outcome.body_text()
+    flags = f'"isError":{"true" if outcome.is_error else "false"}'
+    content = f'"content":[{{"text":{dumps(text)},"type":"text"}}]'
+    if route.modern:
+        return (
+            f'{{"_meta":{_MODERN_STAMP},{content},{flags},'
+            f'"resultType":"complete","structuredContent":{text}}}'
+        )
+    return f'{{{content},{flags},"structuredContent":{text}}}'
 
 
-HANDLERS: dict[str, Callable[[Company, dict[str, Any], Route], dict[str, Any]]] = {
+HANDLERS: dict[str, Callable[[Company, dict[str, Any], Route], str]] = {
     "initialize": _initialize,
     "ping": _ping,
     "server/discover": _discover,
