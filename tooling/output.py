@@ -7,10 +7,15 @@ from typing import Any
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+# One encoder for every answer: json.dumps with options builds a new one per call, which costs
+# a cheap tool call's answer a quarter of its encoding time. An encoder keeps no state between
+# calls, so threads share it.
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
 
 def dumps(payload: Any) -> str:
     """The JSON text of a payload, as it goes on the wire (compact, UTF-8 kept)."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return _encoder.encode(payload)
 
 
 def page(rows: Iterable[Any], limit: int) -> tuple[list[Any], bool]:
