@@ -4,7 +4,6 @@ Same registry, same execution path and idempotency engine as MCP; the Gateway's 
 become the `Idempotency-Key` and `X-Conversation-Id` headers (seed 2 rules for the key).
 """
 
-import json
 import logging
 from typing import Any
 
@@ -14,13 +13,14 @@ from django.utils.translation import gettext_lazy as _
 from ninja import Header, NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
+from ninja.parser import Parser
 from ninja.security import HttpBearer
 
 from core.errors import GaranteError, PermissionRefused, SystemUnavailable, ValidationFailed
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
 from tooling.execution import InvalidArguments, call_tool
-from tooling.http import error_response, json_response, outcome_response
+from tooling.http import error_response, json_response, loads, outcome_response
 from tooling.idempotency import check_http_key
 from tooling.registry import Tool, registry
 
@@ -34,11 +34,19 @@ class GatewayBearer(HttpBearer):
         return company
 
 
+class StrictJSONParser(Parser):
+    """Bodies parsed as MCP's are (tooling.http.loads): NaN and Infinity are malformed JSON."""
+
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        return loads(request.body)
+
+
 api = NinjaAPI(
     title="Garante tool API",
     version="1.0",
     description="Every Gateway tool as a plain HTTP endpoint, with Idempotency-Key semantics.",
     urls_namespace="api",
+    parser=StrictJSONParser(),
 )
 
 
@@ -109,7 +117,7 @@ def _tool_endpoint(tool: Tool):
             except GaranteError as error:
                 return error_response(error)
         try:
-            arguments = json.loads(request.body or b"{}")
+            arguments = loads(request.body or b"{}")
         except ValueError:
             arguments = payload.model_dump(exclude_unset=True)
         meta = CallMeta(conversation_id=conversation_id, idempotency_key=idempotency_key)

@@ -12,7 +12,9 @@ asynchronous commit.
 setting, where the rows must be visible inside the test's transaction).
 
 A failed batch is logged and dropped: the database being down is already answered SYSTEM by
-the calls themselves, and retrying bookkeeping could only delay recovery.
+the calls themselves, and retrying bookkeeping could only delay recovery. A batch the database
+refuses for its data (a value it cannot store) is written again item by item, so the one bad
+item is dropped alone, not the hundreds of calls of its batch.
 """
 
 import atexit
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DataError, connection, transaction
 
 logger = logging.getLogger("garante.deferred")
 
@@ -95,6 +97,13 @@ class DeferredQueue:
                     self._write(items)
             else:
                 self._write(items)
+        except (DataError, connection.Database.DataError):
+            if not batch or len(items) == 1:
+                logger.exception("%s: could not write %d items; dropped", self.name, len(items))
+                return
+            logger.warning("%s: a batch of %d items was refused; one by one", self.name, len(items))
+            for item in items:
+                self._write_logged([item], batch=True)
         except Exception:
             logger.exception("%s: could not write %d items; dropped", self.name, len(items))
 

@@ -15,7 +15,7 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import GaranteError, SystemUnavailable, ValidationFailed
-from core.models import Company
+from core.models import Company, Conversation
 from tooling.context import CallMeta, ToolContext
 from tooling.faults import injected_fault
 from tooling.idempotency import check_gateway_key, idempotent_execute
@@ -59,6 +59,13 @@ class Outcome:
 def parse_arguments(tool: Tool, arguments: Any) -> Any:
     if arguments is None:
         arguments = {}
+    nul = _nul_character_at(arguments)
+    if nul is not None:
+        # PostgreSQL cannot store the character, so a write would fail as if the database
+        # were down: the caller's mistake is answered as one instead.
+        raise InvalidArguments(
+            [{"field": nul[:128], "problem": "Text must not contain NUL characters"}]
+        )
     try:
         return tool.input.model_validate(arguments)
     except pydantic.ValidationError as exc:
@@ -67,6 +74,25 @@ def parse_arguments(tool: Tool, arguments: Any) -> Any:
             for err in exc.errors(include_url=False, include_context=False, include_input=False)
         ]
         raise InvalidArguments(errors[:10]) from None
+
+
+def _nul_character_at(arguments: Any) -> str | None:
+    """The dotted path of the first key or text holding a NUL character (U+0000), or None.
+    Iterative, so nesting as deep as the JSON parser allows cannot exhaust the stack."""
+    pending: list[tuple[tuple[str, ...], Any]] = [((), arguments)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return ".".join(path) or "(arguments)"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and "\x00" in key:
+                    return ".".join((*path, key.replace("\x00", "")))
+                pending.append(((*path, str(key)), item))
+        elif isinstance(value, list):
+            pending.extend(((*path, str(index)), item) for index, item in enumerate(value))
+    return None
 
 
 def company_language(company: Company) -> contextlib.AbstractContextManager:
@@ -131,10 +157,7 @@ def canonical_request(params: pydantic.BaseModel) -> dict[str, Any]:
 def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: str) -> Outcome:
     ctx = ToolContext(company=company, meta=meta, surface=surface)
     try:
-        if not meta.conversation_id or not isinstance(meta.conversation_id, str):
-            raise ValidationFailed(
-                _("Falta el identificador de la conversación."), code="missing_conversation_id"
-            )
+        _check_conversation_id(meta.conversation_id)
         with injected_fault(company, meta.fault):
             if not tool.write:
                 body, text = capped(tool.handler(ctx, params))
@@ -167,6 +190,22 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
     except Exception:
         logger.exception("unexpected failure in tool %s", tool.name)
         return error_outcome(SystemUnavailable())
+
+
+def _check_conversation_id(conversation_id: Any) -> None:
+    if not conversation_id or not isinstance(conversation_id, str):
+        raise ValidationFailed(
+            _("Falta el identificador de la conversación."), code="missing_conversation_id"
+        )
+    if len(conversation_id) > _CONVERSATION_ID_MAX_LENGTH or "\x00" in conversation_id:
+        raise ValidationFailed(
+            _("El identificador de la conversación no es válido."),
+            code="invalid_conversation_id",
+        )
+
+
+# What the conversation's row can hold: a longer id would fail its insert as a database error.
+_CONVERSATION_ID_MAX_LENGTH = Conversation._meta.get_field("external_id").max_length
 
 
 def error_outcome(error: GaranteError) -> Outcome:

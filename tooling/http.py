@@ -3,6 +3,7 @@
 Free of ninja and DRF so either surface can use it (seed 2's replay and retry headers live here).
 """
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +12,17 @@ from django.http import HttpResponse
 from core.errors import GaranteError
 from tooling.execution import Outcome, error_outcome
 from tooling.output import dumps
+
+
+def loads(body: bytes | str) -> Any:
+    """A request body's JSON. NaN and Infinity, which Python's parser accepts and JSON does not
+    (RFC 8259), are refused like any other malformed body (ValueError): taken as numbers, they
+    would reach a trace or a record that PostgreSQL's JSON refuses."""
+    return json.loads(body, parse_constant=_not_json)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def json_response(

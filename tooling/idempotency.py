@@ -130,7 +130,7 @@ def check_gateway_key(key: Any) -> str:
             _("Falta la clave de idempotencia de esta operación."),
             code="missing_idempotency_key",
         )
-    if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_LENGTH:
+    if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_LENGTH or "\x00" in key:
         raise ValidationFailed(
             _("La clave de idempotencia no tiene un formato válido."),
             code="invalid_idempotency_key",

@@ -24,7 +24,6 @@ Business errors are tool results with `isError: true`, never JSON-RPC errors.
 import base64
 import binascii
 import contextlib
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -70,7 +69,7 @@ from tooling.execution import (
     company_language,
     error_outcome,
 )
-from tooling.http import json_response, text_response
+from tooling.http import json_response, loads, text_response
 from tooling.output import dumps
 from tooling.registry import registry
 
@@ -192,7 +191,7 @@ def _receive(request: HttpRequest) -> HttpResponse | JSONRPCRequest | JSONRPCNot
     if isinstance(body, HttpResponse):
         return body
     try:
-        decoded = json.loads(body)
+        decoded = loads(body)
     except (ValueError, RecursionError):
         return _error_response(None, RpcError(PARSE_ERROR, "Parse error"))
     try:

@@ -9,6 +9,7 @@ failure to write is logged and swallowed.
 
 import json
 import logging
+import math
 import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -90,7 +91,7 @@ def _redact(value: Any, *, key: str, depth: int) -> Any:
         if depth >= MAX_DEPTH:
             return "[…]"
         return {
-            str(k)[:64]: _redact(v, key=str(k), depth=depth + 1)
+            _storable(str(k)[:64]): _redact(v, key=str(k), depth=depth + 1)
             for k, v in list(value.items())[:MAX_LIST_ITEMS]
         }
     if isinstance(value, list | tuple):
@@ -98,11 +99,13 @@ def _redact(value: Any, *, key: str, depth: int) -> Any:
             return "[…]"
         # Items of a list take the list's key: a list of messages stays masked.
         return [_redact(v, key=key, depth=depth + 1) for v in value[:MAX_LIST_ITEMS]]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN and Infinity are not JSON: PostgreSQL would refuse the batch
     if isinstance(value, bool | int | float):
         return value
     text = str(value)
     if name in KEPT_KEYS:
-        return _scrub(text[:MAX_KEPT_CHARS])
+        return _scrub(_storable(text[:MAX_KEPT_CHARS]))
     return f"[text, {len(text)} chars]"
 
 
@@ -115,6 +118,12 @@ def _mask_identifier(value: str) -> str:
         kind, visible = "document", value
     tail = "".join(c for c in visible if c.isalnum())[-2:]
     return f"[{kind} •••{tail}]"
+
+
+def _storable(text: str) -> str:
+    """Text PostgreSQL can store: a NUL character (which no text column or JSON value may
+    hold, and which a rejected call may well have carried) becomes U+FFFD."""
+    return text.replace("\x00", "\ufffd")
 
 
 def _scrub(text: str) -> str:
@@ -161,7 +170,7 @@ def _row(
     idempotency_key = meta.idempotency_key if isinstance(meta.idempotency_key, str) else ""
     return {
         "company_id": company.pk,
-        "conversation_key": key[:255],
+        "conversation_key": _storable(key[:255]),
         "tool": tool.name,
         "surface": surface[:16],
         "outcome": ToolCall.Outcome.ERROR if outcome.is_error else ToolCall.Outcome.OK,
@@ -171,7 +180,7 @@ def _row(
         "latency_ms": round(latency_ms, 3),
         "result_count": count if isinstance(count, int) and count >= 0 else None,
         "arguments": redact_arguments(arguments),
-        "idempotency_key": idempotency_key[:255],
+        "idempotency_key": _storable(idempotency_key[:255]),
         "created_at": timezone.now() - timedelta(milliseconds=latency_ms),
     }
 

@@ -246,6 +246,13 @@ def test_fuzzed_mcp_envelopes_headers_and_tool_arguments_never_break_the_endpoin
         answer = response.json()
         if "error" in answer:
             assert answer["error"]["code"] == -32602, answer
+            return
+        # The database is up and no fault is asked for: bad input is the caller's mistake and
+        # must never be answered as an outage (which tells the agent to try again later).
+        assert answer["result"]["structuredContent"].get("error_type") != "SYSTEM", (
+            call,
+            answer,
+        )
 
     arguments()
 

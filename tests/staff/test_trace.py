@@ -123,6 +123,32 @@ def test_a_call_with_invalid_arguments_is_traced_and_still_refused(company):
     assert traced.arguments == {"limit": "many", "phone": "[phone •••22]"}
 
 
+def test_values_postgresql_cannot_store_are_kept_in_a_storable_form():
+    assert redact_arguments(
+        {"limit": float("nan"), "quantity": float("-inf"), "status": "en\x00vío", "x\x00": 1}
+    ) == {"limit": "nan", "quantity": "-inf", "status": "en\ufffdvío", "x\ufffd": 1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_call_carrying_nul_characters_is_traced_all_the_same(company):
+    outcome = call(
+        company,
+        "open_case",
+        {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea."},
+        conversation_id="conv\x00nul",
+        idempotency_key="key\x00nul",
+    )
+    assert outcome.error_type == "VALIDATION"
+    with pytest.raises(InvalidArguments):
+        call(company, "list_services", {"status\x00": "x"}, conversation_id="conv-nul")
+
+    (first,) = trace_of(company, "conv\ufffdnul")
+    assert first.code == "invalid_conversation_id" and first.idempotency_key == "key\ufffdnul"
+    (second,) = trace_of(company, "conv-nul")
+    assert second.code == "invalid_arguments"
+    assert second.arguments == {"status\ufffd": "[text, 1 chars]"}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_trace_is_written_after_the_writes_transaction(company, monkeypatch):
     committed_when_traced = []

@@ -18,6 +18,7 @@ from core.services import gateway_credential_revoke
 from tests.conftest import McpClient
 from tooling import mcp as mcp_module
 from tooling.mcp import RequestId
+from tooling.models import IdempotencyRecord
 from tooling.registry import Tool, ToolInput, registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -395,7 +396,19 @@ def test_an_unsupported_handshake_version_header_is_400_unsupported(mcp):
 
 
 def test_malformed_json_is_a_parse_error_with_null_id(mcp, subtests):
-    for raw in [b"{not json", b"", b'{"jsonrpc": "2.0", "id": 1,', b"\xff\xfe", b"[" * 100_000]:
+    not_json_numbers = [
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_services",'
+        b'"arguments":{"limit":' + constant + b'},"_meta":{"com.asixto/conversationId":"c"}}}'
+        for constant in (b"NaN", b"Infinity", b"-Infinity")
+    ]
+    for raw in [
+        b"{not json",
+        b"",
+        b'{"jsonrpc": "2.0", "id": 1,',
+        b"\xff\xfe",
+        b"[" * 100_000,
+        *not_json_numbers,
+    ]:
         with subtests.test(raw=raw[:30]):
             body = error_of(mcp.post(raw), 400, -32700)
 
@@ -461,6 +474,48 @@ def test_arguments_that_fail_the_schema_are_invalid_params_listing_the_problems(
             data = error_of(response, status, -32602)["error"]["data"]
             assert data["code"] == "invalid_arguments"
             assert [e["field"] for e in data["errors"]] == [field]
+
+
+def test_text_with_a_nul_character_is_invalid_params_and_stores_nothing(
+    mcp, company, write_tool, subtests
+):
+    cases = [
+        ("list_services", {"limit": 5, "colour\x00": "red"}, "colour"),
+        ("test_record_note", {"note": "a\x00b"}, "note"),
+    ]
+    for (era, modern, status), (name, arguments, field) in itertools.product(ERAS, cases):
+        with subtests.test(era=era, arguments=arguments):
+            response = mcp.call(name, arguments, key="key-nul", modern=modern)
+
+            data = error_of(response, status, -32602)["error"]["data"]
+            assert data["code"] == "invalid_arguments"
+            assert [e["field"] for e in data["errors"]] == [field]
+    assert not IdempotencyRecord.objects.filter(company=company).exists()
+
+
+def test_a_conversation_id_no_conversation_can_hold_is_a_validation_result(mcp, subtests):
+    for conversation_id in ["x" * 256, "conv\x00"]:
+        with subtests.test(length=len(conversation_id)):
+            response = mcp.call(
+                "identify_contact",
+                {"document": "12345678Z"},
+                key=f"key-{len(conversation_id)}",
+                conversation_id=conversation_id,
+            )
+
+            result = result_of(response)
+            assert result["isError"] is True
+            assert result["structuredContent"]["error_type"] == "VALIDATION"
+            assert result["structuredContent"]["code"] == "invalid_conversation_id"
+    assert result_of(mcp.call("list_services", {}, conversation_id="x" * 255))["isError"] is False
+
+
+def test_an_idempotency_key_with_a_nul_character_is_a_validation_result(mcp, write_tool, company):
+    result = result_of(mcp.call("test_record_note", {"note": "x"}, key="key\x00"))
+
+    assert result["isError"] is True
+    assert result["structuredContent"]["code"] == "invalid_idempotency_key"
+    assert not IdempotencyRecord.objects.filter(company=company).exists()
 
 
 def test_malformed_tools_call_params_are_invalid_params(mcp, subtests):

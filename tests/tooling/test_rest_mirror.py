@@ -3,6 +3,7 @@
 import pytest
 
 from agenda.models import Service
+from tooling.models import IdempotencyRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,6 +76,36 @@ def test_it_answers_malformed_json_with_a_validation_error(tool_client):
 
     assert response.status_code == 400
     assert response.json()["error_type"] == "VALIDATION"
+
+
+def test_numbers_json_does_not_have_are_malformed_json(tool_client):
+    for constant in ["NaN", "Infinity", "-Infinity"]:
+        response = tool_client.http.post(
+            "/api/tools/list_services",
+            content=f'{{"limit": {constant}}}'.encode(),
+            headers={"X-Conversation-Id": "c", "Content-Type": "application/json"},
+        )
+
+        assert response.status_code == 400, constant
+        assert response.json()["code"] == "malformed_json"
+
+
+def test_text_with_a_nul_character_is_invalid_arguments_and_opens_nothing(tool_client, company):
+    arguments = {"identifier": "12345678Z", "subject": "Grifo\x00", "description": "Gotea."}
+
+    response = tool_client.call("open_case", arguments, key="key-nul-subject")
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_arguments"
+    assert [e["field"] for e in response.json()["errors"]] == ["subject"]
+    assert not IdempotencyRecord.objects.filter(company=company).exists()
+
+
+def test_a_conversation_id_longer_than_a_conversation_holds_is_a_validation_error(tool_client):
+    response = tool_client.call("list_services", {"limit": 5}, conversation_id="c" * 256)
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_conversation_id"
 
 
 def test_the_tools_are_in_the_openapi_document(live_server):
