@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -85,8 +86,12 @@ def _upsert(ctx: ToolContext, kind: str, rows: list[tuple]) -> None:
     ledger, so it is one round trip, with no transaction of its own around it (Django's
     bulk_create opens one: BEGIN and COMMIT around a single statement), without the ORM's
     query compilation and without a model instance per row (docs/performance.md)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(len(rows)), _upsert_params(ctx, kind, rows))
+    # Resolved once: every attribute read through Django's `connection` proxy is a lookup of
+    # the thread's connection, and preparing a page of ten rows' values reads it some fifty
+    # times (a third of their preparation's CPU).
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
+        cursor.execute(_upsert_sql(len(rows)), _upsert_params(ctx, kind, rows, db))
 
 
 @functools.lru_cache(maxsize=64)  # one per number of rows; a tool shows at most 50
@@ -126,24 +131,25 @@ def _upsert_sql(rows: int) -> str:
     )
 
 
-def _upsert_params(ctx: ToolContext, kind: str, rows: list[tuple]) -> list[Any]:
+def _upsert_params(
+    ctx: ToolContext, kind: str, rows: list[tuple], db: BaseDatabaseWrapper
+) -> list[Any]:
     """The statement's values, prepared as save() prepares an ExposedReference's (each field's
     `get_db_prep_save`; both timestamps the call's instant, as auto_now_add and auto_now set
     them), without building a model instance per row."""
     now = timezone.now()
     values = (ctx.company.pk, ctx.conversation.pk, kind, now, now)
     call = {
-        name: _field(name).get_db_prep_save(value, connection)
+        name: _field(name).get_db_prep_save(value, db)
         for name, value in zip(_CALL_FIELDS, values, strict=True)
     }
     params = list(call.values())
     row_fields = [_field(name) for name in _ROW_FIELDS]
     for row in rows:
         params.extend(
-            field.get_db_prep_save(value, connection)
-            for field, value in zip(row_fields, row, strict=True)
+            field.get_db_prep_save(value, db) for field, value in zip(row_fields, row, strict=True)
         )
-    fresh_since = _field("last_seen_at").get_db_prep_save(now - LAST_SEEN_RESOLUTION, connection)
+    fresh_since = _field("last_seen_at").get_db_prep_save(now - LAST_SEEN_RESOLUTION, db)
     return [*params, call["conversation"], call["kind"], fresh_since]
 
 
