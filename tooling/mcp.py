@@ -225,8 +225,9 @@ def _answer(request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification)
     except RpcError as error:
         return _error_response(message.id, error, modern=_looks_modern(request, message))
     try:
-        with company_language(company):
-            result = _dispatch(company, message, route)
+        # No language override here: call_tool writes a tool's outcome in the company's
+        # language itself, and `_call` its own error answers; nothing else is translated.
+        result = _dispatch(company, message, route)
     except RpcError as error:
         return _error_response(message.id, error, modern=route.modern)
     return _result_response(message.id, result)
@@ -545,13 +546,16 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> str:
             tool, company=company, arguments=params.get("arguments"), meta=call_meta, surface="mcp"
         )
     except InvalidArguments as exc:
+        with company_language(company):  # call_tool's ended with the call
+            data = exc.as_error().as_dict()
         raise RpcError(
-            INVALID_PARAMS, f"Invalid arguments for tool {tool.name}", data=exc.as_error().as_dict()
+            INVALID_PARAMS, f"Invalid arguments for tool {tool.name}", data=data
         ) from None
     except Exception:
         # call_tool maps every failure itself; this is the last line before the wire.
         logger.exception("unexpected failure calling tool %s over MCP", tool.name)
-        outcome = error_outcome(SystemUnavailable())
+        with company_language(company):
+            outcome = error_outcome(SystemUnavailable())
     return _tool_result(outcome, route)
 
 

@@ -10,7 +10,10 @@ import pytest
 from django.utils import translation
 
 from core.errors import PermissionRefused
+from core.services import gateway_credential_issue
+from tests.conftest import McpClient
 from tests.staff.test_trace import call
+from tooling import mcp as mcp_module
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCALE = ROOT / "locale"
@@ -75,6 +78,35 @@ def test_a_company_that_speaks_english_gets_tool_errors_in_english(make_company)
     assert in_spanish.body["user_message"] == (
         "Antes necesito identificarle con su documento, teléfono o correo."
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_over_mcp_every_answer_to_a_customer_is_in_the_companys_language(
+    live_server, make_company, monkeypatch
+):
+    english = make_company(language="en")
+    token = gateway_credential_issue(company=english, name="gateway")[1]
+    with McpClient(live_server.url, token, "conv-english") as mcp:
+        invalid = mcp.call("list_services", {"limit": "many"}).json()["error"]["data"]
+        refused = mcp.call(
+            "cancel_appointment",
+            {"identifier": "12345678Z", "appointment": "AP-7K2F9Q"},
+            key="k-en",
+        ).json()
+        monkeypatch.setattr(mcp_module, "call_tool", _explode)
+        failed = mcp.call("list_services", {}).json()
+
+    assert invalid["user_message"] == "The tool arguments are not valid."
+    assert refused["result"]["structuredContent"]["user_message"] == (
+        "First I need to identify you with your ID document, phone or email."
+    )
+    assert failed["result"]["structuredContent"]["user_message"] == (
+        "Our system is not available right now. Please try again later."
+    )
+
+
+def _explode(*args, **kwargs):
+    raise RuntimeError("unexpected")
 
 
 @pytest.mark.django_db(transaction=True)
