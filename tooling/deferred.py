@@ -13,8 +13,8 @@ setting, where the rows must be visible inside the test's transaction).
 
 A failed batch is logged and dropped: the database being down is already answered SYSTEM by
 the calls themselves, and retrying bookkeeping could only delay recovery. A batch the database
-refuses for its data (a value it cannot store) is written again item by item, so the one bad
-item is dropped alone, not the hundreds of calls of its batch.
+or its driver refuses for its data (a value it cannot store or encode) is written again item
+by item, so the one bad item is dropped alone, not the hundreds of calls of its batch.
 """
 
 import atexit
@@ -97,7 +97,7 @@ class DeferredQueue:
                     self._write(items)
             else:
                 self._write(items)
-        except (DataError, connection.Database.DataError):
+        except (DataError, connection.Database.DataError, UnicodeError):
             if not batch or len(items) == 1:
                 logger.exception("%s: could not write %d items; dropped", self.name, len(items))
                 return

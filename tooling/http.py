@@ -4,6 +4,7 @@ Free of ninja and DRF so either surface can use it (seed 2's replay and retry he
 """
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,14 +16,33 @@ from tooling.output import dumps
 
 
 def loads(body: bytes | str) -> Any:
-    """A request body's JSON. NaN and Infinity, which Python's parser accepts and JSON does not
-    (RFC 8259), are refused like any other malformed body (ValueError): taken as numbers, they
-    would reach a trace or a record that PostgreSQL's JSON refuses."""
-    return json.loads(body, parse_constant=_not_json)
+    """A request body's JSON, refusing like any other malformed body (ValueError) what Python's
+    parser accepts and JSON, or Unicode, does not: NaN and Infinity (RFC 8259) and numbers too
+    large for a float (`1e400`, which Python reads as infinity), and text with a lone surrogate
+    (`"\\ud800"`: an escape of half a character, which no UTF-8 can carry). Accepted, they
+    reached a trace or a record that PostgreSQL refuses, and an answer that echoed one could
+    not be encoded at all."""
+    decoded = json.loads(body, parse_constant=_not_json, parse_float=_finite)
+    # A surrogate can only come from a \u escape or from the bytes that would encode one
+    # (the parser lets both through); most bodies have neither and skip the check.
+    raw = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
+    if b"\\u" in raw or b"\xed" in raw:
+        try:
+            dumps(decoded).encode()
+        except UnicodeEncodeError:
+            raise ValueError("text with a lone surrogate is not Unicode") from None
+    return decoded
 
 
 def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:40]} is too large a number")
+    return value
 
 
 def json_response(

@@ -399,7 +399,7 @@ def test_malformed_json_is_a_parse_error_with_null_id(mcp, subtests):
     not_json_numbers = [
         b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_services",'
         b'"arguments":{"limit":' + constant + b'},"_meta":{"com.asixto/conversationId":"c"}}}'
-        for constant in (b"NaN", b"Infinity", b"-Infinity")
+        for constant in (b"NaN", b"Infinity", b"-Infinity", b"1e400", b'"\\ud800"')
     ]
     for raw in [
         b"{not json",
@@ -408,6 +408,9 @@ def test_malformed_json_is_a_parse_error_with_null_id(mcp, subtests):
         b"\xff\xfe",
         b"[" * 100_000,
         *not_json_numbers,
+        b'{"jsonrpc":"2.0","id":"\\udc00","method":"ping"}',  # half a character, as the id
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\\ud800"}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","\xed\xa0\x80":1}',
     ]:
         with subtests.test(raw=raw[:30]):
             body = error_of(mcp.post(raw), 400, -32700)

@@ -78,8 +78,8 @@ def test_it_answers_malformed_json_with_a_validation_error(tool_client):
     assert response.json()["error_type"] == "VALIDATION"
 
 
-def test_numbers_json_does_not_have_are_malformed_json(tool_client):
-    for constant in ["NaN", "Infinity", "-Infinity"]:
+def test_numbers_and_text_json_does_not_have_are_malformed_json(tool_client):
+    for constant in ["NaN", "Infinity", "-Infinity", "1e400", '"\\ud800"']:
         response = tool_client.http.post(
             "/api/tools/list_services",
             content=f'{{"limit": {constant}}}'.encode(),
