@@ -477,7 +477,9 @@ class ProductViewSet(ResourceViewSet):
     serializer_class = s.ProductOut
     filter_class = s.ProductFilter
     lookup_field = "sku"
-    lookup_value_regex = r"[^/]{1,64}"
+    # Any text but a slash, and but a NUL character, which no SKU can hold (PostgreSQL refuses
+    # it in a query, which would answer a mistyped URL as an outage): such a URL is not found.
+    lookup_value_regex = r"[^/\x00]{1,64}"
     ordering_fields = ["name", "sku"]
     ordering = ["name"]
 

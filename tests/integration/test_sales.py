@@ -36,6 +36,14 @@ def test_a_product_is_found_by_its_sku_in_any_case(api, catalog):
     assert api.get("products/NOPE-1").status_code == 404
 
 
+def test_a_sku_with_a_nul_character_is_not_found_not_an_outage(api, catalog):
+    for path in ["products/%00", "products/TAZ%00-002"]:
+        response = api.get(path)
+
+        assert response.status_code == 404, response.content
+        assert response.json()["error_type"] == "NOT_FOUND"
+
+
 def test_a_quote_is_priced_by_the_system_and_sent(api, ana, catalog):
     response = quote(api, ana, ("CAF-001", 2), ("TAZ-002", 1))
 
