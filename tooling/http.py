@@ -1,4 +1,5 @@
-"""HTTP answers of tool outcomes, shared by the REST tool mirror and the DRF integration API.
+"""HTTP for the tool surfaces: the one JSON reading of a request body (MCP and the REST tool
+mirror), and the answers of tool outcomes (the REST tool mirror, MCP and the DRF integration API).
 
 Free of ninja and DRF so either surface can use it (seed 2's replay and retry headers live here).
 """
