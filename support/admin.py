@@ -184,6 +184,7 @@ class CaseAdmin(GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin):
         "updated_at",
         "resolved_at",
         "closed_at",
+        "staff_notified_at",
     ]
     # Once open, only triage fields change; the customer's own words and links stay as given.
     change_readonly_fields = [
@@ -198,6 +199,7 @@ class CaseAdmin(GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin):
         "updated_at",
         "resolved_at",
         "closed_at",
+        "staff_notified_at",
     ]
 
     def get_fields(self, request: HttpRequest, obj: Case | None = None) -> list[str]:

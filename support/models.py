@@ -89,6 +89,11 @@ class Case(FSMModelMixin, models.Model):
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
     resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True, editable=False)
     closed_at = models.DateTimeField(_("closed"), null=True, blank=True, editable=False)
+    # When the staff email about this new case went out; None until then (the broker was down
+    # at commit, the mail server refused it): the beat sweep enqueues it again.
+    staff_notified_at = models.DateTimeField(
+        _("staff notified"), null=True, blank=True, editable=False
+    )
 
     class Meta:
         verbose_name = _("case")
@@ -102,6 +107,13 @@ class Case(FSMModelMixin, models.Model):
         indexes = [
             models.Index(fields=["company", "state"], name="case_company_state"),
             models.Index(fields=["contact", "-created_at"], name="case_contact_recent"),
+            # The sweep's question, "which new cases has staff not heard about", reads only
+            # the few rows that are still waiting.
+            models.Index(
+                fields=["created_at"],
+                condition=Q(staff_notified_at__isnull=True),
+                name="case_staff_notice_pending",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -207,6 +219,10 @@ class CaseComment(models.Model):
         help_text=_("Internal comments are seen only by staff."),
     )
     created_at = models.DateTimeField(_("created"), auto_now_add=True, db_index=True)
+    # For a customer's comment: when the staff email about it went out (as on the case).
+    staff_notified_at = models.DateTimeField(
+        _("staff notified"), null=True, blank=True, editable=False
+    )
 
     class Meta:
         verbose_name = _("comment")
@@ -221,6 +237,13 @@ class CaseComment(models.Model):
             models.CheckConstraint(
                 condition=~(Q(author_contact__isnull=False) & Q(author_user__isnull=False)),
                 name="case_comment_single_author",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["created_at"],
+                condition=Q(author_contact__isnull=False, staff_notified_at__isnull=True),
+                name="case_comment_notice_pending",
             ),
         ]
 

@@ -3,7 +3,7 @@
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import NotFound
@@ -104,3 +104,29 @@ def case_ids_due_for_auto_close(*, now: datetime) -> list[int]:
         )
         due.extend(case_unanswered_since_resolved(resolved).values_list("pk", flat=True))
     return due
+
+
+# A staff notice still unsent this long after its case or comment was written has lost its
+# task (the broker was down at commit, the mail server kept refusing it); older than the
+# window, it is no longer news worth an email.
+STAFF_NOTICE_GRACE = timedelta(minutes=15)
+STAFF_NOTICE_WINDOW = timedelta(days=1)
+
+
+def case_staff_notices_pending(*, now: datetime, limit: int = 200) -> list[tuple[int, int | None]]:
+    """Staff emails that never went out: (case id, None) for a new case, (case id, comment
+    id) for a customer's comment, oldest first, at most `limit` of each."""
+    written = Q(created_at__lte=now - STAFF_NOTICE_GRACE, created_at__gt=now - STAFF_NOTICE_WINDOW)
+    cases = (
+        Case.objects.filter(written, staff_notified_at__isnull=True)
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    comments = (
+        CaseComment.objects.filter(
+            written, author_contact__isnull=False, staff_notified_at__isnull=True
+        )
+        .order_by("created_at")
+        .values_list("case_id", "pk")[:limit]
+    )
+    return [(case_id, None) for case_id in cases] + list(comments)

@@ -232,7 +232,9 @@ def case_close_if_unanswered(*, case_id: int, now: datetime | None = None) -> bo
 def case_staff_notify(*, case_id: int, comment_id: int | None = None) -> int:
     """Email staff about a new case, or about a customer's comment; returns messages sent.
 
-    Called by the Celery task after commit. Internal and staff comments are never mailed.
+    Run by the Celery task after commit, and again by the sweep for a notice that never went
+    out (`case_staff_notices_pending`). Safe to repeat: a notice already sent is not sent
+    again. Internal and staff comments are never mailed.
     """
     case = (
         Case.objects.select_related("company", "contact", "assignee", "related_case")
@@ -244,11 +246,16 @@ def case_staff_notify(*, case_id: int, comment_id: int | None = None) -> int:
     comment = None
     if comment_id is not None:
         comment = CaseComment.objects.filter(pk=comment_id, case=case).first()
-        if comment is None or not comment.by_customer:
+        if comment is None or not comment.by_customer or comment.staff_notified_at is not None:
             return 0
+    elif case.staff_notified_at is not None:
+        return 0
+    notice: Case | CaseComment = comment or case
     recipients = case_staff_recipients(case=case)
     if not recipients:
+        # Nobody to tell: settled as it is, or the sweep would ask again all day.
         logger.warning("case %s: no staff member with an email to notify", case.reference)
+        _staff_notified(notice)
         return 0
     with translation.override(case.company.language):
         if comment is None:
@@ -261,7 +268,16 @@ def case_staff_notify(*, case_id: int, comment_id: int | None = None) -> int:
         body = render_to_string(template, {"case": case, "comment": comment})
     # One line only: a subject with a newline is refused by Django's mail.
     subject = " ".join(subject.split())[:200]
-    return EmailMessage(subject=subject, body=body, to=recipients).send()
+    sent = EmailMessage(subject=subject, body=body, to=recipients).send()
+    _staff_notified(notice)
+    return sent
+
+
+def _staff_notified(notice: Case | CaseComment) -> None:
+    # An UPDATE of this one column: telling staff is not a change of the case (updated_at).
+    type(notice).objects.filter(pk=notice.pk, staff_notified_at__isnull=True).update(
+        staff_notified_at=timezone.now()
+    )
 
 
 # Helpers of the services above.
@@ -373,7 +389,9 @@ def _notify_staff_on_commit(*, case_id: int, comment_id: int | None = None) -> N
     """Email staff after commit, so a rolled-back case or comment never reaches anyone.
 
     robust=True: a broker outage after the commit must not turn the customer's already saved
-    case into an error answer (the retry would replay the success anyway); it is logged.
+    case into an error answer (the retry would replay the success anyway); it is logged, and
+    the notice, still unsent on its row, is enqueued again by the beat sweep
+    (`case_staff_notices_resend`).
     """
     # Imported here: the tasks module imports these services (the auto-close sweep).
     from support.tasks import case_notify_staff

@@ -1,4 +1,5 @@
-"""Support's Celery tasks: staff emails, and the sweep that closes silent resolved cases."""
+"""Support's Celery tasks: staff emails (and the sweep that resends lost ones), and the sweep
+that closes silent resolved cases."""
 
 from smtplib import SMTPException
 from typing import Any
@@ -6,16 +7,26 @@ from typing import Any
 from django.utils import timezone
 
 from core.celery import app
-from support.selectors import case_ids_due_for_auto_close
+from support.selectors import case_ids_due_for_auto_close, case_staff_notices_pending
 from support.services import case_close_if_unanswered, case_staff_notify
 
 AUTO_CLOSE_EVERY_SECONDS = 60 * 60
+NOTICE_SWEEP_EVERY_SECONDS = 15 * 60
 
 
 @app.task(autoretry_for=(SMTPException, OSError), retry_backoff=True, max_retries=5)
 def case_notify_staff(case_id: int, comment_id: int | None = None) -> int:
     """Tell staff about a new case or a customer's comment; retried while mail is down."""
     return case_staff_notify(case_id=case_id, comment_id=comment_id)
+
+
+@app.task
+def case_staff_notices_resend() -> int:
+    """Enqueue again the staff emails that never went out (the broker was down at commit)."""
+    pending = case_staff_notices_pending(now=timezone.now())
+    for case_id, comment_id in pending:
+        case_notify_staff.delay(case_id=case_id, comment_id=comment_id)
+    return len(pending)
 
 
 @app.task
@@ -36,4 +47,9 @@ def register_periodic_tasks(sender: Any, **kwargs: Any) -> None:
         AUTO_CLOSE_EVERY_SECONDS,
         cases_auto_close.s(),
         name="support: close resolved cases the customer did not answer",
+    )
+    sender.add_periodic_task(
+        NOTICE_SWEEP_EVERY_SECONDS,
+        case_staff_notices_resend.s(),
+        name="support: resend staff emails that never went out",
     )

@@ -21,7 +21,11 @@ tests/conftest.py (`pytest_plugins = ["tests.servers"]`), so every test can use:
   database, with extra environment (SMTP, SMS provider); yields the `CeleryWorker` (`.queue`,
   `.broker_url`, `.log`) once it is ready, and on exit stops it and deletes its queue's keys.
   `celery_publisher` — a fixture: `celery_publisher(url)` makes this process publish for real
-  (not eager) to that broker, restored after the test.
+  (not eager) to that broker, restored after the test; `celery_publisher(url, eager=True)`
+  runs tasks in process again (the test settings' way).
+
+- `free_port()` — a TCP port of 127.0.0.1 nothing listens on (a broker or server that is
+  down, or one to start there).
 
 - `sqlite_database` — a factory for the demo configuration: `sqlite_database()` creates a
   temporary, migrated SQLite file (a copy of one migrated once per session) and returns a
@@ -114,6 +118,12 @@ class GunicornServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _listening_socket() -> socket.socket:
@@ -311,8 +321,8 @@ def celery_publisher() -> Iterator[Callable[[str], None]]:
     """Publish for real (not eager) to a broker URL; the test settings are restored after."""
     saved: list[tuple[str | None, bool]] = []
 
-    def point(url: str) -> None:
-        saved.append(_point_publisher(url, eager=False))
+    def point(url: str, *, eager: bool = False) -> None:
+        saved.append(_point_publisher(url, eager=eager))
 
     yield point
     if saved:

@@ -3,7 +3,6 @@ and a real Celery worker process."""
 
 import email
 import re
-import socket
 import time
 
 import pytest
@@ -17,19 +16,13 @@ from core.identity import conversation_is_verified
 from core.models import VerificationChallenge
 from core.sms import SmsMessage, SmsPermanentError, SmsTransientError, TwilioBackend
 from core.verification import challenge_issue, challenge_verify
-from tests.servers import database_url_of_current_connection, start_celery_worker
+from tests.servers import database_url_of_current_connection, free_port, start_celery_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 Delivery = VerificationChallenge.Delivery
 TWILIO_PATH = "/2010-04-01/Accounts/AC123/Messages.json"
 REDIS_DB = 11  # this test module's own Redis database: other sessions' workers never see it
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def code_in(text: str) -> str:

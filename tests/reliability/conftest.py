@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,18 +26,17 @@ import httpx
 import pytest
 from django.db import connection
 
-from tests.servers import GunicornServer, database_url_of_current_connection, start_gunicorn
+from tests.servers import (
+    GunicornServer,
+    database_url_of_current_connection,
+    free_port,
+    start_gunicorn,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_LIMIT = 3000
 # What must never reach the wire, whatever was sent.
 LEAK_MARKERS = ("Traceback (most recent call last)", 'File "/', "site-packages", "django.db.")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def postgres_bindir() -> Path | None:

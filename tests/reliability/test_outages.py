@@ -139,13 +139,16 @@ def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it
     gateway = stack.gateway()
     arguments = {"identifier": BRUNO, "channel": "sms"}
     key = unique("code")
+    case = {"identifier": BRUNO, "subject": "Sin cobertura", "description": "Desde ayer."}
     stack.redis.stop()
     try:
         down = gateway.call(
             "request_verification_code", arguments, conversation=conversation, key=key
         )
-        # Writes that do not need the broker go on meanwhile.
+        # Calls that do not need the broker go on meanwhile; a new case's staff email, whose
+        # task cannot be queued, waits on the case for the sweep instead of being lost.
         listed = gateway.call("list_services", {}, conversation=conversation)
+        opened = gateway.call("open_case", case, conversation=conversation, key=unique("case"))
     finally:
         stack.redis.start()
 
@@ -154,6 +157,12 @@ def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it
     assert down.seconds < PROMPT_SECONDS
     assert_clean_wire(down.text)
     assert is_success(listed)
+    assert is_success(opened), opened.text
+    reference = opened.body["reference"]
+    unsent = stack.postgres.psql(
+        f"SELECT staff_notified_at IS NULL FROM support_case WHERE reference = '{reference}'"
+    )
+    assert unsent == "t"  # what case_staff_notices_pending hands the sweep
     # Nothing left half-done: the code that could not be queued is void, not waiting to be
     # delivered by a late worker, and nothing reached the (restarted) queue.
     states = stack.postgres.psql(

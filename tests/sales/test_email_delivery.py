@@ -2,7 +2,6 @@
 server; and a broker that is down does not lose the quote."""
 
 import email
-import socket
 import time
 
 import pytest
@@ -12,17 +11,11 @@ from django.utils import timezone
 
 from sales.models import Quote
 from sales.services import QuoteItem, quote_create, quote_emails_pending
-from tests.servers import database_url_of_current_connection, start_celery_worker
+from tests.servers import database_url_of_current_connection, free_port, start_celery_worker
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 REDIS_DB = 13  # this module's own Redis database and queue: no other session's worker sees them
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_for(predicate, timeout: float = 60.0):

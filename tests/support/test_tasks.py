@@ -6,8 +6,9 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from support import services, tasks
-from support.models import Case, SupportSettings
+from support import selectors, services, tasks
+from support.models import Case, CaseComment, SupportSettings
+from tests.servers import free_port
 
 pytestmark = pytest.mark.django_db
 S = Case.State
@@ -80,6 +81,84 @@ def test_a_customer_subject_with_a_line_break_still_makes_a_valid_email(
     assert "\n" not in mail.outbox[0].subject
 
 
+def _written_minutes_ago(record: Case | CaseComment, minutes: float) -> None:
+    type(record).objects.filter(pk=record.pk).update(
+        created_at=timezone.now() - timedelta(minutes=minutes)
+    )
+
+
+def test_a_staff_email_lost_with_the_broker_is_sent_once_by_the_sweep(
+    company,
+    contact,
+    make_staff,
+    celery_publisher,
+    django_capture_on_commit_callbacks,
+    caplog,
+    settings,
+):
+    make_staff("marta", email="marta@sol.example")
+    celery_publisher(f"redis://127.0.0.1:{free_port()}/0")  # the broker is down: nothing listens
+
+    with django_capture_on_commit_callbacks(execute=True):
+        case = services.case_open(
+            company=company, contact=contact, subject="Sin luz", description="Desde ayer."
+        )
+
+    # The customer's case stands (the failed publish is only logged), and its notice waits.
+    assert "Error calling _notify_staff_on_commit.<locals>.notify" in caplog.text
+    assert mail.outbox == []
+    case.refresh_from_db()
+    assert case.staff_notified_at is None
+
+    # The broker is back; the sweep finds the notice once its grace period has passed.
+    celery_publisher(settings.CELERY_BROKER_URL, eager=True)  # in process, as in other tests
+    assert tasks.case_staff_notices_resend() == 0  # too recent: its own task may still run
+    _written_minutes_ago(case, 20)
+    assert tasks.case_staff_notices_resend() == 1
+
+    [message] = mail.outbox
+    assert message.to == ["marta@sol.example"] and case.reference in message.subject
+    case.refresh_from_db()
+    assert case.staff_notified_at is not None
+    # Settled: neither another sweep nor a late duplicate of its task sends it again.
+    assert tasks.case_staff_notices_resend() == 0
+    assert services.case_staff_notify(case_id=case.pk) == 0
+    assert len(mail.outbox) == 1
+
+
+def test_the_sweep_resends_only_unsent_notices_of_the_last_day(contact, make_case, make_staff):
+    staff = make_staff("marta", email="marta@sol.example")
+    # Opened in the test's transaction, which never commits: no notice goes out by itself.
+    lost, recent, stale, sent = (make_case(S.IN_PROGRESS) for _ in range(4))
+    assert services.case_staff_notify(case_id=sent.pk) == 1
+    customer = services.case_comment_add(case=lost, body="¿Hay novedades?", author_contact=contact)
+    internal = services.case_comment_add(case=lost, body="Nota", author_user=staff, public=False)
+    for record, minutes in (
+        (lost, 20),
+        (recent, 5),
+        (stale, 60 * 24 + 5),
+        (sent, 20),
+        (customer, 30),
+        (internal, 30),
+    ):
+        _written_minutes_ago(record, minutes)
+
+    pending = selectors.case_staff_notices_pending(now=timezone.now())
+
+    assert pending == [(lost.pk, None), (lost.pk, customer.pk)]
+
+
+def test_a_notice_nobody_can_receive_is_settled_without_an_email(make_case):
+    case = make_case(S.OPEN)  # nobody on the company's staff has an email address
+
+    assert services.case_staff_notify(case_id=case.pk) == 0
+
+    case.refresh_from_db()
+    assert case.staff_notified_at is not None
+    _written_minutes_ago(case, 20)
+    assert selectors.case_staff_notices_pending(now=timezone.now()) == []
+
+
 def _resolve_days_ago(case: Case, days: float) -> Case:
     case = services.case_resolve(case=case)
     Case.objects.filter(pk=case.pk).update(resolved_at=timezone.now() - timedelta(days=days))
@@ -140,3 +219,4 @@ def test_the_sweep_is_registered_with_beat_from_the_support_app():
     app.finalize()
     schedule = app.conf.beat_schedule
     assert any(e["task"] == "support.tasks.cases_auto_close" for e in schedule.values())
+    assert any(e["task"] == "support.tasks.case_staff_notices_resend" for e in schedule.values())
