@@ -358,9 +358,15 @@ def fill_appointments(total: int) -> float:
                             - (g / p.n) * interval '15 minutes' AS t) AS at;
         """
     )
-    # Vacuumed now, so autovacuum does not wake up on the new rows during the measurement.
-    psql("VACUUM ANALYZE agenda_appointment")
+    settle("agenda_appointment")
     return time.monotonic() - started
+
+
+def settle(table: str) -> None:
+    """After a bulk load: vacuumed now, so autovacuum does not wake up on the new rows during
+    the measurement, and a checkpoint, so no write-out of the load's pages overlaps it."""
+    psql(f"VACUUM ANALYZE {table}")
+    psql("CHECKPOINT")
 
 
 def fill_idempotency_records(total: int, budget_seconds: float | None = None) -> float:
@@ -418,7 +424,7 @@ def fill_idempotency_records(total: int, budget_seconds: float | None = None) ->
             break
     if rebuild:
         psql("SET maintenance_work_mem = '1GB';" + "".join(rebuild))
-    psql(f"VACUUM ANALYZE {table}")
+    settle(table)
     return time.monotonic() - started
 
 
