@@ -1,9 +1,12 @@
-"""One way for a service to write inside a tool call's transaction without a savepoint."""
+"""Transaction helpers of the services: writing inside a tool call's transaction without a
+savepoint, and running one piece of work at a time per record."""
 
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
-from django.db import transaction
+from django.db import connection, models, transaction
 
 from core.errors import GaranteError
 
@@ -24,3 +27,32 @@ def without_savepoint(work: Callable[[], _T]) -> _T:
         except GaranteError as error:
             refusal = error
     raise refusal
+
+
+@contextmanager
+def one_at_a_time(model: type[models.Model], pk: int) -> Iterator[None]:
+    """A transaction in which no other `one_at_a_time` of the same record runs: a second one
+    waits at the start until the first has committed or rolled back, then reads what it left.
+
+    For work outside the database that must not be done twice at once, such as an email and
+    the column that records it was sent: without it, two deliveries of one notice (a task
+    published again by a sweep while the first still waited in the queue) both read "not sent"
+    and both send. The lock is PostgreSQL's transaction-scoped advisory lock, not the row's,
+    so staff and tool calls writing the record meanwhile are not held up by a slow mail
+    server. Other databases (SQLite, for the demo) get the transaction only.
+    """
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                # Two 32-bit keys: the table, and the id (wrapped; a collision only serialises
+                # two deliveries that need not be).
+                cursor.execute(
+                    "SELECT pg_advisory_xact_lock(%s, %s)",
+                    [_int32(zlib.crc32(model._meta.db_table.encode())), _int32(pk)],
+                )
+        yield
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value

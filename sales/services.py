@@ -25,7 +25,7 @@ from core.errors import NotFound, ValidationFailed
 from core.models import Company, Contact, Conversation
 from core.references import new_reference
 from core.states import state_shown
-from core.transactions import without_savepoint
+from core.transactions import one_at_a_time, without_savepoint
 from sales import money
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
 from sales.selectors import price_list_current, products_priced
@@ -606,8 +606,15 @@ def quotes_expire_due(*, now: datetime | None = None, batch: int = 500) -> int:
 def quote_email_deliver(*, quote_id: int) -> bool:
     """Email a sent quote to its contact's own registered address; True if an email went out.
 
-    Runs in a Celery worker. Safe to repeat: a quote already emailed is not emailed again.
+    Runs in a Celery worker. Safe to repeat, and to run twice at once: a quote already emailed
+    is not emailed again, and a second delivery waits for the first (only a crash between the
+    send and its commit sends it twice).
     """
+    with one_at_a_time(Quote, quote_id):
+        return _quote_email_send(quote_id=quote_id)
+
+
+def _quote_email_send(*, quote_id: int) -> bool:
     quote = (
         Quote.objects.select_related("contact", "company")
         .prefetch_related("lines")

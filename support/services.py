@@ -20,6 +20,7 @@ from core.models import Company, Contact, Conversation, StaffMembership
 from core.references import new_reference
 from core.sql import insert_unless_conflict
 from core.states import state_shown
+from core.transactions import one_at_a_time
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, SupportSettings
 from support.selectors import (
     case_staff_recipients,
@@ -233,9 +234,17 @@ def case_staff_notify(*, case_id: int, comment_id: int | None = None) -> int:
     """Email staff about a new case, or about a customer's comment; returns messages sent.
 
     Run by the Celery task after commit, and again by the sweep for a notice that never went
-    out (`case_staff_notices_pending`). Safe to repeat: a notice already sent is not sent
-    again. Internal and staff comments are never mailed.
+    out (`case_staff_notices_pending`). Safe to repeat, and to run twice at once: a notice
+    already sent is not sent again, and a second delivery of one notice waits for the first
+    (only a crash between the send and its commit sends it twice). Internal and staff
+    comments are never mailed.
     """
+    notice_model = Case if comment_id is None else CaseComment
+    with one_at_a_time(notice_model, case_id if comment_id is None else comment_id):
+        return _staff_notify(case_id=case_id, comment_id=comment_id)
+
+
+def _staff_notify(*, case_id: int, comment_id: int | None) -> int:
     case = (
         Case.objects.select_related("company", "contact", "assignee", "related_case")
         .filter(pk=case_id)

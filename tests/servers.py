@@ -27,6 +27,15 @@ tests/conftest.py (`pytest_plugins = ["tests.servers"]`), so every test can use:
 - `free_port()` — a TCP port of 127.0.0.1 nothing listens on (a broker or server that is
   down, or one to start there).
 
+- `start_smtp(delay=0)` — a context manager: a real SMTP server (aiosmtpd) on 127.0.0.1,
+  yielding `(host, port, inbox)`; `inbox.messages` holds what it accepted, each message held
+  `delay` seconds first (a slow mail server). `wait_for(predicate)` polls until the predicate
+  returns something true, and returns it.
+
+- `at_once(*calls)` — runs each callable in a thread of its own, all released together,
+  each with its own database connection (closed after); returns their results in order, an
+  exception standing in for the result of a call that raised.
+
 - `sqlite_database` — a factory for the demo configuration: `sqlite_database()` creates a
   temporary, migrated SQLite file (a copy of one migrated once per session) and returns a
   `SqliteDatabase` (`.url` for `gunicorn_server(database_url=...)`, `.run(code)` to run
@@ -43,6 +52,8 @@ Keep workers x threads modest (the machines have 2 cores and PostgreSQL's connec
 shared by everybody's test runs).
 """
 
+import asyncio
+import email
 import json
 import os
 import shutil
@@ -51,6 +62,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -62,6 +74,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from aiosmtpd.controller import Controller
 from django.db import connection
 
 from core.celery import app as celery_app
@@ -124,6 +137,64 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out waiting")
+
+
+def at_once(*calls: Callable[[], Any], timeout: float = 120.0) -> list[Any]:
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[index] = calls[index]()
+        except Exception as error:  # shown in the results, for the test to judge
+            results[index] = error
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    return results
+
+
+# Email -----------------------------------------------------------------------------------
+
+
+class Inbox:
+    """An aiosmtpd handler keeping what it accepts, each message after `delay` seconds."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.messages: list[email.message.Message] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        self.messages.append(email.message_from_bytes(envelope.content))
+        return "250 Message accepted"
+
+
+@contextmanager
+def start_smtp(delay: float = 0.0) -> Iterator[tuple[str, int, Inbox]]:
+    inbox = Inbox(delay)
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    try:
+        yield controller.hostname, controller.port, inbox
+    finally:
+        controller.stop()
 
 
 def _listening_socket() -> socket.socket:

@@ -1,12 +1,10 @@
 """Delivery of verification codes: a real SMTP server, a real HTTP SMS provider, a real broker
 and a real Celery worker process."""
 
-import email
 import re
 import time
 
 import pytest
-from aiosmtpd.controller import Controller
 from django.conf import settings as django_settings
 from django.db import connection
 from werkzeug import Response
@@ -16,7 +14,13 @@ from core.identity import conversation_is_verified
 from core.models import VerificationChallenge
 from core.sms import SmsMessage, SmsPermanentError, SmsTransientError, TwilioBackend
 from core.verification import challenge_issue, challenge_verify
-from tests.servers import database_url_of_current_connection, free_port, start_celery_worker
+from tests.servers import (
+    database_url_of_current_connection,
+    free_port,
+    start_celery_worker,
+    start_smtp,
+    wait_for,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,34 +33,10 @@ def code_in(text: str) -> str:
     return re.search(r"\b(\d{6})\b", text).group(1)
 
 
-def wait_for(predicate, timeout=60.0, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out waiting")
-
-
-class Inbox:
-    """An aiosmtpd handler keeping what it receives."""
-
-    def __init__(self) -> None:
-        self.messages: list[email.message.Message] = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.messages.append(email.message_from_bytes(envelope.content))
-        return "250 Message accepted"
-
-
 @pytest.fixture(scope="module")
 def smtp_server():
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    yield controller.hostname, controller.port, inbox
-    controller.stop()
+    with start_smtp() as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,39 +1,24 @@
 """A sent quote's email through a real broker, a real Celery worker process and a real SMTP
 server; and a broker that is down does not lose the quote."""
 
-import email
-import time
-
 import pytest
-from aiosmtpd.controller import Controller
 from django.db import connection
 from django.utils import timezone
 
 from sales.models import Quote
-from sales.services import QuoteItem, quote_create, quote_emails_pending
-from tests.servers import database_url_of_current_connection, free_port, start_celery_worker
+from sales.services import QuoteItem, quote_create, quote_email_deliver, quote_emails_pending
+from tests.servers import (
+    at_once,
+    database_url_of_current_connection,
+    free_port,
+    start_celery_worker,
+    start_smtp,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 REDIS_DB = 13  # this module's own Redis database and queue: no other session's worker sees them
-
-
-def wait_for(predicate, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out waiting")
-
-
-class Inbox:
-    def __init__(self) -> None:
-        self.messages: list[email.message.Message] = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.messages.append(email.message_from_bytes(envelope.content))
-        return "250 Message accepted"
 
 
 @pytest.fixture
@@ -50,24 +35,20 @@ def sales_worker(django_db_setup, django_db_blocker, tmp_path_factory):
         if connection.vendor != "postgresql":
             pytest.skip("the worker process needs the PostgreSQL test database")
         url = database_url_of_current_connection()
-    inbox = Inbox()
-    smtp = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    smtp.start()
-    env = {
-        "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
-        "EMAIL_HOST": "127.0.0.1",
-        "EMAIL_PORT": str(smtp.port),
-    }
-    try:
-        with start_celery_worker(
+    with (
+        start_smtp() as (host, port, inbox),
+        start_celery_worker(
             database_url=url,
             redis_db=REDIS_DB,
             log_dir=tmp_path_factory.mktemp("sales-worker"),
-            env=env,
-        ) as worker:
-            yield {"queue": worker.queue, "broker_url": worker.broker_url, "inbox": inbox}
-    finally:
-        smtp.stop()
+            env={
+                "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+                "EMAIL_HOST": host,
+                "EMAIL_PORT": str(port),
+            },
+        ) as worker,
+    ):
+        yield {"queue": worker.queue, "broker_url": worker.broker_url, "inbox": inbox}
 
 
 @pytest.mark.redis
@@ -97,3 +78,20 @@ def test_a_broker_that_is_down_does_not_lose_the_quote(company, ana, catalog, pu
     assert (quote.state, quote.emailed_at) == (Quote.State.SENT, None)
     later = timezone.now() + timezone.timedelta(minutes=20)
     assert quote_emails_pending(now=later) == [quote.pk]
+
+
+@pytest.mark.postgres
+def test_two_deliveries_of_one_quote_at_once_send_one_email(company, ana, catalog, settings):
+    quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
+    # As if its task had waited in the queue past the grace period: the sweep publishes it
+    # again, and the two copies reach two workers together.
+    Quote.objects.filter(pk=quote.pk).update(emailed_at=None)
+
+    with start_smtp(delay=0.5) as (host, port, inbox):  # a mail server slow to accept
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = host, port
+        sent = at_once(*[lambda: quote_email_deliver(quote_id=quote.pk)] * 2)
+
+    assert sorted(sent) == [False, True]
+    assert len(inbox.messages) == 1
+    assert Quote.objects.get(pk=quote.pk).emailed_at is not None

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from support import selectors, services, tasks
 from support.models import Case, CaseComment, SupportSettings
-from tests.servers import free_port
+from tests.servers import at_once, free_port, start_smtp
 
 pytestmark = pytest.mark.django_db
 S = Case.State
@@ -124,6 +124,26 @@ def test_a_staff_email_lost_with_the_broker_is_sent_once_by_the_sweep(
     assert tasks.case_staff_notices_resend() == 0
     assert services.case_staff_notify(case_id=case.pk) == 0
     assert len(mail.outbox) == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_deliveries_of_one_notice_at_once_send_one_email(make_case, make_staff, settings):
+    make_staff("marta", email="marta@sol.example")
+    case = make_case(S.OPEN)
+    # As if its task had waited in the queue past the grace period: the sweep publishes it
+    # again, and the two copies reach two workers together.
+    Case.objects.filter(pk=case.pk).update(staff_notified_at=None)
+
+    with start_smtp(delay=0.5) as (host, port, inbox):  # a mail server slow to accept
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = host, port
+        sent = at_once(*[lambda: services.case_staff_notify(case_id=case.pk)] * 2)
+
+    assert sorted(sent) == [0, 1]
+    assert len(inbox.messages) == 1
+    case.refresh_from_db()
+    assert case.staff_notified_at is not None
 
 
 def test_the_sweep_resends_only_unsent_notices_of_the_last_day(contact, make_case, make_staff):
