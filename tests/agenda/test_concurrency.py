@@ -8,6 +8,7 @@ import time as clock_time
 import uuid
 from collections import Counter
 from datetime import time, timedelta
+from functools import partial
 
 import httpx
 import pytest
@@ -22,10 +23,27 @@ from core.identity import identify_contact
 from core.models import Conversation
 from core.services import contact_create, gateway_credential_issue
 from tests.agenda.conftest import MONDAY_8AM, local
+from tests.servers import at_once
 
 WAIT_SECONDS = 30  # an upper bound for the other thread to get where it is going, not a timing
 
 CONVERSATIONS = 50
+
+
+def book_all_at_once(http: httpx.Client, slot: str, conversations: list) -> Counter:
+    """Each (conversation id, email) books `slot` from its own thread, all released together;
+    the count of (HTTP status, code) answers, a transport failure counted by its type."""
+
+    def book(conversation_id: str, email: str) -> tuple[int, str]:
+        response = http.post(
+            "/api/tools/book_appointment",
+            json={"identifier": email, "service": "Revisión", "slot": slot},
+            headers={"X-Conversation-Id": conversation_id, "Idempotency-Key": uuid.uuid4().hex},
+        )
+        return response.status_code, response.json().get("code", "booked")
+
+    results = at_once(*[partial(book, *c) for c in conversations])
+    return Counter(r if isinstance(r, tuple) else (0, type(r).__name__) for r in results)
 
 
 @pytest.mark.postgres
@@ -70,29 +88,7 @@ def test_fifty_conversations_booking_the_same_slot_make_exactly_one_appointment(
     assert len(slots) == 1  # everybody was shown the same first slot
     slot = slots.pop()
 
-    barrier = threading.Barrier(CONVERSATIONS)
-    outcomes: Counter = Counter()
-    lock = threading.Lock()
-
-    def book(conversation_id: str, email: str) -> None:
-        barrier.wait(timeout=30)
-        try:
-            response = http.post(
-                "/api/tools/book_appointment",
-                json={"identifier": email, "service": "Revisión", "slot": slot},
-                headers={"X-Conversation-Id": conversation_id, "Idempotency-Key": uuid.uuid4().hex},
-            )
-            outcome = (response.status_code, response.json().get("code", "booked"))
-        except Exception as error:  # a transport failure must show in the count
-            outcome = (0, type(error).__name__)
-        with lock:
-            outcomes[outcome] += 1
-
-    threads = [threading.Thread(target=book, args=c) for c in conversations]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    outcomes = book_all_at_once(http, slot, conversations)
     http.close()
 
     assert outcomes == Counter({(200, "booked"): 1, (422, "slot_taken"): CONVERSATIONS - 1}), (
@@ -159,25 +155,8 @@ def test_on_the_sqlite_demo_concurrent_bookings_of_one_slot_make_one_appointment
     }
     assert len(slots) == 1
     slot = slots.pop()
-    barrier = threading.Barrier(count)
-    outcomes: Counter = Counter()
-    lock = threading.Lock()
 
-    def book(conversation_id: str, email: str) -> None:
-        barrier.wait(timeout=30)
-        response = http.post(
-            "/api/tools/book_appointment",
-            json={"identifier": email, "service": "Revisión", "slot": slot},
-            headers={"X-Conversation-Id": conversation_id, "Idempotency-Key": uuid.uuid4().hex},
-        )
-        with lock:
-            outcomes[(response.status_code, response.json().get("code", "booked"))] += 1
-
-    threads = [threading.Thread(target=book, args=c) for c in setup["conversations"]]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    outcomes = book_all_at_once(http, slot, setup["conversations"])
     http.close()
 
     assert outcomes == Counter({(200, "booked"): 1, (422, "slot_taken"): count - 1}), (

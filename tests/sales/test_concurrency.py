@@ -1,10 +1,9 @@
 """Concurrent acceptances on PostgreSQL, each in its own thread and database connection."""
 
-import threading
 from collections import Counter
+from functools import partial
 
 import pytest
-from django.db import connection
 
 from core.errors import ValidationFailed
 from core.services import contact_create
@@ -18,36 +17,24 @@ from sales.services import (
     quote_create,
 )
 from tests.sales.conftest import build_catalog
+from tests.servers import at_once
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 def accept_all_at_once(quotes: list[Quote]) -> Counter:
     """Accept every quote from its own thread, released together; count the outcomes."""
-    barrier = threading.Barrier(len(quotes))
-    outcomes: Counter = Counter()
-    lock = threading.Lock()
 
-    def accept(quote: Quote) -> None:
+    def accept(quote: Quote) -> str:
         try:
-            barrier.wait(timeout=10)
             quote_accept(quote=quote)
-            outcome = "accepted"
         except ValidationFailed as error:
-            outcome = error.code
-        except Exception as error:  # a deadlock or any other failure must show in the count
-            outcome = type(error).__name__
-        finally:
-            connection.close()
-        with lock:
-            outcomes[outcome] += 1
+            return error.code
+        return "accepted"
 
-    threads = [threading.Thread(target=accept, args=(q,)) for q in quotes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return outcomes
+    # A deadlock or any other failure shows in the count by its type.
+    outcomes = at_once(*[partial(accept, quote) for quote in quotes])
+    return Counter(o if isinstance(o, str) else type(o).__name__ for o in outcomes)
 
 
 def customers(company, n: int) -> list:
