@@ -446,9 +446,7 @@ def _enqueue_quote_email(quote_id: int) -> None:
     (robust) logs it, and the quote stays sent: quote_emails_pending picks it up later."""
     from sales.tasks import quote_email_send  # the task module imports these services
 
-    # An optional dedicated queue (settings.GARANTE_SALES_QUEUE); the default queue otherwise.
-    queue = getattr(settings, "GARANTE_SALES_QUEUE", None) or None
-    quote_email_send.apply_async((quote_id,), queue=queue)
+    quote_email_send.delay(quote_id)
 
 
 def quote_accept(

@@ -19,10 +19,15 @@ tests/conftest.py (`pytest_plugins = ["tests.servers"]`), so every test can use:
 - `start_celery_worker(...)` — a context manager: `celery -A core worker` in its own process
   (production settings, solo pool) on one queue of a Redis database, against the given
   database, with extra environment (SMTP, SMS provider); yields the `CeleryWorker` (`.queue`,
-  `.broker_url`, `.log`) once it is ready, and on exit stops it and deletes its queue's keys.
+  `.broker_url`, `.log`) once it is ready, and on exit stops it and deletes its queue's keys;
+  `start_mail_worker(...)` is one whose email goes to a local SMTP server (`start_smtp`),
+  yielding `(worker, inbox)`. In a module-scoped fixture,
+  `postgresql_test_database_url(django_db_blocker)` gives the worker its database (or skips
+  the module on SQLite).
   `celery_publisher` — a fixture: `celery_publisher(url)` makes this process publish for real
-  (not eager) to that broker, restored after the test; `celery_publisher(url, eager=True)`
-  runs tasks in process again (the test settings' way).
+  (not eager) to that broker, restored after the test; `celery_publisher(url, queue=q)` also
+  sends every task not routed elsewhere to queue `q` (a worker's `.queue`);
+  `celery_publisher(url, eager=True)` runs tasks in process again (the test settings' way).
 
 - `free_port()` — a TCP port of 127.0.0.1 nothing listens on (a broker or server that is
   down, or one to start there).
@@ -195,6 +200,28 @@ def start_smtp(delay: float = 0.0) -> Iterator[tuple[str, int, Inbox]]:
         yield controller.hostname, controller.port, inbox
     finally:
         controller.stop()
+
+
+@contextmanager
+def start_mail_worker(
+    *, database_url: str, redis_db: int, log_dir: Path
+) -> Iterator[tuple["CeleryWorker", Inbox]]:
+    """A real worker (`start_celery_worker`) whose email goes to a local SMTP server of its
+    own; yields the worker and that server's inbox."""
+    with (
+        start_smtp() as (host, port, inbox),
+        start_celery_worker(
+            database_url=database_url,
+            redis_db=redis_db,
+            log_dir=log_dir,
+            env={
+                "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+                "EMAIL_HOST": host,
+                "EMAIL_PORT": str(port),
+            },
+        ) as worker,
+    ):
+        yield worker, inbox
 
 
 def _listening_socket() -> socket.socket:
@@ -376,29 +403,33 @@ def sqlite_database(
 # Celery ----------------------------------------------------------------------------------
 
 
-def _point_publisher(url: str | None, *, eager: bool) -> tuple[str | None, bool]:
-    """Point this process's Celery publisher at `url`; returns what it was."""
+def _point_publisher(url: str | None, *, eager: bool, queue: str) -> tuple[str | None, bool, str]:
+    """Point this process's Celery publisher at `url` and `queue`; returns what it was."""
     conf = celery_app.conf
-    previous = (conf.broker_url, conf.task_always_eager)
+    previous = (conf.broker_url, conf.task_always_eager, conf.task_default_queue)
     # kombu keeps a pool per app (and the old one stays usable): drop them to use the new URL.
     celery_app._pool = None
     celery_app.amqp._producer_pool = None
-    conf.broker_url, conf.task_always_eager = url, eager
+    # The router reads the default queue at each publish: every task not routed elsewhere.
+    conf.broker_url, conf.task_always_eager, conf.task_default_queue = url, eager, queue
     return previous
 
 
 @pytest.fixture
-def celery_publisher() -> Iterator[Callable[[str], None]]:
-    """Publish for real (not eager) to a broker URL; the test settings are restored after."""
-    saved: list[tuple[str | None, bool]] = []
+def celery_publisher() -> Iterator[Callable[..., None]]:
+    """Publish for real (not eager) to a broker URL, and to a worker's queue if given; the
+    test settings are restored after."""
+    saved: list[tuple[str | None, bool, str]] = []
 
-    def point(url: str, *, eager: bool = False) -> None:
-        saved.append(_point_publisher(url, eager=eager))
+    def point(url: str, *, eager: bool = False, queue: str | None = None) -> None:
+        saved.append(
+            _point_publisher(url, eager=eager, queue=queue or celery_app.conf.task_default_queue)
+        )
 
     yield point
     if saved:
-        url, eager = saved[0]
-        _point_publisher(url, eager=eager)
+        url, eager, queue = saved[0]
+        _point_publisher(url, eager=eager, queue=queue)
 
 
 @dataclass
@@ -406,6 +437,15 @@ class CeleryWorker:
     queue: str
     broker_url: str
     log: Path
+
+
+def postgresql_test_database_url(django_db_blocker: Any) -> str:
+    """For a module's worker fixture: the test database's URL, or the module skipped when the
+    tests run on SQLite (another process cannot share the test's database there)."""
+    with django_db_blocker.unblock():
+        if connection.vendor != "postgresql":
+            pytest.skip("the worker process needs the PostgreSQL test database")
+        return database_url_of_current_connection()
 
 
 @contextmanager

@@ -6,7 +6,6 @@ import time
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
 from werkzeug import Response
 
 from core.errors import SystemUnavailable
@@ -15,8 +14,8 @@ from core.models import VerificationChallenge
 from core.sms import SmsMessage, SmsPermanentError, SmsTransientError, TwilioBackend
 from core.verification import challenge_issue, challenge_verify
 from tests.servers import (
-    database_url_of_current_connection,
     free_port,
+    postgresql_test_database_url,
     start_celery_worker,
     start_smtp,
     wait_for,
@@ -205,10 +204,7 @@ def celery_worker(
 ):
     """`celery -A core worker` in its own process, on this module's Redis database and queue,
     against the test database, sending email to `smtp_server` and SMS to the HTTP server."""
-    with django_db_blocker.unblock():
-        if connection.vendor != "postgresql":
-            pytest.skip("the worker process needs the PostgreSQL test database")
-        url = database_url_of_current_connection()
+    url = postgresql_test_database_url(django_db_blocker)
     host, port, _ = smtp_server
     env = {
         "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,  # to unseal the codes it is given

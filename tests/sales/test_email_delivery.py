@@ -2,16 +2,15 @@
 server; and a broker that is down does not lose the quote."""
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from sales.models import Quote
 from sales.services import QuoteItem, quote_create, quote_email_deliver, quote_emails_pending
 from tests.servers import (
     at_once,
-    database_url_of_current_connection,
     free_port,
-    start_celery_worker,
+    postgresql_test_database_url,
+    start_mail_worker,
     start_smtp,
     wait_for,
 )
@@ -31,33 +30,20 @@ def publish_to(celery_publisher):
 def sales_worker(django_db_setup, django_db_blocker, tmp_path_factory):
     """`celery -A core worker` in its own process, on this module's queue, against the test
     database, sending email to a local SMTP server."""
-    with django_db_blocker.unblock():
-        if connection.vendor != "postgresql":
-            pytest.skip("the worker process needs the PostgreSQL test database")
-        url = database_url_of_current_connection()
-    with (
-        start_smtp() as (host, port, inbox),
-        start_celery_worker(
-            database_url=url,
-            redis_db=REDIS_DB,
-            log_dir=tmp_path_factory.mktemp("sales-worker"),
-            env={
-                "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
-                "EMAIL_HOST": host,
-                "EMAIL_PORT": str(port),
-            },
-        ) as worker,
-    ):
+    with start_mail_worker(
+        database_url=postgresql_test_database_url(django_db_blocker),
+        redis_db=REDIS_DB,
+        log_dir=tmp_path_factory.mktemp("sales-worker"),
+    ) as (worker, inbox):
         yield {"queue": worker.queue, "broker_url": worker.broker_url, "inbox": inbox}
 
 
 @pytest.mark.redis
 @pytest.mark.postgres
 def test_a_worker_emails_the_sent_quote_to_the_customer(
-    company, ana, catalog, sales_worker, publish_to, settings
+    company, ana, catalog, sales_worker, publish_to
 ):
-    publish_to(sales_worker["broker_url"])
-    settings.GARANTE_SALES_QUEUE = sales_worker["queue"]
+    publish_to(sales_worker["broker_url"], queue=sales_worker["queue"])
 
     quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 3)])
 

@@ -1,0 +1,76 @@
+"""Staff emails of support through a real broker, a real Celery worker process and a real SMTP
+server: a new case, a customer's comment, and a notice lost with the broker that the sweep
+sends once the broker is back."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from support import services, tasks
+from support.models import Case, CaseComment
+from tests.servers import free_port, postgresql_test_database_url, start_mail_worker, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest.mark.postgres]
+
+REDIS_DB = 14  # this module's own Redis database and queue: no other session's worker sees them
+
+
+@pytest.fixture(scope="module")
+def support_worker(django_db_setup, django_db_blocker, tmp_path_factory):
+    with start_mail_worker(
+        database_url=postgresql_test_database_url(django_db_blocker),
+        redis_db=REDIS_DB,
+        log_dir=tmp_path_factory.mktemp("support-worker"),
+    ) as (worker, inbox):
+        yield worker, inbox
+
+
+@pytest.fixture
+def inbox(support_worker, celery_publisher):
+    """The worker's SMTP inbox, emptied, with this process publishing to the worker."""
+    worker, inbox = support_worker
+    inbox.messages.clear()
+    celery_publisher(worker.broker_url, queue=worker.queue)
+    return inbox
+
+
+def test_staff_get_an_email_for_a_new_case_and_for_the_customers_comment(
+    company, contact, make_staff, inbox
+):
+    make_staff("marta", email="marta@sol.example")
+
+    case = services.case_open(
+        company=company, contact=contact, subject="Sin luz", description="Desde ayer."
+    )
+    opened = wait_for(lambda: inbox.messages and inbox.messages[0])
+    comment = services.case_comment_add(case=case, body="¿Hay novedades?", author_contact=contact)
+    commented = wait_for(lambda: len(inbox.messages) == 2 and inbox.messages[1])
+
+    assert opened["To"] == commented["To"] == "marta@sol.example"
+    assert case.reference in opened["Subject"] and "Sin luz" in opened["Subject"]
+    assert "¿Hay novedades?" in commented.get_payload(decode=True).decode()
+    assert wait_for(lambda: Case.objects.get(pk=case.pk).staff_notified_at)
+    assert wait_for(lambda: CaseComment.objects.get(pk=comment.pk).staff_notified_at)
+
+
+def test_a_notice_lost_with_the_broker_goes_out_once_through_the_sweep(
+    company, contact, make_staff, inbox, support_worker, celery_publisher
+):
+    make_staff("marta", email="marta@sol.example")
+    worker, _ = support_worker
+    celery_publisher(f"redis://127.0.0.1:{free_port()}/0")  # down: nothing listens there
+    case = services.case_open(
+        company=company, contact=contact, subject="Sin agua", description="Desde hoy."
+    )
+    assert Case.objects.get(pk=case.pk).staff_notified_at is None  # its task was lost
+    Case.objects.filter(pk=case.pk).update(created_at=timezone.now() - timedelta(minutes=20))
+
+    celery_publisher(worker.broker_url, queue=worker.queue)  # the broker is back
+    assert tasks.case_staff_notices_resend() == 1
+
+    message = wait_for(lambda: inbox.messages and inbox.messages[0])
+    assert message["To"] == "marta@sol.example" and case.reference in message["Subject"]
+    assert wait_for(lambda: Case.objects.get(pk=case.pk).staff_notified_at)
+    assert tasks.case_staff_notices_resend() == 0
+    assert len(inbox.messages) == 1
