@@ -282,7 +282,9 @@ class VerificationChallenge(models.Model):
     Only an HMAC of the code is stored (core.verification). `status` is the code's life;
     `delivery_status` is the message's: queued -> sending -> sent, or retrying in between,
     or failed / not_sent. A worker claims `queued`/`retrying` with a conditional UPDATE, so a
-    message is never handed to the provider by two workers.
+    message is never handed to the provider by two workers. A delivery no worker will finish
+    (its task lost, or its worker stopped while sending) is settled after the code expired:
+    not_sent, or unknown when it was being sent (core.verification.challenge_deliveries_settle).
     """
 
     class Channel(models.TextChoices):
@@ -303,6 +305,7 @@ class VerificationChallenge(models.Model):
         SENT = "sent", _("Sent")
         FAILED = "failed", _("Failed")
         NOT_SENT = "not_sent", _("Not sent")
+        UNKNOWN = "unknown", _("Unknown (stopped while sending)")
 
     company = models.ForeignKey(
         Company, on_delete=models.CASCADE, related_name="verification_challenges"
@@ -353,6 +356,12 @@ class VerificationChallenge(models.Model):
         indexes = [
             models.Index(fields=["conversation", "status"], name="challenge_conversation"),
             models.Index(fields=["contact", "created_at"], name="challenge_contact_sends"),
+            # The deliveries still under way: few, whatever the table's size (the sweep's).
+            models.Index(
+                fields=["expires_at"],
+                name="challenge_delivery_open",
+                condition=Q(delivery_status__in=["queued", "retrying", "sending"]),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1,11 +1,20 @@
-"""Celery tasks of the core app: delivery of verification codes."""
+"""Celery tasks of the core app: delivery of verification codes, and settling the deliveries
+no worker will finish."""
 
 import random
+from typing import Any
 
 from django.conf import settings
 
 from core.celery import app
-from core.verification import DeliveryOutcome, challenge_deliver_once
+from core.verification import (
+    DeliveryOutcome,
+    challenge_deliver_once,
+    challenge_deliveries_settle,
+)
+
+SETTLE_EVERY_SECONDS = 15 * 60
+SETTLE_TASK_NAME = "core: settle deliveries of expired verification codes"
 
 
 def retry_countdown(retries: int) -> float:
@@ -33,3 +42,16 @@ def challenge_deliver(self, challenge_id: int, sealed_code: str) -> str:
             ).result
         raise self.retry(countdown=retry_countdown(self.request.retries), max_retries=max_retries)
     return str(outcome)
+
+
+@app.task(name="core.challenge_deliveries_settle", ignore_result=True)
+def challenge_deliveries_settle_task() -> int:
+    """Mark the deliveries of expired codes that no worker will finish (core.verification)."""
+    return challenge_deliveries_settle()
+
+
+@app.on_after_finalize.connect
+def register_periodic_tasks(sender: Any, **kwargs: Any) -> None:
+    sender.add_periodic_task(
+        SETTLE_EVERY_SECONDS, challenge_deliveries_settle_task.s(), name=SETTLE_TASK_NAME
+    )

@@ -442,3 +442,37 @@ def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: boo
     )
     logger.info("verification code %s delivered by %s", challenge_id, challenge.channel)
     return DeliveryOutcome.SENT
+
+
+# How long after a code expired its delivery is settled: past any retry of its task (a retry
+# of an expired code settles it itself) and any send under way at the expiry.
+DELIVERY_SETTLE_GRACE = timedelta(minutes=5)
+
+
+def challenge_deliveries_settle(*, now: datetime | None = None) -> int:
+    """Settle the deliveries no worker will finish, once their code expired; how many.
+
+    A task lost on its way (a broker that dropped it, a worker killed before its claim) leaves
+    the delivery queued or retrying: nothing was sent, so it is marked not sent. A worker that
+    stopped between its claim and its result leaves it sending: the message may or may not
+    have left, so it is marked unknown rather than either. Staff reading a customer's codes
+    then see what is known, not a delivery that looks under way for ever. A worker finishing
+    after all still records its outcome (its last update is unconditional).
+    """
+    due = VerificationChallenge.objects.filter(
+        expires_at__lt=(now or timezone.now()) - DELIVERY_SETTLE_GRACE
+    )
+    unsent = due.filter(delivery_status__in=[Delivery.QUEUED, Delivery.RETRYING]).update(
+        delivery_status=Delivery.NOT_SENT, delivery_error="expired before delivery"
+    )
+    unknown = due.filter(delivery_status=Delivery.SENDING).update(
+        delivery_status=Delivery.UNKNOWN,
+        delivery_error="the worker stopped while sending; it may have left",
+    )
+    if unsent or unknown:
+        logger.warning(
+            "verification codes settled: %d never sent, %d stopped while sending",
+            unsent,
+            unknown,
+        )
+    return unsent + unknown

@@ -437,6 +437,7 @@ class CeleryWorker:
     queue: str
     broker_url: str
     log: Path
+    process: subprocess.Popen | None = None
 
 
 def postgresql_test_database_url(django_db_blocker: Any) -> str:
@@ -487,6 +488,7 @@ def start_celery_worker(
         process = subprocess.Popen(
             command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT
         )
+    worker.process = process
     try:
         deadline = time.monotonic() + 90
         while process.poll() is None and b" ready." not in worker.log.read_bytes():

@@ -2,17 +2,25 @@
 and a real Celery worker process."""
 
 import re
+import signal
 import time
+from datetime import timedelta
 
 import pytest
 from django.conf import settings as django_settings
+from django.utils import timezone
 from werkzeug import Response
 
 from core.errors import SystemUnavailable
 from core.identity import conversation_is_verified
 from core.models import VerificationChallenge
 from core.sms import SmsMessage, SmsPermanentError, SmsTransientError, TwilioBackend
-from core.verification import challenge_issue, challenge_verify
+from core.verification import (
+    DELIVERY_SETTLE_GRACE,
+    challenge_deliveries_settle,
+    challenge_issue,
+    challenge_verify,
+)
 from tests.servers import (
     free_port,
     postgresql_test_database_url,
@@ -270,3 +278,101 @@ def test_a_worker_retries_the_sms_provider_after_a_5xx_and_sends_once(
     request, _ = httpserver.log[-1]
     assert request.form["To"] == "+34600111222"
     assert code_in(request.form["Body"]) not in worker["log"].read_text()
+
+
+# Deliveries no worker will finish -----------------------------------------------------------
+
+
+def challenge_with(contact, delivery: str, *, expired_ago: timedelta) -> VerificationChallenge:
+    return VerificationChallenge.objects.create(
+        company=contact.company,
+        contact=contact,
+        channel="sms",
+        destination="+34600111222",
+        masked_destination="teléfono terminado en 22",
+        nonce="n",
+        code_hmac="h",
+        expires_at=timezone.now() - expired_ago,
+        delivery_status=delivery,
+    )
+
+
+def test_deliveries_no_worker_will_finish_are_settled_once_their_code_expired(ana):
+    past = DELIVERY_SETTLE_GRACE + timedelta(minutes=1)
+    lost = challenge_with(ana, Delivery.QUEUED, expired_ago=past)
+    lost_retry = challenge_with(ana, Delivery.RETRYING, expired_ago=past)
+    stopped = challenge_with(ana, Delivery.SENDING, expired_ago=past)
+    sent = challenge_with(ana, Delivery.SENT, expired_ago=past)
+    failed = challenge_with(ana, Delivery.FAILED, expired_ago=past)
+    # Still within the code's life or the grace after it: a worker may yet finish them.
+    in_grace = challenge_with(ana, Delivery.SENDING, expired_ago=timedelta(minutes=1))
+    live = challenge_with(ana, Delivery.QUEUED, expired_ago=-timedelta(minutes=5))
+
+    assert challenge_deliveries_settle() == 3
+
+    def delivery(challenge):
+        challenge.refresh_from_db()
+        return challenge.delivery_status, challenge.delivery_error
+
+    assert delivery(lost) == (Delivery.NOT_SENT, "expired before delivery")
+    assert delivery(lost_retry) == (Delivery.NOT_SENT, "expired before delivery")
+    assert delivery(stopped)[0] == Delivery.UNKNOWN
+    assert "stopped while sending" in delivery(stopped)[1]
+    assert [delivery(c)[0] for c in (sent, failed, in_grace, live)] == [
+        Delivery.SENT,
+        Delivery.FAILED,
+        Delivery.SENDING,
+        Delivery.QUEUED,
+    ]
+    assert challenge_deliveries_settle() == 0
+
+
+def test_settling_is_on_the_beat_schedule_of_the_core_app():
+    from core.celery import app
+
+    app.loader.import_default_modules()
+    app.finalize()
+    schedule = app.conf.beat_schedule
+    assert any(e["task"] == "core.challenge_deliveries_settle" for e in schedule.values())
+
+
+@pytest.mark.redis
+def test_a_worker_killed_while_sending_leaves_an_unknown_delivery_once_the_code_expired(
+    ana, ana_conv, broker, settings, django_db_blocker, tmp_path
+):
+    url = postgresql_test_database_url(django_db_blocker)
+    with (
+        start_smtp(delay=30) as (host, port, inbox),
+        start_celery_worker(
+            database_url=url,
+            redis_db=REDIS_DB,
+            log_dir=tmp_path,
+            env={
+                "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,
+                "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+                "EMAIL_HOST": host,
+                "EMAIL_PORT": str(port),
+            },
+        ) as doomed,
+    ):
+        broker(doomed.broker_url)
+        settings.GARANTE_VERIFICATION_QUEUE = doomed.queue
+        issued = challenge_issue(contact=ana, channel="email", conversation=ana_conv)
+        wait_for(
+            lambda: VerificationChallenge.objects.filter(
+                pk=issued.pk, delivery_status=Delivery.SENDING
+            ).exists()
+        )
+        doomed.process.send_signal(signal.SIGKILL)  # in the middle of the SMTP conversation
+        doomed.process.wait(timeout=10)
+
+        challenge = VerificationChallenge.objects.get(pk=issued.pk)
+        assert challenge.delivery_status == Delivery.SENDING  # nothing else will change it
+        assert challenge_deliveries_settle() == 0  # the code is still alive
+        after_expiry = challenge.expires_at + DELIVERY_SETTLE_GRACE + timedelta(seconds=1)
+
+        assert challenge_deliveries_settle(now=after_expiry) == 1
+        challenge.refresh_from_db()
+        assert challenge.delivery_status == Delivery.UNKNOWN
+        assert challenge.delivery_attempts == 1
+        assert inbox.messages == []
