@@ -19,7 +19,7 @@ install: $(STAMP)
 
 demo: install
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --no-input
-	$(DEMO_ENV) $(BIN)/python manage.py seed_sandbox
+	$(DEMO_ENV) $(BIN)/python manage.py seed_sandbox --admin-email admin@example.com
 	$(DEMO_ENV) $(BIN)/python manage.py runserver 127.0.0.1:8000
 
 test: install

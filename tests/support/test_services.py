@@ -1,10 +1,12 @@
 """Support services: opening cases, comments and the rules around them."""
 
+import io
 import re
 
 import pytest
 
 from core.errors import PermissionRefused, ValidationFailed
+from core.models import Company
 from core.services import contact_create
 from support import services
 from support.models import Case, CaseComment, SupportSettings
@@ -201,3 +203,31 @@ def test_the_sandbox_gets_open_and_closed_cases_for_its_contacts_once(company, c
     assert len(states) == len(sandbox.CASES)
     assert {S.OPEN, S.CLOSED} <= set(states)
     assert Case.objects.filter(contact=contact, state=S.CLOSED).exists()
+
+
+def test_the_demo_sandbox_mails_its_staff_login_about_new_cases_not_seeded_ones(
+    celery_publisher, settings, django_capture_on_commit_callbacks
+):
+    from django.contrib.auth import get_user_model
+    from django.core import mail
+    from django.core.management import call_command
+
+    celery_publisher(settings.CELERY_BROKER_URL, eager=True)  # tasks in process, as the demo
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("seed_sandbox", "--admin-email", "admin@example.com", stdout=io.StringIO())
+
+    assert get_user_model().objects.get(username="admin").email == "admin@example.com"
+    assert mail.outbox == []  # the seeded cases stand for the past
+    assert not Case.objects.filter(staff_notified_at__isnull=True).exists()
+
+    company = Company.objects.get(slug="sandbox")
+    with django_capture_on_commit_callbacks(execute=True):
+        case = services.case_open(
+            company=company,
+            contact=company.contacts.get(document_number="12345678Z"),
+            subject="No enciende",
+            description="La pantalla se queda en negro.",
+        )
+
+    [message] = mail.outbox
+    assert message.to == ["admin@example.com"] and case.reference in message.subject

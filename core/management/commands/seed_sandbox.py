@@ -42,6 +42,12 @@ class Command(BaseCommand):
         parser.add_argument("--admin-user", default="admin")
         parser.add_argument("--admin-password", default="admin")
         parser.add_argument(
+            "--admin-email",
+            default="",
+            help="The staff login's email, where staff notices (new cases, customers' "
+            "comments) go; without one they are settled unsent.",
+        )
+        parser.add_argument(
             "--base-url", default="http://127.0.0.1:8000", help="Where the server will listen."
         )
 
@@ -66,6 +72,9 @@ class Command(BaseCommand):
         )
         if created:
             user.set_password(options["admin_password"])
+        if options["admin_email"]:
+            user.email = options["admin_email"]
+        if created or options["admin_email"]:
             user.save()
         StaffMembership.objects.get_or_create(
             user=user, company=company, defaults={"role": StaffMembership.Role.ADMIN}
