@@ -528,12 +528,13 @@ def measure(
     *,
     warm_up: bool = True,
     cpu: CpuMeter | None = None,
+    attempts: int = BALANCE_ATTEMPTS,
     **options: Any,
 ) -> dict[str, Any]:
     if warm_up:
         wrk(base_url, scenario, token, seconds=WARMUP_SECONDS, **options)
     connections = options.get("connections", CONNECTIONS)
-    for attempt in range(1, BALANCE_ATTEMPTS + 1):
+    for attempt in range(1, attempts + 1):
         before = cpu.read() if cpu else None
         accepted = tcp_accepted()
         result = wrk(base_url, scenario, token, seconds=SECONDS, **options)
@@ -554,7 +555,7 @@ def measure(
         if len(shares) < 2 or connections < 2 * len(shares) or sum(shares) <= 0:
             break
         result["busiest_worker_share"] = round(max(shares) / sum(shares), 2)
-        if result["busiest_worker_share"] <= BALANCED_SHARE:
+        if result["busiest_worker_share"] <= BALANCED_SHARE or attempt == attempts:
             break
         log(
             f"{scenario.name:<34} {result['rps']:>8.0f} req/s with one worker doing "
@@ -886,9 +887,14 @@ def run_sdk(report: dict[str, Any], workdir: Path) -> None:
 
     def serve(variant: tuple[str, bool, str]) -> dict[str, Any]:
         name, nodelay, era = variant
+        # As shipped, uvicorn's workers share one socket and one of them accepts every
+        # connection (99-100% of the work in every run so far): that skew is the configuration
+        # being shown, not bad luck, so measuring it again would only spend the run's time.
+        attempts = BALANCE_ATTEMPTS if nodelay else 1
         with running(start_sdk_server(workdir, nodelay=nodelay)) as sdk:
             scenario = Scenario(name, tool=trivial.tool, arguments=trivial.arguments, era=era)
-            return measure(sdk.url, scenario, "", cpu=CpuMeter(sdk.popen.pid, database=False))
+            cpu = CpuMeter(sdk.popen.pid, database=False)
+            return measure(sdk.url, scenario, "", cpu=cpu, attempts=attempts)
 
     runs = passes(variants, serve, name=lambda variant: variant[0])
     report["sdk"] = {name: better_run(pair) for name, pair in runs.items()}
@@ -1011,7 +1017,7 @@ def render(report: dict[str, Any]) -> str:
     ]
     if lopsided:
         lines.append(
-            f"(one worker did most of the work in all {BALANCE_ATTEMPTS} runs of: "
+            "(one worker did most of the work in every run of: "
             + ", ".join(lopsided)
             + "; those rows measure about one core)"
         )
