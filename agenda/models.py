@@ -308,6 +308,8 @@ class Appointment(FSMModelMixin, models.Model):
             models.Index(fields=["professional", "blocked_from"], name="appt_prof_blocked_from"),
             models.Index(fields=["contact", "starts_at"], name="appt_contact_start"),
             models.Index(fields=["state", "ends_at"], name="appt_state_end"),
+            # The staff's list, newest first, and its date hierarchy's first and last day.
+            models.Index(fields=["starts_at"], name="appt_start"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["company", "reference"], name="unique_appointment_ref"),

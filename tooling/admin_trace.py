@@ -14,10 +14,12 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.translation import gettext_lazy as _
 
-from core.admin import CompanyScopedAdmin
+from core.admin import CompanyScopedAdmin, values_filter
 from core.admin import ConversationAdmin as CoreConversationAdmin
+from core.errors import ErrorType
 from core.models import Company, Conversation
 from tooling.models import ExposedReference, ToolCall
+from tooling.registry import registry
 
 # How many calls the conversation page lists; the full list is one link away.
 CONVERSATION_PAGE_CALLS = 200
@@ -63,10 +65,20 @@ class ToolCallAdmin(ReadOnlyAdmin):
         "conversation_link",
         "company",
     ]
-    list_filter = ["outcome", "error_type", "replayed", "surface", "tool", "company"]
+    # Filters offer values known to the code, and dates by period (created_at is indexed):
+    # neither reads every row of the log, as a filter of a field without choices or a date
+    # hierarchy would (a scan of millions of rows on every page).
+    list_filter = [
+        "outcome",
+        values_filter("error_type", _("error type"), lambda: [(t, t) for t in ErrorType]),
+        "replayed",
+        values_filter("surface", _("surface"), lambda: [("mcp", "MCP"), ("rest", "REST")]),
+        values_filter("tool", _("tool"), lambda: [(t.name, t.name) for t in registry.all()]),
+        "company",
+        "created_at",
+    ]
     search_fields = ["conversation_key", "tool", "code", "idempotency_key"]
     list_select_related = ["company"]
-    date_hierarchy = "created_at"
     list_per_page = 100
     fields = [
         "company",
@@ -138,10 +150,9 @@ class ExposedReferenceAdmin(ReadOnlyAdmin):
     """The exposure ledger: which public references each conversation has been shown."""
 
     list_display = ["reference", "kind", "label", "conversation", "company", "created_at"]
-    list_filter = ["kind", "company"]
+    list_filter = ["kind", "company", "created_at"]
     search_fields = ["reference", "label", "conversation__external_id"]
     list_select_related = ["company", "conversation"]
-    date_hierarchy = "created_at"
     fields = ["company", "conversation", "kind", "reference", "label", "created_at", "last_seen_at"]
     readonly_fields = fields
 
