@@ -48,6 +48,11 @@ def staff_company_ids(request: HttpRequest) -> list[int] | None:
     return cached
 
 
+def _per_company(model: type) -> bool:
+    """Whether the model's rows each belong to one company (a `company` field)."""
+    return any(f.name == "company" for f in model._meta.fields)
+
+
 class CompanyScopedAdmin(admin.ModelAdmin):
     """Shows staff only their companies' rows and offers only their companies' related rows.
 
@@ -69,14 +74,14 @@ class CompanyScopedAdmin(admin.ModelAdmin):
             related = db_field.related_model
             if related is Company:
                 kwargs["queryset"] = Company.objects.filter(pk__in=ids)
-            elif any(f.name == "company" for f in related._meta.fields):
+            elif _per_company(related):
                 kwargs["queryset"] = related._default_manager.filter(company__in=ids)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         ids = staff_company_ids(request)
         related = db_field.related_model
-        if ids is not None and any(f.name == "company" for f in related._meta.fields):
+        if ids is not None and _per_company(related):
             kwargs["queryset"] = related._default_manager.filter(company__in=ids)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
@@ -208,7 +213,7 @@ def _related_only(model: type, spec: object) -> object:
     if not field.is_relation:
         return spec
     related = field.related_model
-    if related is Company or any(f.name == "company" for f in related._meta.fields):
+    if related is Company or _per_company(related):
         return (spec, _OwnCompaniesRelatedFilter)
     return (spec, admin.RelatedOnlyFieldListFilter)
 
