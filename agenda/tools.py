@@ -34,7 +34,13 @@ from core.identity import contact_for_conversation, require_step_up
 from core.models import Contact
 from core.states import state_filter, state_shown
 from tooling.context import ToolContext
-from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve, ledger_resolve_owned
+from tooling.ledger import (
+    LedgerEntry,
+    LedgerKind,
+    ledger_record,
+    ledger_resolve,
+    ledger_resolve_owned,
+)
 from tooling.output import listing, page
 from tooling.registry import ToolInput, tool
 
@@ -55,7 +61,7 @@ def _seen_appointment(ctx: ToolContext, contact: Contact, given: str) -> LedgerE
     """An appointment this conversation saw; another customer's exact reference is PERMISSION."""
     return ledger_resolve_owned(
         ctx,
-        "appointment",
+        LedgerKind.APPOINTMENT,
         given,
         contact=contact,
         owner_of=lambda reference: appointment_owner_id(company=ctx.company, reference=reference),
@@ -76,7 +82,7 @@ def _record_appointments(ctx: ToolContext, appointments: list[Appointment]) -> N
     tz = ctx.company.tz
     ledger_record(
         ctx,
-        "appointment",
+        LedgerKind.APPOINTMENT,
         [LedgerEntry(a.reference, local_label(a.starts_at, tz)) for a in appointments],
     )
 
@@ -164,7 +170,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         )
         for s in slots
     ]
-    ledger_record(ctx, "slot", entries)
+    ledger_record(ctx, LedgerKind.SLOT, entries)
     items = [
         {"slot": e.reference, **described}
         for e, described in zip(entries, describe_slots(slots, company.tz), strict=True)
@@ -222,7 +228,7 @@ class BookAppointmentIn(ToolInput):
 def book_appointment(ctx: ToolContext, params: BookAppointmentIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     require_step_up(conversation=ctx.conversation, action="book_appointment")
-    slot = ledger_resolve(ctx, "slot", params.slot)
+    slot = ledger_resolve(ctx, LedgerKind.SLOT, params.slot)
     service = service_resolve(company=ctx.company, name=params.service)
     professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
     appointment = appointment_book(
@@ -259,7 +265,7 @@ def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) ->
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     require_step_up(conversation=ctx.conversation, action="reschedule_appointment")
     target = _seen_appointment(ctx, contact, params.appointment)
-    slot = ledger_resolve(ctx, "slot", params.slot)
+    slot = ledger_resolve(ctx, LedgerKind.SLOT, params.slot)
     professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
     appointment = appointment_reschedule(
         company=ctx.company,

@@ -36,12 +36,16 @@ from sales.services import (
     quote_reject,
 )
 from tooling.context import ToolContext
-from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve, ledger_resolve_owned
+from tooling.ledger import (
+    LedgerEntry,
+    LedgerKind,
+    ledger_record,
+    ledger_resolve,
+    ledger_resolve_owned,
+)
 from tooling.output import dumps, listing, page
 from tooling.registry import ToolInput, tool
 
-QUOTE = "quote"
-OPPORTUNITY = "opportunity"
 # A quote's detail stays well inside the central 3,000-character cap; past this its lines are
 # summarised, so a write never loses its answer (the reference) to truncation.
 _DETAIL_BUDGET = 2600
@@ -119,7 +123,7 @@ def _quote_seen(ctx: ToolContext, contact: Contact, given: str) -> Quote:
     """
     entry = ledger_resolve_owned(
         ctx,
-        QUOTE,
+        LedgerKind.QUOTE,
         given,
         contact=contact,
         owner_of=lambda reference: quote_owner_id(company=ctx.company, reference=reference),
@@ -202,7 +206,7 @@ def create_quote(ctx: ToolContext, params: CreateQuoteIn) -> dict:
         expected_total=params.expected_total,
         conversation=ctx.conversation,
     )
-    ledger_record(ctx, QUOTE, [_ledger_entry(quote)])
+    ledger_record(ctx, LedgerKind.QUOTE, [_ledger_entry(quote)])
     return _quote_detail(quote, timezone.now(), emailed_to=mask_email(contact.email) or None)
 
 
@@ -238,7 +242,7 @@ def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
     now = timezone.now()
     rows = quote_list(contact=contact, state=params.state, now=now).select_related("company")
     quotes, has_more = page(rows[: params.limit + 1], params.limit)
-    ledger_record(ctx, QUOTE, [_ledger_entry(q) for q in quotes])
+    ledger_record(ctx, LedgerKind.QUOTE, [_ledger_entry(q) for q in quotes])
     return listing([_quote_summary(q, now) for q in quotes], has_more=has_more)
 
 
@@ -256,14 +260,14 @@ class GetQuoteIn(ToolInput):
 def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     try:
-        reference = ledger_resolve(ctx, QUOTE, params.quote).reference
+        reference = ledger_resolve(ctx, LedgerKind.QUOTE, params.quote).reference
     except ValidationFailed as error:
         if error.code != "reference_not_seen":
             raise
         reference = normalize_reference(params.quote)  # e.g. read from the quote's email
     quote = quote_get(company=ctx.company, reference=reference)
     check_owner(contact=contact, owner_id=quote.contact_id)
-    ledger_record(ctx, QUOTE, [_ledger_entry(quote)])
+    ledger_record(ctx, LedgerKind.QUOTE, [_ledger_entry(quote)])
     return _quote_detail(quote, timezone.now())
 
 
@@ -344,7 +348,9 @@ def request_sales_contact(ctx: ToolContext, params: RequestSalesContactIn) -> di
         notes=params.notes,
         conversation=ctx.conversation,
     )
-    ledger_record(ctx, OPPORTUNITY, [LedgerEntry(opportunity.reference, label=opportunity.title)])
+    ledger_record(
+        ctx, LedgerKind.OPPORTUNITY, [LedgerEntry(opportunity.reference, label=opportunity.title)]
+    )
     return {
         "reference": opportunity.reference,
         **state_shown(opportunity.state, OPPORTUNITY_STATE_LABELS),

@@ -21,11 +21,16 @@ from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
 from support.selectors import case_get, case_list, case_owner_id, case_public_comments
 from support.services import case_close, case_comment_add, case_open, case_reopen
 from tooling.context import ToolContext
-from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve, ledger_resolve_owned
+from tooling.ledger import (
+    LedgerEntry,
+    LedgerKind,
+    ledger_record,
+    ledger_resolve,
+    ledger_resolve_owned,
+)
 from tooling.output import listing, page
 from tooling.registry import ToolInput, tool
 
-LEDGER_KIND = "case"
 # Long texts are clipped so a case with its latest comments fits the 3,000-character cap.
 DESCRIPTION_CHARS = 500
 COMMENT_CHARS = 280
@@ -94,7 +99,7 @@ def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
         related_case=related,
         conversation=ctx.conversation,
     )
-    ledger_record(ctx, LEDGER_KIND, [_ledger_entry(case)])
+    ledger_record(ctx, LedgerKind.CASE, [_ledger_entry(case)])
     return _case_summary(ctx, case) | {"related_case": related.reference if related else None}
 
 
@@ -113,7 +118,7 @@ def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
         case_list(company=ctx.company, contact=contact, state=params.state)[: params.limit + 1],
         params.limit,
     )
-    ledger_record(ctx, LEDGER_KIND, [_ledger_entry(case) for case in cases])
+    ledger_record(ctx, LedgerKind.CASE, [_ledger_entry(case) for case in cases])
     return listing([_case_summary(ctx, case) for case in cases], has_more=has_more)
 
 
@@ -132,7 +137,9 @@ def get_case(ctx: ToolContext, params: CaseIn) -> dict:
     check_owner(contact=contact, owner_id=case.contact_id)
     comments, more = case_public_comments(case=case, limit=COMMENTS_SHOWN)
     related = case.related_case
-    ledger_record(ctx, LEDGER_KIND, [_ledger_entry(c) for c in (case, related) if c is not None])
+    ledger_record(
+        ctx, LedgerKind.CASE, [_ledger_entry(c) for c in (case, related) if c is not None]
+    )
     return _case_summary(ctx, case) | {
         "description": _clip(case.description, DESCRIPTION_CHARS),
         "handled_by": case.assignee.first_name or None if case.assignee else None,
@@ -206,7 +213,7 @@ def _seen_case(ctx: ToolContext, contact: Contact, given: str) -> Case:
     customer's exact reference is PERMISSION."""
     entry = ledger_resolve_owned(
         ctx,
-        LEDGER_KIND,
+        LedgerKind.CASE,
         given,
         contact=contact,
         owner_of=lambda reference: case_owner_id(company=ctx.company, reference=reference),
@@ -223,7 +230,7 @@ def _case_for_reading(ctx: ToolContext, given: str) -> Case:
     except NotFound:
         pass
     try:
-        entry = ledger_resolve(ctx, LEDGER_KIND, given)
+        entry = ledger_resolve(ctx, LedgerKind.CASE, given)
     except ValidationFailed as error:
         if error.code != "reference_not_seen":
             raise

@@ -223,5 +223,8 @@ class ConversationAdmin(CoreConversationAdmin):
         return format_html_join(
             ", ",
             "{} <small>({}{})</small>",
-            ((r.reference, r.kind, f", {r.label}" if r.label else "") for r in seen[:100]),
+            (
+                (r.reference, r.get_kind_display(), f", {r.label}" if r.label else "")
+                for r in seen[:100]
+            ),
         )

@@ -34,6 +34,9 @@ _SPACES = re.compile(r"\s+")
 _ISO_SEPARATOR = re.compile(r"(?<=\d)t(?=\d)")
 
 
+LedgerKind = ExposedReference.Kind
+
+
 @dataclass(frozen=True)
 class LedgerEntry:
     """A reference as the conversation saw it. `data` is for the tool's own use and is never
@@ -50,8 +53,9 @@ def label_key(label: str) -> str:
     return _ISO_SEPARATOR.sub(" ", key)[:200]
 
 
-def ledger_record(ctx: ToolContext, kind: str, entries: Iterable[LedgerEntry]) -> None:
+def ledger_record(ctx: ToolContext, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
     """Remember that this conversation has been shown (or has created) these references."""
+    kind = LedgerKind(kind)  # one of the set, and its plain text for the statement
     rows: dict[str, tuple[str, str, str, dict[str, Any]]] = {}
     for entry in entries:
         reference = normalize_reference(entry.reference)
@@ -63,7 +67,7 @@ def ledger_record(ctx: ToolContext, kind: str, entries: Iterable[LedgerEntry]) -
                 entry.data or {},
             )
     if rows:
-        _upsert(ctx, kind, list(rows.values()))
+        _upsert(ctx, kind.value, list(rows.values()))
 
 
 # An upsert's rows share the call's values (its company, conversation, kind and instant), sent
@@ -161,7 +165,7 @@ def _entry(row: ExposedReference) -> LedgerEntry:
     return LedgerEntry(reference=row.reference, label=row.label, data=row.data)
 
 
-def ledger_resolve(ctx: ToolContext, kind: str, given: str) -> LedgerEntry:
+def ledger_resolve(ctx: ToolContext, kind: LedgerKind, given: str) -> LedgerEntry:
     """The entry of `kind` this conversation saw that `given` designates.
 
     Exact reference first; otherwise every entry whose reference ends with `given` or whose
@@ -169,7 +173,7 @@ def ledger_resolve(ctx: ToolContext, kind: str, given: str) -> LedgerEntry:
     the candidates (references and labels only).
     """
     seen = ExposedReference.objects.filter(
-        company=ctx.company, conversation=ctx.conversation, kind=kind
+        company=ctx.company, conversation=ctx.conversation, kind=LedgerKind(kind).value
     )
     reference = normalize_reference(given or "")
     if reference:
@@ -204,7 +208,7 @@ def ledger_resolve(ctx: ToolContext, kind: str, given: str) -> LedgerEntry:
 
 def ledger_resolve_owned(
     ctx: ToolContext,
-    kind: str,
+    kind: LedgerKind,
     given: str,
     *,
     contact: Contact,

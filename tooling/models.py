@@ -47,11 +47,21 @@ class ExposedReference(models.Model):
     human key (a date and time) and `label_key` its normalised form for matching.
     """
 
+    class Kind(models.TextChoices):
+        """What a reference designates: the ledger's closed set, so the staff's filter of
+        kinds offers these instead of reading the distinct kinds of every row."""
+
+        APPOINTMENT = "appointment", _("appointment")
+        SLOT = "slot", _("slot")
+        QUOTE = "quote", _("quote")
+        OPPORTUNITY = "opportunity", _("opportunity")
+        CASE = "case", _("case")
+
     company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="+")
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="exposed_references"
     )
-    kind = models.CharField(_("kind"), max_length=32)
+    kind = models.CharField(_("kind"), max_length=32, choices=Kind.choices)
     reference = models.CharField(_("reference"), max_length=64)
     label = models.CharField(_("label"), max_length=200, blank=True)
     label_key = models.CharField(max_length=200, blank=True, editable=False)

@@ -1,6 +1,6 @@
 """The staff's lists stay quick as the tables grow: a page reads its rows with their related
 rows in one query, and the lists of the logs that grow by millions (tool calls, idempotency
-records) never read every row to offer their filters or dates."""
+records, the exposure ledger) never read every row to offer their filters or dates."""
 
 from datetime import timedelta
 
@@ -12,7 +12,9 @@ from django.utils import timezone
 from core.models import Conversation
 from core.services import contact_create
 from tests.staff.test_trace import call
-from tooling.models import IdempotencyRecord, ToolCall
+from tooling.context import CallMeta, ToolContext
+from tooling.ledger import LedgerEntry, ledger_record
+from tooling.models import ExposedReference, IdempotencyRecord, ToolCall
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db
@@ -71,12 +73,14 @@ def reads_every_row(sql: str, table: str) -> bool:
     [
         ("/admin/tooling/toolcall/", "tooling_toolcall"),
         ("/admin/tooling/idempotencyrecord/", "tooling_idempotencyrecord"),
+        ("/admin/tooling/exposedreference/", "tooling_exposedreference"),
     ],
 )
 def test_the_logs_lists_never_read_every_row_for_their_filters(client, sol, sol_admin, url, table):
     call(sol, "list_services", {})
     call(sol, "find_available_slots", {"service": "nada", "from": "2026-12-01"})
     idempotency_record(sol, "key-1")
+    ledger_record(shown_in(sol, "conv-1"), "case", [LedgerEntry("CS-AAAAAA")])
     client.force_login(sol_admin)
 
     page, queries = listed(client, url)
@@ -101,6 +105,34 @@ def test_the_tool_filter_offers_every_tool_and_filters_by_it(client, sol, sol_ad
     assert "conv-a" in by_tool and "conv-b" not in by_tool
     assert "conv-b" in by_error and "conv-a" not in by_error
     assert "conv-a" not in by_surface and "conv-b" not in by_surface  # both came over MCP
+
+
+def shown_in(company, conversation_id: str) -> ToolContext:
+    return ToolContext(company=company, meta=CallMeta(conversation_id=conversation_id))
+
+
+def test_the_ledger_filters_by_every_kind_by_name(client, sol, sol_admin):
+    ledger_record(shown_in(sol, "conv-a"), "slot", [LedgerEntry("HX4K2P", "2026-12-01 10:00")])
+    ledger_record(shown_in(sol, "conv-b"), "case", [LedgerEntry("CS-AAAAAA")])
+    client.force_login(sol_admin)
+
+    page, _ = listed(client, "/admin/tooling/exposedreference/")
+    slots, _ = listed(client, "/admin/tooling/exposedreference/?kind__exact=slot")
+
+    for kind in ExposedReference.Kind:
+        assert f"?kind__exact={kind.value}" in page
+    assert ">franja<" in page and ">caso<" in page  # the kinds by name, in the staff's language
+    assert "HX4K2P" in slots and "CS-AAAAAA" not in slots
+    conversation = Conversation.objects.get(external_id="conv-a")
+    seen, _ = listed(client, f"/admin/core/conversation/{conversation.pk}/change/")
+    assert "HX4K2P <small>(franja, 2026-12-01 10:00)</small>" in seen
+
+
+def test_the_ledger_refuses_a_kind_outside_its_set(sol):
+    with pytest.raises(ValueError, match="'slots' is not a valid"):
+        ledger_record(shown_in(sol, "conv-a"), "slots", [LedgerEntry("HX4K2P")])
+
+    assert not ExposedReference.objects.exists()
 
 
 def test_idempotency_records_are_listed_newest_first_and_found_by_exact_key(client, sol, sol_admin):
