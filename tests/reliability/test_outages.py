@@ -1,14 +1,21 @@
-"""Dependencies going down under a real server: PostgreSQL stopped in the middle of a load, and
-Redis (the Celery broker) stopped under code requests. Our own cluster and redis-server (see
-conftest.py): the shared services on 5432 and 6379 are never touched."""
+"""Dependencies going down under a real server: PostgreSQL stopped in the middle of a load,
+Redis (the Celery broker) stopped under code requests, and the server's own workers killed in
+the middle of a write. Our own cluster and redis-server (see conftest.py): the shared services
+on 5432 and 6379 are never touched."""
 
+import os
+import signal
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
+import httpx
+import psycopg
 import pytest
 
 from tests.reliability.conftest import Answer, OutageStack, assert_clean_wire, unique
+from tests.servers import wait_for
 
 # django_db: the session then creates the test database, whose schema the stack copies.
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db]
@@ -184,3 +191,87 @@ def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it
     ).split()
     assert states == ["revoked/not_sent", "active/queued"]
     assert stack.redis.command("LLEN", "celery") == "1"  # the delivery task is queued
+
+
+def test_workers_killed_in_the_middle_of_a_write_leave_nothing_half_done_and_the_retry_runs_once(
+    outage_stack: OutageStack,
+):
+    """An OOM kill or a hard deploy: the server's workers die while a write waits inside its
+    transaction. Nothing of it stays, the key is not left claimed, and the Gateway's retry with
+    the same key runs it once (a retry that meets the dead write's claim still held is told
+    to come back, never run twice)."""
+    stack = outage_stack
+    conversation = identified_conversation(stack, ANA)
+    subject = unique("killed")
+    case = {"identifier": ANA, "subject": subject, "description": "Se apagó el termo."}
+    key = unique("case")
+    gateway = stack.gateway(timeout=30)
+    # Our own session holds the cases' table, so the write stops at its INSERT, mid-transaction
+    # (the key already claimed), for as long as we like.
+    holder = psycopg.connect(stack.postgres.url("garante"), autocommit=False)
+    holder.execute("LOCK TABLE support_case IN SHARE MODE")
+    in_flight: list[object] = []
+    first = threading.Thread(
+        target=lambda: in_flight.append(_attempt(gateway, case, conversation, key))
+    )
+    first.start()
+    try:
+        wait_for(lambda: _waiting_inserts(stack) == 1, timeout=RECOVERY_SECONDS)
+        killed = _kill_workers(stack)
+        first.join(timeout=RECOVERY_SECONDS)
+        wait_for(lambda: _workers(stack) and set(_workers(stack)).isdisjoint(killed))
+        # The dead worker's database session still waits on our lock, holding its claim.
+        meanwhile = gateway.call("open_case", case, conversation=conversation, key=key)
+    finally:
+        holder.rollback()  # the dead session's INSERT goes on, finds no client, rolls back
+        holder.close()
+
+    assert isinstance(in_flight[0], httpx.TransportError), in_flight  # no answer reached us
+    assert meanwhile.status == 200 and meanwhile.error_type == "CONFLICT", meanwhile.text
+    assert meanwhile.body["code"] == "request_in_progress"
+    retried = wait_for(
+        lambda: _settled(gateway.call("open_case", case, conversation=conversation, key=key))
+    )
+    again = gateway.call("open_case", case, conversation=conversation, key=key)
+    gateway.close()
+
+    assert is_success(retried), retried.text
+    assert again.text == retried.text  # the stored answer, replayed
+    stored = stack.postgres.psql(f"SELECT reference FROM support_case WHERE subject = '{subject}'")
+    assert stored.split() == [retried.body["reference"]]  # one case, the retry's
+
+
+def _attempt(gateway, case: dict, conversation: str, key: str) -> object:
+    try:
+        return gateway.call("open_case", case, conversation=conversation, key=key)
+    except httpx.TransportError as exc:
+        return exc
+
+
+def _settled(answer: Answer) -> Answer | None:
+    """An answer, unless it is the dead write's claim still being let go (come back later)."""
+    in_progress = answer.error_type == "CONFLICT" and answer.body["code"] == "request_in_progress"
+    return None if in_progress else answer
+
+
+def _waiting_inserts(stack: OutageStack) -> int:
+    return int(
+        stack.postgres.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE 'INSERT INTO \"support_case\"%'"
+        )
+    )
+
+
+def _workers(stack: OutageStack) -> list[int]:
+    """The gunicorn master's worker processes."""
+    master = stack.server.process.pid
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def _kill_workers(stack: OutageStack) -> list[int]:
+    workers = _workers(stack)
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    return workers
