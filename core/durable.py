@@ -11,6 +11,7 @@ would wait on its own caller): insert rows, or update rows the caller has not lo
 written. A bounded lock timeout turns any mistake into an error instead of a hang.
 """
 
+import contextvars
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -44,7 +45,11 @@ def durably(fn: Callable[[], T]) -> T:
             connections.close_all()
 
     # Django's connections are per thread: a short-lived thread has its own, in autocommit.
-    worker = threading.Thread(target=run, name="garante-durable-write", daemon=True)
+    # It runs in the caller's context, so the request's database deadline bounds it too.
+    context = contextvars.copy_context()
+    worker = threading.Thread(
+        target=context.run, args=(run,), name="garante-durable-write", daemon=True
+    )
     worker.start()
     worker.join()
     if "error" in outcome:

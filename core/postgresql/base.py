@@ -1,22 +1,99 @@
-"""Django's PostgreSQL backend, with a cheaper health check of kept connections.
+"""Django's PostgreSQL backend, with a cheaper health check of kept connections and a bound on
+how long a web request waits for the server's answer.
 
-With CONN_HEALTH_CHECKS, Django sends `SELECT 1` before the first query of every request on a
-kept connection: a round trip on every call that uses the database, about a tenth of a
-replay's CPU (docs/performance.md). A connection the server has closed while it sat idle
+Health check. With CONN_HEALTH_CHECKS, Django sends `SELECT 1` before the first query of every
+request on a kept connection: a round trip on every call that uses the database, about a tenth
+of a replay's CPU (docs/performance.md). A connection the server has closed while it sat idle
 (a restart, a shutdown, an idle timeout, a terminated backend) always has something to read:
 the server's farewell message or the end of the stream. A healthy idle connection has
 nothing, because the server only speaks when asked. So the socket is polled first, which
-costs no round trip, and Django's full check runs only when there is input. A server that
-vanished without closing the connection (a partition) is found by neither check until the
-first query times out, as before.
+costs no round trip, and Django's full check runs only when there is input.
+
+Answer deadline. A server that stopped answering without closing its connections (frozen,
+its storage hung, a network partition) is found by no check, and neither TCP nor the server's
+own timeouts end a wait for it: each request would hang, holding a thread, until the server
+came back, and the Gateway would get no answer at all. Inside `answers_within(seconds)` (every
+web request: core.middleware.DatabaseDeadlineMiddleware) each exchange with the server —
+connecting, a statement, a commit — must end within that many seconds; past it the connection
+is closed, never reused, and the call fails as a database outage does (SYSTEM). A transaction
+left open on the server is rolled back there once the server sees the connection gone.
+Management commands and Celery tasks (migrations, purges) run without the bound.
 """
 
+import contextlib
 import select
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
 
+import psycopg
 from django.db.backends.postgresql import base
+from psycopg.errors import _WaitTimeout
+
+_deadline: ContextVar[float | None] = ContextVar("garante_db_answer_deadline", default=None)
+
+
+@contextlib.contextmanager
+def answers_within(seconds: float | None) -> Iterator[None]:
+    """Bound each exchange with the server made in this context to `seconds` (None or 0: no
+    bound)."""
+    token = _deadline.set(seconds or None)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def current_deadline() -> float | None:
+    """The bound `answers_within` set for this context, if any."""
+    return _deadline.get()
+
+
+class DatabaseAnswerTimeout(psycopg.OperationalError):
+    """The server did not answer within the deadline; the connection has been closed."""
+
+
+class BoundedConnection(psycopg.Connection):
+    """A psycopg connection whose waits for the server honour `answers_within`."""
+
+    def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+        deadline = _deadline.get()
+        if deadline is None or timeout is not None:
+            return super().wait(gen, interval, timeout)
+        try:
+            return super().wait(gen, interval, deadline)
+        except _WaitTimeout:
+            # The answer may still come: the connection's state is unknown, so it goes.
+            self.close()
+            raise DatabaseAnswerTimeout(
+                f"the database did not answer within {deadline:g} s"
+            ) from None
+
+
+class _Driver:
+    """psycopg as Django's backend sees it, connecting `BoundedConnection`s."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(psycopg, name)
+
+    @staticmethod
+    def connect(*args: Any, **kwargs: Any) -> BoundedConnection:
+        return BoundedConnection.connect(*args, **kwargs)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    Database = _Driver()
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        deadline = _deadline.get()
+        if deadline is not None:
+            # libpq's connect_timeout counts whole seconds, 2 at least.
+            bound = max(2, round(deadline))
+            configured = conn_params.get("connect_timeout")
+            if configured is None or int(configured) <= 0 or int(configured) > bound:
+                conn_params = {**conn_params, "connect_timeout": bound}
+        return super().get_new_connection(conn_params)
+
     def close_if_health_check_failed(self) -> None:
         if (
             self.connection is None

@@ -1,12 +1,23 @@
 """The PostgreSQL backend's health check of kept connections (core/postgresql): no round trip
-for a healthy idle connection, Django's full check when the server has closed it. And its
-options (core/settings.py): parameters bound by the server, hot statements prepared."""
+for a healthy idle connection, Django's full check when the server has closed it. Its answer
+deadline: inside a web request, a server that does not answer fails the call within seconds
+instead of holding it. And its options (core/settings.py): parameters bound by the server,
+hot statements prepared."""
 
 import select
+import socket
+import threading
 import time
 
+import psycopg
 import pytest
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
+from django.http import HttpResponse
+
+from core.durable import durably
+from core.middleware import DatabaseDeadlineMiddleware
+from core.postgresql.base import answers_within, current_deadline
+from tests.servers import database_url_of_current_connection, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -88,3 +99,87 @@ def test_a_statement_run_again_and_again_is_prepared_on_its_connection(settings)
         prepared = cursor.fetchall()
 
     assert len(prepared) == 1
+
+
+# --- the answer deadline of web requests ----------------------------------------------------
+
+
+@pytest.fixture
+def table_held():
+    """Another session holding core_company exclusively: statements on it wait, as they would
+    on a server that stopped answering. `release()` lets them go (after WAIT_SECONDS anyway,
+    so a wait that nothing bounds fails the test instead of hanging it)."""
+    holder = psycopg.connect(database_url_of_current_connection(), autocommit=False)
+    holder.execute("LOCK TABLE core_company IN ACCESS EXCLUSIVE MODE")
+    lock = threading.Lock()
+
+    def release() -> None:
+        with lock:
+            if not holder.closed:
+                holder.rollback()
+                holder.close()
+
+    threading.Timer(WAIT_SECONDS, release).start()
+    yield release
+    release()
+
+
+def test_within_a_deadline_an_unanswered_statement_fails_and_its_connection_goes(kept, table_held):
+    pid = backend_pid(kept)
+    started = time.monotonic()
+    refused = pytest.raises(OperationalError, match="did not answer within 1 s")
+    with answers_within(1), refused, kept.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM core_company")
+    waited = time.monotonic() - started
+    table_held()
+
+    assert 1 <= waited < 1 + WAIT_SECONDS
+    assert kept.connection.closed  # its state unknown: never reused
+    next_request(kept)
+    assert backend_pid(kept) != pid  # the next request connects again
+    assert wait_for(lambda: not backend_alive(pid), timeout=WAIT_SECONDS)  # the server let go
+
+
+def backend_alive(pid: int) -> bool:
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+        return cursor.fetchone()[0] == 1
+
+
+def test_without_a_deadline_a_statement_waits_as_long_as_the_server_takes(kept, table_held):
+    threading.Timer(1.5, table_held).start()
+    started = time.monotonic()
+
+    with kept.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM core_company")
+        assert cursor.fetchone()[0] >= 0
+
+    assert time.monotonic() - started >= 1.5  # a migration or a purge is never cut short
+
+
+def test_within_a_deadline_connecting_to_a_server_that_never_answers_fails():
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts connections, never speaks
+    connection = connections.create_connection(DEFAULT_DB_ALIAS)
+    connection.settings_dict = {**connection.settings_dict, "PORT": silent.getsockname()[1]}
+    started = time.monotonic()
+    try:
+        with answers_within(2), pytest.raises(OperationalError):
+            connection.ensure_connection()
+    finally:
+        silent.close()
+    assert time.monotonic() - started < 2 + WAIT_SECONDS
+
+
+def test_every_web_request_and_the_writes_it_makes_durably_are_bounded(rf, settings):
+    settings.GARANTE_DB_ANSWER_SECONDS = 4
+    seen = []
+
+    def view(request):
+        seen.append(current_deadline())
+        seen.append(durably(current_deadline))  # on a connection of its own, in a thread
+        return HttpResponse()
+
+    DatabaseDeadlineMiddleware(view)(rf.get("/admin/"))
+
+    assert seen == [4, 4]
+    assert current_deadline() is None  # management commands and tasks: no bound

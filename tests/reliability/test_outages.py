@@ -1,7 +1,7 @@
-"""Dependencies going down under a real server: PostgreSQL stopped in the middle of a load,
-Redis (the Celery broker) stopped under code requests, and the server's own workers killed in
-the middle of a write. Our own cluster and redis-server (see conftest.py): the shared services
-on 5432 and 6379 are never touched."""
+"""Dependencies going down under a real server: PostgreSQL stopped in the middle of a load or
+frozen (alive, answering nothing), Redis (the Celery broker) stopped under code requests, and
+the server's own workers killed in the middle of a write. Our own cluster and redis-server
+(see conftest.py): the shared services on 5432 and 6379 are never touched."""
 
 import os
 import signal
@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from django.conf import settings
 
 from tests.reliability.conftest import Answer, OutageStack, assert_clean_wire, unique
 from tests.servers import wait_for
@@ -24,6 +25,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db]
 ANA, BRUNO = "12345678Z", "X1234567L"
 CLIENTS = 4
 PROMPT_SECONDS = 5  # an outage is answered within this, not after a hang
+# A database that answers nothing is given this long per exchange (core.settings' default).
+DEADLINE_SECONDS = settings.GARANTE_DB_ANSWER_SECONDS
 RECOVERY_SECONDS = 20
 
 
@@ -193,6 +196,71 @@ def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it
     assert stack.redis.command("LLEN", "celery") == "1"  # the delivery task is queued
 
 
+def test_postgres_frozen_answers_system_within_the_deadline_and_recovers_without_losing_a_write(
+    outage_stack: OutageStack,
+):
+    """PostgreSQL alive but answering nothing (its processes stopped: a frozen host, hung
+    storage; to the server, a network partition looks the same): every call still gets its
+    answer, SYSTEM, within the database deadline instead of hanging, and once PostgreSQL
+    thaws the server serves again by itself, the write the freeze caught retried once."""
+    stack = outage_stack
+    conversation = identified_conversation(stack, ANA)
+    subject = unique("frozen")
+    case = {"identifier": ANA, "subject": subject, "description": "No hay agua caliente."}
+    key = unique("case")
+    gateway = stack.gateway(timeout=60)
+    calls = [
+        ("open_case", case, key),
+        ("identify_contact", {"document": ANA}, unique("id")),
+        ("list_services", {}, None),
+    ]
+    answers: dict[str, Answer] = {}
+
+    def call(tool: str, arguments: dict, call_key: str | None) -> None:
+        answers[tool] = gateway.call(tool, arguments, conversation=conversation, key=call_key)
+
+    frozen = _postgres_processes(stack)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        threads = [threading.Thread(target=call, args=c) for c in calls]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+
+    for tool, _, _ in calls:
+        answer = answers[tool]
+        assert answer.status == 200, (tool, answer.text[:300])
+        assert_clean_wire(answer.text)
+        assert answer.seconds < DEADLINE_SECONDS + PROMPT_SECONDS, (tool, answer.seconds)
+        if tool != "list_services" or not is_success(answer):  # it may come from the cache
+            assert answer.error_type == "SYSTEM" and answer.body["user_message"], answer.text
+    # Thawed: the server recovers by itself, and the write the freeze caught runs once.
+    recovered = wait_for(
+        lambda: _succeeded(gateway.call("open_case", case, conversation=conversation, key=key)),
+        timeout=RECOVERY_SECONDS,
+    )
+    again = gateway.call("open_case", case, conversation=conversation, key=key)
+    gateway.close()
+    assert again.text == recovered.text
+    stored = stack.postgres.psql(f"SELECT reference FROM support_case WHERE subject = '{subject}'")
+    assert stored.split() == [recovered.body["reference"]]
+
+
+def _succeeded(answer: Answer) -> Answer | None:
+    return answer if is_success(answer) else None
+
+
+def _postgres_processes(stack: OutageStack) -> list[int]:
+    """The private cluster's postmaster and every process it started."""
+    postmaster = int((stack.postgres.data / "postmaster.pid").read_text().split()[0])
+    return [postmaster, *_children(postmaster)]
+
+
 def test_workers_killed_in_the_middle_of_a_write_leave_nothing_half_done_and_the_retry_runs_once(
     outage_stack: OutageStack,
 ):
@@ -265,9 +333,11 @@ def _waiting_inserts(stack: OutageStack) -> int:
 
 def _workers(stack: OutageStack) -> list[int]:
     """The gunicorn master's worker processes."""
-    master = stack.server.process.pid
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    return [int(pid) for pid in children]
+    return _children(stack.server.process.pid)
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 def _kill_workers(stack: OutageStack) -> list[int]:
