@@ -45,7 +45,7 @@ def durably(fn: Callable[[], T]) -> T:
             connections.close_all()
 
     # Django's connections are per thread: a short-lived thread has its own, in autocommit.
-    # It runs in the caller's context, so the request's database deadline bounds it too.
+    # It runs in the caller's context, so a database deadline the caller set bounds it too.
     context = contextvars.copy_context()
     worker = threading.Thread(
         target=context.run, args=(run,), name="garante-durable-write", daemon=True

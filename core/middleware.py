@@ -1,5 +1,4 @@
-"""The browser's middleware, stepping aside for the machine API; and the database's answer
-deadline of every web request.
+"""The browser's middleware, stepping aside for the machine API.
 
 The Gateway's endpoints (`/mcp` and the REST tool mirror under `/api/`) authenticate every
 request by its bearer token, answer in the company's language and never set a cookie, so
@@ -30,8 +29,6 @@ from django.middleware.clickjacking import XFrameOptionsMiddleware as _FrameOpti
 from django.middleware.csrf import CsrfViewMiddleware as _Csrf
 from django.middleware.locale import LocaleMiddleware as _Locale
 from django.utils import translation
-
-from core.postgresql.base import answers_within
 
 
 def is_machine_api(path: str) -> bool:
@@ -83,18 +80,3 @@ class MessageMiddleware(_BrowserOnly, _Messages):
 
 class XFrameOptionsMiddleware(_BrowserOnly, _FrameOptions):
     pass
-
-
-class DatabaseDeadlineMiddleware:
-    """Every web request waits at most `settings.GARANTE_DB_ANSWER_SECONDS` for each answer of
-    PostgreSQL (core.postgresql): a server that stops answering makes the Gateway's calls fail
-    as SYSTEM within seconds instead of hanging, and a frozen database cannot hold every
-    thread of the server, the staff's pages included. First in MIDDLEWARE, so it covers the
-    others (sessions, authentication) too."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        with answers_within(settings.GARANTE_DB_ANSWER_SECONDS):
-            return self.get_response(request)

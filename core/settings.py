@@ -43,12 +43,10 @@ INSTALLED_APPS = [
     "integration",
 ]
 
-# Django's usual stack, after the database's answer deadline of every request
-# (GARANTE_DB_ANSWER_SECONDS). The browser's middleware (core.middleware: sessions, language,
-# CSRF, user, messages, frame options) steps aside for the machine API's paths, which
-# authenticate by bearer token and answer in the company's language.
+# Django's usual stack. The browser's middleware (core.middleware: sessions, language, CSRF,
+# user, messages, frame options) steps aside for the machine API's paths, which authenticate
+# by bearer token and answer in the company's language.
 MIDDLEWARE = [
-    "core.middleware.DatabaseDeadlineMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "core.middleware.SessionMiddleware",
     "core.middleware.LocaleMiddleware",
@@ -205,10 +203,11 @@ GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = int(
     os.environ.get("GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS", "5000")
 )
 GARANTE_IDEMPOTENCY_RETRY_AFTER_SECONDS = 2
-# How long a web request waits for each answer of PostgreSQL (connecting, a statement, a
-# commit) before the call fails as an outage (core.postgresql); 0: no bound. Waits a healthy
-# server makes (a row a staff member holds for a moment) end well within it, and it is longer
-# than the idempotency lock wait above, so a duplicate still hears CONFLICT from the server.
+# How long the web server's processes wait for each answer of PostgreSQL (connecting, a
+# statement, a commit) before the call fails as an outage (core.postgresql, core.wsgi); 0: no
+# bound. Waits a healthy server makes (a row a staff member holds for a moment) end well within
+# it, and it is longer than the idempotency lock wait above, so a duplicate still hears
+# CONFLICT from the server.
 GARANTE_DB_ANSWER_SECONDS = float(
     os.environ.get(
         "GARANTE_DB_ANSWER_SECONDS", max(10, GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS / 1000 + 1)

@@ -2,8 +2,15 @@
 
 import os
 
+from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "core.settings")
 
 application = get_wsgi_application()
+
+from core.postgresql.base import bound_this_process  # noqa: E402  (after Django's set-up)
+
+# The web server's processes wait for each answer of PostgreSQL at most this long, in every
+# thread: a database that stops answering fails calls as SYSTEM instead of hanging them.
+bound_this_process(settings.GARANTE_DB_ANSWER_SECONDS)

@@ -27,8 +27,6 @@ from typing import Any
 from django.conf import settings
 from django.db import DataError, connection, transaction
 
-from core.postgresql.base import answers_within
-
 logger = logging.getLogger("garante.deferred")
 
 # A queue reaching this many items is written without waiting for the interval.
@@ -172,11 +170,8 @@ class _Writer:
             stopping = self._stopping
             if any(queue.pending() for queue in _queues):
                 try:
-                    # No longer than a request would wait: a database that stopped answering
-                    # costs a batch, dropped as in an outage, not the writer.
-                    with answers_within(settings.GARANTE_DB_ANSWER_SECONDS):
-                        connection.close_if_unusable_or_obsolete()
-                        deferred_flush()
+                    connection.close_if_unusable_or_obsolete()
+                    deferred_flush()
                 except Exception:
                     logger.exception("deferred writes failed")
                 finally:

@@ -12,12 +12,14 @@ costs no round trip, and Django's full check runs only when there is input.
 Answer deadline. A server that stopped answering without closing its connections (frozen,
 its storage hung, a network partition) is found by no check, and neither TCP nor the server's
 own timeouts end a wait for it: each request would hang, holding a thread, until the server
-came back, and the Gateway would get no answer at all. Inside `answers_within(seconds)` (every
-web request: core.middleware.DatabaseDeadlineMiddleware) each exchange with the server —
-connecting, a statement, a commit — must end within that many seconds; past it the connection
-is closed, never reused, and the call fails as a database outage does (SYSTEM). A transaction
-left open on the server is rolled back there once the server sees the connection gone.
-Management commands and Celery tasks (migrations, purges) run without the bound.
+came back, and the Gateway would get no answer at all. In the web server's processes
+(`bound_this_process`, called by core.wsgi) each exchange with the server — connecting, a
+statement, a commit — must end within `settings.GARANTE_DB_ANSWER_SECONDS`, in every thread
+(requests, the deferred writer, durable writes, Django's checks between requests); past it the
+connection is closed, never reused, and the call fails as a database outage does (SYSTEM). A
+transaction left open on the server is rolled back there once it sees the connection gone.
+Management commands and Celery workers (a migration building an index, the hourly purge) are
+not bound. `answers_within(seconds)` sets another bound (or none) for a block of code.
 """
 
 import contextlib
@@ -31,12 +33,20 @@ from django.db.backends.postgresql import base
 from psycopg.errors import _WaitTimeout
 
 _deadline: ContextVar[float | None] = ContextVar("garante_db_answer_deadline", default=None)
+_process_deadline: float | None = None
+
+
+def bound_this_process(seconds: float | None) -> None:
+    """Bound each exchange with the server made by this process, in any thread, to `seconds`
+    (None or 0: no bound), wherever `answers_within` does not say otherwise."""
+    global _process_deadline
+    _process_deadline = seconds or None
 
 
 @contextlib.contextmanager
 def answers_within(seconds: float | None) -> Iterator[None]:
     """Bound each exchange with the server made in this context to `seconds` (None or 0: no
-    bound)."""
+    bound, even in a bounded process)."""
     token = _deadline.set(seconds or None)
     try:
         yield
@@ -45,8 +55,8 @@ def answers_within(seconds: float | None) -> Iterator[None]:
 
 
 def current_deadline() -> float | None:
-    """The bound `answers_within` set for this context, if any."""
-    return _deadline.get()
+    """The bound of this context: its `answers_within`, else the process's."""
+    return _deadline.get(_process_deadline)
 
 
 class DatabaseAnswerTimeout(psycopg.OperationalError):
@@ -57,7 +67,7 @@ class BoundedConnection(psycopg.Connection):
     """A psycopg connection whose waits for the server honour `answers_within`."""
 
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
-        deadline = _deadline.get()
+        deadline = current_deadline()
         if deadline is None or timeout is not None:
             return super().wait(gen, interval, timeout)
         try:
@@ -85,7 +95,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     Database = _Driver()
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
-        deadline = _deadline.get()
+        deadline = current_deadline()
         if deadline is not None:
             # libpq's connect_timeout counts whole seconds, 2 at least.
             bound = max(2, round(deadline))

@@ -1,23 +1,24 @@
 """The PostgreSQL backend's health check of kept connections (core/postgresql): no round trip
 for a healthy idle connection, Django's full check when the server has closed it. Its answer
-deadline: inside a web request, a server that does not answer fails the call within seconds
-instead of holding it. And its options (core/settings.py): parameters bound by the server,
+deadline: in the web server's processes, a server that does not answer fails the call within
+seconds instead of holding it. And its options (core/settings.py): parameters bound by the server,
 hot statements prepared."""
 
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 
 import psycopg
 import pytest
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
-from django.http import HttpResponse
 
 from core.durable import durably
-from core.middleware import DatabaseDeadlineMiddleware
-from core.postgresql.base import answers_within, current_deadline
-from tests.servers import database_url_of_current_connection, wait_for
+from core.postgresql.base import answers_within, bound_this_process, current_deadline
+from tests.servers import ROOT, database_url_of_current_connection, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -170,16 +171,38 @@ def test_within_a_deadline_connecting_to_a_server_that_never_answers_fails():
     assert time.monotonic() - started < 2 + WAIT_SECONDS
 
 
-def test_every_web_request_and_the_writes_it_makes_durably_are_bounded(rf, settings):
-    settings.GARANTE_DB_ANSWER_SECONDS = 4
+@pytest.fixture
+def bounded_process():
+    bound_this_process(4)
+    yield
+    bound_this_process(None)
+
+
+def test_a_bounded_process_bounds_every_thread_unless_a_block_says_otherwise(bounded_process):
     seen = []
+    thread = threading.Thread(target=lambda: seen.append(current_deadline()))
+    thread.start()
+    thread.join()
 
-    def view(request):
-        seen.append(current_deadline())
-        seen.append(durably(current_deadline))  # on a connection of its own, in a thread
-        return HttpResponse()
+    assert seen == [4]  # a thread of its own: the deferred writer, a request's thread
+    assert durably(current_deadline) == 4  # a durable write, on a connection of its own
+    with answers_within(1):
+        assert current_deadline() == 1
+        assert durably(current_deadline) == 1
+    with answers_within(None):
+        assert current_deadline() is None
 
-    DatabaseDeadlineMiddleware(view)(rf.get("/admin/"))
 
-    assert seen == [4, 4]
-    assert current_deadline() is None  # management commands and tasks: no bound
+def test_the_web_server_bounds_its_processes_and_nothing_else_does():
+    """core.wsgi (gunicorn, runserver) bounds its process; manage.py and Celery do not."""
+    code = (
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'tests.settings';"
+        "django.setup(); from core.postgresql.base import current_deadline as d;"
+        "print(d()); import core.wsgi; print(d())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", str(settings.GARANTE_DB_ANSWER_SECONDS)]

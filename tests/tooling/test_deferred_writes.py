@@ -13,7 +13,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from core.postgresql.base import current_deadline
 from core.services import contact_create
 from tooling import deferred, trace
 from tooling.context import CallMeta
@@ -104,23 +103,6 @@ def test_the_background_thread_writes_at_its_interval(deferral, company):
     call(company, "list_services", {"limit": 5})
     assert eventually(lambda: ToolCall.objects.filter(company=company).exists())
     assert trace._trace_rows.pending() == 0
-
-
-def test_the_background_thread_waits_for_the_database_no_longer_than_a_request(
-    deferral, monkeypatch
-):
-    deferral.GARANTE_DEFERRED_WRITE_SECONDS = 0.05
-    deferral.GARANTE_DB_ANSWER_SECONDS = 3
-    bounds = []
-    monkeypatch.setattr(deferred, "deferred_flush", lambda: bounds.append(current_deadline()))
-    queue = DeferredQueue("bounded-test", lambda items: None)
-    try:
-        queue.add("item")
-        assert eventually(lambda: bounds)
-    finally:
-        deferred._queues.remove(queue)
-
-    assert bounds[0] == 3  # a frozen database costs a batch, never the writer thread
 
 
 def test_a_full_queue_is_written_without_waiting_for_the_interval(deferral, company):
