@@ -140,8 +140,25 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Publishing must fail fast when the broker is down so the caller can answer SYSTEM.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+# Publishing must fail fast when the broker is down so the caller can answer SYSTEM: one retry
+# (a pooled connection gone stale in a Redis restart), and each exchange with Redis bounded,
+# for a broker that answers nothing without closing its connection (frozen, a failover, a lost
+# route), where a publish would otherwise wait for ever. Longer than the consumer's BRPOP wait
+# (kombu's brpop_timeout, 1 s).
+GARANTE_BROKER_ANSWER_SECONDS = float(os.environ.get("GARANTE_BROKER_ANSWER_SECONDS", "2"))
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "socket_timeout": GARANTE_BROKER_ANSWER_SECONDS,
+    "socket_connect_timeout": GARANTE_BROKER_ANSWER_SECONDS,
+}
 if CELERY_BROKER_URL.startswith("redis://"):
     # kombu's Redis transport, building its Redis client once instead of per message. Not for
     # rediss:// (TLS): kombu checks its TLS options by that transport name, which this would hide.
