@@ -1,5 +1,5 @@
 """Django's PostgreSQL backend, with a cheaper health check of kept connections and a bound on
-how long a web request waits for the server's answer.
+how long the web server waits for the database's answers.
 
 Health check. With CONN_HEALTH_CHECKS, Django sends `SELECT 1` before the first query of every
 request on a kept connection: a round trip on every call that uses the database, about a tenth
@@ -30,6 +30,7 @@ from typing import Any
 
 import psycopg
 from django.db.backends.postgresql import base
+from psycopg.connection import _WAIT_INTERVAL
 from psycopg.errors import _WaitTimeout
 
 _deadline: ContextVar[float | None] = ContextVar("garante_db_answer_deadline", default=None)
@@ -64,9 +65,9 @@ class DatabaseAnswerTimeout(psycopg.OperationalError):
 
 
 class BoundedConnection(psycopg.Connection):
-    """A psycopg connection whose waits for the server honour `answers_within`."""
+    """A psycopg connection whose waits for the server end at `current_deadline()`."""
 
-    def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+    def wait(self, gen: Any, interval: float = _WAIT_INTERVAL, timeout: float | None = None) -> Any:
         deadline = current_deadline()
         if deadline is None or timeout is not None:
             return super().wait(gen, interval, timeout)
