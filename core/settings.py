@@ -146,16 +146,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # route), where a publish would otherwise wait for ever. Longer than the consumer's BRPOP wait
 # (kombu's brpop_timeout, 1 s).
 GARANTE_BROKER_ANSWER_SECONDS = float(os.environ.get("GARANTE_BROKER_ANSWER_SECONDS", "2"))
-CELERY_TASK_PUBLISH_RETRY_POLICY = {
-    "max_retries": 1,
-    "interval_start": 0,
-    "interval_step": 0.2,
-    "interval_max": 0.2,
-}
+_BROKER_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {**_BROKER_RETRY, "interval_max": 0.2}
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "max_retries": 1,
-    "interval_start": 0,
-    "interval_step": 0.2,
+    **_BROKER_RETRY,
     "socket_timeout": GARANTE_BROKER_ANSWER_SECONDS,
     "socket_connect_timeout": GARANTE_BROKER_ANSWER_SECONDS,
 }
