@@ -91,6 +91,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": float(os.environ.get("GARANTE_SQLITE_BUSY_TIMEOUT_SECONDS", "20")),
+        **DATABASES["default"].get("OPTIONS", {}),
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
@@ -100,10 +101,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # connection prepared there: the same few statements run on every tool call, and parsing
     # and planning them was most of PostgreSQL's CPU (docs/performance.md). Empty turns
     # preparing off, for a pooler in transaction mode that cannot keep prepared statements.
+    # The URL's own options (sslmode, application_name, ...) are kept, and win.
     _prepare_threshold = os.environ.get("GARANTE_PG_PREPARE_THRESHOLD", "2").strip()
     DATABASES["default"]["OPTIONS"] = {
         "server_side_binding": True,
         "prepare_threshold": int(_prepare_threshold) if _prepare_threshold else None,
+        **DATABASES["default"].get("OPTIONS", {}),
     }
 if os.environ.get("GARANTE_TEST_DB_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["GARANTE_TEST_DB_NAME"]}

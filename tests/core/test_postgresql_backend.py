@@ -4,6 +4,7 @@ deadline: in the web server's processes, a server that does not answer fails the
 seconds instead of holding it. And its options (core/settings.py): parameters bound by the server,
 hot statements prepared."""
 
+import os
 import select
 import socket
 import subprocess
@@ -100,6 +101,39 @@ def test_a_statement_run_again_and_again_is_prepared_on_its_connection(settings)
         prepared = cursor.fetchall()
 
     assert len(prepared) == 1
+
+
+def test_the_options_of_the_database_url_are_kept_beside_the_backends_own():
+    """`?sslmode=...&application_name=...` in DATABASE_URL reach the connection: the settings
+    once replaced the URL's options with the backend's, so a production database asking for
+    TLS got a connection without it."""
+    url = database_url_of_current_connection()
+    code = (
+        "import django; django.setup();"
+        "from django.db import connection; c = connection.cursor();"
+        "c.execute('SHOW application_name'); print(c.fetchone()[0]);"
+        "print(sorted(connection.settings_dict['OPTIONS']))"
+    )
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "core.settings",
+        "DATABASE_URL": f"{url}?sslmode=disable&application_name=garante-options-test",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    name, options = done.stdout.splitlines()
+    assert name == "garante-options-test"
+    assert options == str(
+        ["application_name", "prepare_threshold", "server_side_binding", "sslmode"]
+    )
 
 
 # --- the answer deadline of web requests ----------------------------------------------------
