@@ -1,10 +1,12 @@
 """Celery tasks of the core app: delivery of verification codes, and settling the deliveries
 no worker will finish."""
 
+import logging
 import random
 from typing import Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from core.celery import app
 from core.verification import (
@@ -13,6 +15,10 @@ from core.verification import (
     challenge_deliveries_settle,
 )
 
+logger = logging.getLogger("garante.verification")
+
+# The database failed rather than the code: retried like a transient delivery error.
+DATABASE_FAILURES = (OperationalError, InterfaceError)
 SETTLE_EVERY_SECONDS = 15 * 60
 SETTLE_TASK_NAME = "core: settle deliveries of expired verification codes"
 
@@ -28,11 +34,22 @@ def challenge_deliver(self, challenge_id: int, sealed_code: str) -> str:
     """Send one verification code. The arguments hold the code sealed, never in clear, and the
     result never holds it either (Celery logs both at some levels)."""
     max_retries = settings.GARANTE_VERIFICATION_DELIVERY_RETRIES
-    outcome = challenge_deliver_once(
-        challenge_id=challenge_id,
-        sealed_code=sealed_code,
-        last_try=self.request.retries >= max_retries,
-    )
+    try:
+        outcome = challenge_deliver_once(
+            challenge_id=challenge_id,
+            sealed_code=sealed_code,
+            last_try=self.request.retries >= max_retries,
+        )
+    except DATABASE_FAILURES as exc:
+        # An outage, or a connection that stopped answering (core.celery bounds the wait).
+        # Retried on a new connection. Should the claim have committed, the retry finds the
+        # delivery claimed and sends nothing: a code is never sent twice.
+        if self.request.is_eager or self.request.retries >= max_retries:
+            raise
+        logger.warning("verification code %s: database unavailable (%s)", challenge_id, exc)
+        raise self.retry(
+            countdown=retry_countdown(self.request.retries), max_retries=max_retries
+        ) from exc
     if outcome == DeliveryOutcome.RETRY:
         if self.request.is_eager:
             # Eager mode (demo, tests) with eager_propagates lets Retry escape apply(), so

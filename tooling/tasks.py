@@ -7,6 +7,7 @@ from celery import Celery
 from celery.schedules import crontab
 
 from core.celery import app
+from core.postgresql.base import answers_within
 from tooling import tasks_trace  # noqa: F401  (the trace trim task registers itself)
 from tooling.idempotency import idempotency_records_purge
 
@@ -15,12 +16,16 @@ logger = logging.getLogger("garante.tools")
 PURGE_TASK_NAME = "tooling.idempotency_records_purge"
 # Off the top of the hour, where other housekeeping tends to pile up.
 PURGE_SCHEDULE = crontab(minute=17)
+# Tombstoning reads the whole table (1.1 s at 10,000,000 records) in one statement, so the
+# purge waits for PostgreSQL longer than a worker's other tasks (core.celery), not for ever.
+PURGE_ANSWER_SECONDS = 15 * 60
 
 
 @app.task(name=PURGE_TASK_NAME, ignore_result=True)
 def idempotency_records_purge_task() -> dict[str, int]:
     """Tombstone responses past their replay window; delete records past their tombstone."""
-    tombstoned, deleted = idempotency_records_purge()
+    with answers_within(PURGE_ANSWER_SECONDS):
+        tombstoned, deleted = idempotency_records_purge()
     logger.info("idempotency purge: tombstoned=%s deleted=%s", tombstoned, deleted)
     return {"tombstoned": tombstoned, "deleted": deleted}
 

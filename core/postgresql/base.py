@@ -18,8 +18,9 @@ statement, a commit — must end within `settings.GARANTE_DB_ANSWER_SECONDS`, in
 (requests, the deferred writer, durable writes, Django's checks between requests); past it the
 connection is closed, never reused, and the call fails as a database outage does (SYSTEM). A
 transaction left open on the server is rolled back there once it sees the connection gone.
-Management commands and Celery workers (a migration building an index, the hourly purge) are
-not bound. `answers_within(seconds)` sets another bound (or none) for a block of code.
+Celery workers are bound alike (core.celery; the hourly purge sets a longer bound of its own);
+management commands (a migration building an index) are not. `answers_within(seconds)` sets
+another bound (or none) for a block of code.
 """
 
 import contextlib

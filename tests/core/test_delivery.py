@@ -1,13 +1,16 @@
 """Delivery of verification codes: a real SMTP server, a real HTTP SMS provider, a real broker
 and a real Celery worker process."""
 
+import os
 import re
 import signal
 import time
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.conf import settings as django_settings
+from django.db import connection
 from django.utils import timezone
 from werkzeug import Response
 
@@ -376,3 +379,78 @@ def test_a_worker_killed_while_sending_leaves_an_unknown_delivery_once_the_code_
         assert challenge.delivery_status == Delivery.UNKNOWN
         assert challenge.delivery_attempts == 1
         assert inbox.messages == []
+
+
+def _waiting_backend(application_name: str) -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND wait_event_type"
+            " = 'Lock'",
+            [application_name],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+@pytest.mark.redis
+def test_a_worker_whose_database_stops_answering_mid_task_delivers_the_code_on_a_new_connection(
+    ana, ana_conv, broker, settings, django_db_blocker, tmp_path
+):
+    """A failover or a partition leaves a worker's connection open on a server that will never
+    answer it: here its server process is stopped in the middle of the task's first statement
+    (caught waiting for a table lock the test holds), while new connections are served. The
+    worker's wait is bounded (core.celery), so the task fails within seconds and its retry
+    delivers the code on a new connection; before, the worker waited for ever and every code
+    after it stayed queued."""
+    name = f"garante-worker-{time.monotonic_ns()}"
+    url = postgresql_test_database_url(django_db_blocker)
+    stopped: list[int] = []
+    holder = psycopg.connect(url, autocommit=False)
+    with (
+        start_smtp() as (host, port, inbox),
+        start_celery_worker(
+            database_url=f"{url}?application_name={name}",
+            redis_db=REDIS_DB,
+            log_dir=tmp_path,
+            env={
+                "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,
+                "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+                "EMAIL_HOST": host,
+                "EMAIL_PORT": str(port),
+                "GARANTE_DB_ANSWER_SECONDS": "2",
+                "GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS": "0.3",
+            },
+        ) as worker,
+    ):
+        broker(worker.broker_url)
+        settings.GARANTE_VERIFICATION_QUEUE = worker.queue
+        try:
+            # The code is issued while the worker is stopped, so that its task starts after
+            # the table is locked.
+            worker.process.send_signal(signal.SIGSTOP)
+            try:
+                issued = challenge_issue(contact=ana, channel="email", conversation=ana_conv)
+                holder.execute("LOCK TABLE core_verificationchallenge IN SHARE MODE")
+            finally:
+                worker.process.send_signal(signal.SIGCONT)
+            backend = wait_for(lambda: _waiting_backend(name), interval=0.02)
+            try:
+                os.kill(backend, signal.SIGSTOP)
+            except PermissionError:
+                pytest.skip("cannot stop a PostgreSQL server process as this user")
+            stopped.append(backend)
+            holder.rollback()  # the stopped process is granted the lock, and never answers
+
+            challenge = wait_for(lambda: delivered(issued.pk), timeout=40)
+        finally:
+            holder.close()
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+        assert challenge.delivery_status == Delivery.SENT
+        assert challenge.delivery_attempts == 1  # the stopped try never claimed it
+        (message,) = inbox.messages
+        challenge_verify(conversation=ana_conv, contact=ana, code=code_in(message.get_payload()))
+        assert b"database unavailable" in worker.log.read_bytes()

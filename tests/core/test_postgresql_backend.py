@@ -227,12 +227,24 @@ def test_a_bounded_process_bounds_every_thread_unless_a_block_says_otherwise(bou
         assert current_deadline() is None
 
 
-def test_the_web_server_bounds_its_processes_and_nothing_else_does():
-    """core.wsgi (gunicorn, runserver) bounds its process; manage.py and Celery do not."""
+@pytest.mark.parametrize(
+    "starts",
+    [
+        pytest.param("import core.wsgi", id="the web server"),
+        pytest.param(
+            "from celery.signals import worker_init; import core.celery;"
+            "worker_init.send(sender=None)",
+            id="a Celery worker",
+        ),
+    ],
+)
+def test_the_web_server_and_the_workers_bound_their_processes_and_manage_py_does_not(starts):
+    """core.wsgi (gunicorn, runserver) and a starting Celery worker (core.celery) bound their
+    process; Django set up alone, as manage.py does (migrations), does not."""
     code = (
         "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'tests.settings';"
         "django.setup(); from core.postgresql.base import current_deadline as d;"
-        "print(d()); import core.wsgi; print(d())"
+        f"print(d()); {starts}; print(d())"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60

@@ -12,9 +12,10 @@ from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
 from core.models import StaffMembership
+from core.postgresql.base import bound_this_process, current_deadline
 from tooling.idempotency import idempotent_execute
 from tooling.models import IdempotencyRecord
-from tooling.tasks import PURGE_TASK_NAME, idempotency_records_purge_task
+from tooling.tasks import PURGE_ANSWER_SECONDS, PURGE_TASK_NAME, idempotency_records_purge_task
 
 pytestmark = pytest.mark.django_db
 
@@ -112,6 +113,22 @@ def test_the_purge_task_tombstones_and_forgets_what_has_expired(company):
     assert set(remaining) == {"live", "stale"}
     assert json.loads(remaining["live"]) == {"detail": SECRET_ANSWER}
     assert remaining["stale"] is None
+
+
+def test_the_purge_waits_for_the_database_longer_than_a_workers_other_tasks(monkeypatch):
+    """A worker waits seconds for each answer (core.celery); tombstoning reads the whole table,
+    so the purge's bound is its own, long but not endless."""
+    seen = []
+    monkeypatch.setattr(
+        "tooling.tasks.idempotency_records_purge", lambda: seen.append(current_deadline()) or (0, 0)
+    )
+    bound_this_process(2)
+    try:
+        idempotency_records_purge_task.delay().get()
+    finally:
+        bound_this_process(None)
+
+    assert seen == [PURGE_ANSWER_SECONDS] and PURGE_ANSWER_SECONDS > 60
 
 
 def test_celery_beat_schedules_the_purge(tmp_path):
