@@ -37,9 +37,9 @@ from tooling.context import ToolContext
 from tooling.ledger import (
     LedgerEntry,
     LedgerKind,
-    ledger_record,
     ledger_resolve,
     ledger_resolve_owned,
+    ledger_show,
 )
 from tooling.output import listing, page
 from tooling.registry import ToolInput, tool
@@ -80,7 +80,7 @@ def _appointment_out(ctx: ToolContext, appointment: Appointment) -> dict[str, An
 
 def _record_appointments(ctx: ToolContext, appointments: list[Appointment]) -> None:
     tz = ctx.company.tz
-    ledger_record(
+    ledger_show(
         ctx,
         LedgerKind.APPOINTMENT,
         [LedgerEntry(a.reference, local_label(a.starts_at, tz)) for a in appointments],
@@ -170,7 +170,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         )
         for s in slots
     ]
-    ledger_record(ctx, LedgerKind.SLOT, entries)
+    ledger_show(ctx, LedgerKind.SLOT, entries)
     items = [
         {"slot": e.reference, **described}
         for e, described in zip(entries, describe_slots(slots, company.tz), strict=True)

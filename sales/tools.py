@@ -39,9 +39,9 @@ from tooling.context import ToolContext
 from tooling.ledger import (
     LedgerEntry,
     LedgerKind,
-    ledger_record,
     ledger_resolve,
     ledger_resolve_owned,
+    ledger_show,
 )
 from tooling.output import dumps, listing, page
 from tooling.registry import ToolInput, tool
@@ -206,7 +206,7 @@ def create_quote(ctx: ToolContext, params: CreateQuoteIn) -> dict:
         expected_total=params.expected_total,
         conversation=ctx.conversation,
     )
-    ledger_record(ctx, LedgerKind.QUOTE, [_ledger_entry(quote)])
+    ledger_show(ctx, LedgerKind.QUOTE, [_ledger_entry(quote)])
     return _quote_detail(quote, timezone.now(), emailed_to=mask_email(contact.email) or None)
 
 
@@ -242,7 +242,7 @@ def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
     now = timezone.now()
     rows = quote_list(contact=contact, state=params.state, now=now).select_related("company")
     quotes, has_more = page(rows[: params.limit + 1], params.limit)
-    ledger_record(ctx, LedgerKind.QUOTE, [_ledger_entry(q) for q in quotes])
+    ledger_show(ctx, LedgerKind.QUOTE, [_ledger_entry(q) for q in quotes])
     return listing([_quote_summary(q, now) for q in quotes], has_more=has_more)
 
 
@@ -267,7 +267,7 @@ def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
         reference = normalize_reference(params.quote)  # e.g. read from the quote's email
     quote = quote_get(company=ctx.company, reference=reference)
     check_owner(contact=contact, owner_id=quote.contact_id)
-    ledger_record(ctx, LedgerKind.QUOTE, [_ledger_entry(quote)])
+    ledger_show(ctx, LedgerKind.QUOTE, [_ledger_entry(quote)])
     return _quote_detail(quote, timezone.now())
 
 
@@ -348,7 +348,7 @@ def request_sales_contact(ctx: ToolContext, params: RequestSalesContactIn) -> di
         notes=params.notes,
         conversation=ctx.conversation,
     )
-    ledger_record(
+    ledger_show(
         ctx, LedgerKind.OPPORTUNITY, [LedgerEntry(opportunity.reference, label=opportunity.title)]
     )
     return {

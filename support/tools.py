@@ -24,9 +24,9 @@ from tooling.context import ToolContext
 from tooling.ledger import (
     LedgerEntry,
     LedgerKind,
-    ledger_record,
     ledger_resolve,
     ledger_resolve_owned,
+    ledger_show,
 )
 from tooling.output import listing, page
 from tooling.registry import ToolInput, tool
@@ -99,7 +99,7 @@ def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
         related_case=related,
         conversation=ctx.conversation,
     )
-    ledger_record(ctx, LedgerKind.CASE, [_ledger_entry(case)])
+    ledger_show(ctx, LedgerKind.CASE, [_ledger_entry(case)])
     return _case_summary(ctx, case) | {"related_case": related.reference if related else None}
 
 
@@ -118,7 +118,7 @@ def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
         case_list(company=ctx.company, contact=contact, state=params.state)[: params.limit + 1],
         params.limit,
     )
-    ledger_record(ctx, LedgerKind.CASE, [_ledger_entry(case) for case in cases])
+    ledger_show(ctx, LedgerKind.CASE, [_ledger_entry(case) for case in cases])
     return listing([_case_summary(ctx, case) for case in cases], has_more=has_more)
 
 
@@ -137,9 +137,7 @@ def get_case(ctx: ToolContext, params: CaseIn) -> dict:
     check_owner(contact=contact, owner_id=case.contact_id)
     comments, more = case_public_comments(case=case, limit=COMMENTS_SHOWN)
     related = case.related_case
-    ledger_record(
-        ctx, LedgerKind.CASE, [_ledger_entry(c) for c in (case, related) if c is not None]
-    )
+    ledger_show(ctx, LedgerKind.CASE, [_ledger_entry(c) for c in (case, related) if c is not None])
     return _case_summary(ctx, case) | {
         "description": _clip(case.description, DESCRIPTION_CHARS),
         "handled_by": case.assignee.first_name or None if case.assignee else None,

@@ -24,6 +24,8 @@ class ToolContext:
     meta: CallMeta
     surface: str = "mcp"
     extra: dict = field(default_factory=dict)
+    # What the handler's answer shows, for the exposure ledger (tooling.ledger.ledger_show).
+    shown: list = field(default_factory=list, repr=False)
     _conversation_inserted: bool = field(default=False, init=False, repr=False)
 
     @cached_property

@@ -19,7 +19,8 @@ from core.models import Company, Conversation
 from tooling.context import CallMeta, ToolContext
 from tooling.faults import injected_fault
 from tooling.idempotency import check_gateway_key, idempotent_execute
-from tooling.output import cap_output, capped, dumps
+from tooling.ledger import ledger_record_shown
+from tooling.output import capped, dumps
 from tooling.registry import Tool
 from tooling.trace import tool_call_record
 
@@ -161,11 +162,14 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
         with injected_fault(company, meta.fault):
             if not tool.write:
                 body, text = capped(tool.handler(ctx, params))
+                ledger_record_shown(ctx, text)
                 return Outcome(body=body, is_error=False, status=200, text=text)
             key = check_gateway_key(meta.idempotency_key)
 
             def effect() -> tuple[dict[str, Any], int]:
-                return cap_output(tool.handler(ctx, params)), 200
+                body, text = capped(tool.handler(ctx, params))
+                ledger_record_shown(ctx, text)
+                return body, 200
 
             result = idempotent_execute(
                 company=company,

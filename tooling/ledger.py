@@ -27,6 +27,7 @@ from core.references import normalize_reference
 from core.sql import column
 from tooling.context import ToolContext
 from tooling.models import ExposedReference
+from tooling.output import dumps
 
 MIN_SUFFIX_LENGTH = 2
 MAX_CANDIDATES = 10
@@ -53,8 +54,24 @@ def label_key(label: str) -> str:
     return _ISO_SEPARATOR.sub(" ", key)[:200]
 
 
+def ledger_show(ctx: ToolContext, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
+    """A tool's word that its answer shows these references. They are recorded once the
+    answer is final (`ledger_record_shown`): the output cap may drop a listing's tail, and a
+    reference the customer was never shown must not be resolvable."""
+    ctx.shown.append((LedgerKind(kind), list(entries)))
+
+
+def ledger_record_shown(ctx: ToolContext, text: str) -> None:
+    """Record what the call's answer, as sent (`text`, the capped JSON), shows of what its
+    tool said it would show; in the call's transaction, for a write."""
+    for kind, entries in ctx.shown:
+        ledger_record(ctx, kind, [e for e in entries if dumps(e.reference) in text])
+    ctx.shown.clear()
+
+
 def ledger_record(ctx: ToolContext, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
-    """Remember that this conversation has been shown (or has created) these references."""
+    """Remember that this conversation has been shown (or has created) these references.
+    Tools say what they show with `ledger_show` instead."""
     kind = LedgerKind(kind)  # one of the set, and its plain text for the statement
     rows: dict[str, tuple[str, str, str, dict[str, Any]]] = {}
     for entry in entries:

@@ -29,11 +29,6 @@ def listing(items: Sequence[dict[str, Any]], *, has_more: bool, **extra: Any) ->
     return {"items": list(items), "count": len(items), "has_more": has_more, **extra}
 
 
-def cap_output(payload: dict[str, Any]) -> dict[str, Any]:
-    """Shrink a result to the character cap (`capped` without the text)."""
-    return capped(payload)[0]
-
-
 def capped(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """A result shrunk to the character cap, and its JSON text as it goes on the wire.
 

@@ -15,7 +15,9 @@ from core.errors import Ambiguous, NotFound
 from tests.agenda.conftest import MADRID, MONDAY_8AM, WEEKDAYS, local
 from tests.statements import shape
 from tooling.context import CallMeta, ToolContext
+from tooling.ledger import ledger_record_shown
 from tooling.models import ExposedReference
+from tooling.output import capped
 from tooling.registry import registry
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("process_caches_on")]
@@ -98,7 +100,7 @@ def search_statements(company, service, days: int) -> tuple[int, int]:
 
 def find(company, conversation_id: str = "budget", **arguments) -> tuple[dict, list[str]]:
     """The tool's answer and the shapes of the statements it took, called as the registry
-    serves it."""
+    serves it (tooling.execution: the answer capped, then what it shows recorded)."""
     tool = registry.get("find_available_slots")
     params = tool.input.model_validate(
         {"service": "Corte de pelo", "from": "2026-12-08"} | arguments
@@ -106,7 +108,8 @@ def find(company, conversation_id: str = "budget", **arguments) -> tuple[dict, l
     ctx = ToolContext(company=company, meta=CallMeta(conversation_id=conversation_id))
     ctx.conversation  # noqa: B018 (read outside the count)
     with CaptureQueriesContext(connection) as queries:
-        answer = tool.handler(ctx, params)
+        answer, text = capped(tool.handler(ctx, params))
+        ledger_record_shown(ctx, text)
     return answer, [shape(query["sql"]) for query in queries.captured_queries]
 
 

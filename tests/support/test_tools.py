@@ -279,6 +279,34 @@ def test_a_comment_on_a_case_never_shown_in_the_conversation_is_validation(ana, 
     assert not CaseComment.objects.exists()
 
 
+def test_a_case_the_output_cap_left_out_of_the_list_was_never_shown_and_cannot_be_commented(
+    ana, make_case
+):
+    """The cap drops a long listing's tail after the tool built it: the conversation saw only
+    what the answer kept, so only that is in its ledger (seed 1 §3.1)."""
+    cases = [
+        make_case(S.IN_PROGRESS, subject=f"{n} " + "La lavadora hace ruido. " * 6)
+        for n in range(20)
+    ]
+
+    listed = ana.call("list_my_cases", {"identifier": ANA, "limit": 20}).json()
+
+    assert listed["truncated"] is True and listed["has_more"] is True
+    shown = {item["reference"] for item in listed["items"]}
+    assert 0 < len(shown) < len(cases)
+    hidden = next(case for case in cases if case.reference not in shown)
+    refused = write(
+        ana, "add_case_comment", {"identifier": ANA, "case": hidden.reference, "message": "Hola"}
+    )
+    assert refused.status_code == 422
+    assert refused.json()["code"] == "reference_not_seen"
+    visible = next(case for case in cases if case.reference in shown)
+    accepted = write(
+        ana, "add_case_comment", {"identifier": ANA, "case": visible.reference, "message": "Hola"}
+    )
+    assert accepted.status_code == 200, accepted.text
+
+
 def test_naming_another_customers_case_never_shown_is_permission(ana, make_case, other_contact):
     theirs = make_case(S.IN_PROGRESS, for_contact=other_contact)
 

@@ -14,9 +14,12 @@ from tooling.ledger import (
     LedgerEntry,
     label_key,
     ledger_record,
+    ledger_record_shown,
     ledger_resolve,
+    ledger_show,
 )
 from tooling.models import ExposedReference
+from tooling.output import dumps
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +41,23 @@ def ctx(company):
         ],
     )
     return ctx
+
+
+def test_a_tool_records_what_its_answer_as_sent_shows(company):
+    """`ledger_show` is the tool's word; `ledger_record_shown` keeps what the final (capped)
+    text still shows, so a reference the cap dropped stays unseen."""
+    ctx = context(company, "conv-shown")
+    ledger_show(
+        ctx, "slot", [LedgerEntry("SL-AAAA11", "2026-12-01 10:00"), LedgerEntry("SL-BBBB22")]
+    )
+    answer = {"items": [{"slot": "SL-AAAA11"}], "has_more": True, "truncated": True}
+
+    ledger_record_shown(ctx, dumps(answer))
+
+    assert ledger_resolve(ctx, "slot", "SL-AAAA11").label == "2026-12-01 10:00"
+    with pytest.raises(ValidationFailed):
+        ledger_resolve(ctx, "slot", "SL-BBBB22")
+    assert ctx.shown == []  # recorded once
 
 
 def test_a_reference_never_shown_is_refused(ctx):
