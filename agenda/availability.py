@@ -784,11 +784,21 @@ def parse_date_bound(text: str, *, tz: ZoneInfo, now: datetime, end: bool = Fals
     return local_instant(day, time.min, tz)
 
 
+@dataclass(frozen=True)
+class SearchWindow:
+    """The [start, end) instants to search; `narrowed` when the request asked for more days
+    than a search covers, so slots may exist after `end` that this search does not list."""
+
+    start: datetime
+    end: datetime
+    narrowed: bool = False
+
+
 def search_window(
     *, company: Company, from_text: str, to_text: str | None, now: datetime
-) -> tuple[datetime, datetime]:
-    """The [start, end) instants to search, from loose inputs. Without `to`, two weeks; never
-    more than 31 days (a wider request is narrowed, and the listing then says more exist)."""
+) -> SearchWindow:
+    """The window to search, from loose inputs. Without `to`, two weeks; never more than 31
+    days (a wider request is narrowed, and the listing then says more may exist)."""
     tz = company.tz
     start = parse_date_bound(from_text, tz=tz, now=now)
     if to_text:
@@ -799,4 +809,5 @@ def search_window(
             )
     else:
         end = start + timedelta(days=DEFAULT_SEARCH_DAYS)
-    return start, min(end, start + timedelta(days=MAX_SEARCH_DAYS))
+    widest = start + timedelta(days=MAX_SEARCH_DAYS)
+    return SearchWindow(start, min(end, widest), narrowed=end > widest)

@@ -5,6 +5,7 @@ service or selector call, and shapes a minimal answer: public references, names 
 local date and time, state. Never primary keys, never other customers' data.
 """
 
+from datetime import timedelta
 from typing import Any
 
 from pydantic import Field
@@ -126,7 +127,10 @@ class FindAvailableSlotsIn(ToolInput):
     to: str | None = Field(
         default=None,
         max_length=40,
-        description="Last day to search, inclusive (YYYY-MM-DD). Default two weeks; max 31 days.",
+        description=(
+            "Last day to search, inclusive (YYYY-MM-DD). Default two weeks; at most 31 days are "
+            "searched: a longer range answers searched_until, the last day searched."
+        ),
     )
     professional: str | None = Field(
         default=None, max_length=100, description="Only this professional (name as shown)."
@@ -151,12 +155,12 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
     service = service_resolve_cached(company=company, name=params.service)
     # Rules, professionals and their hours in one read; the named professional picked from it.
     roster = search_roster(company, service, named=params.professional or None)
-    start, end = search_window(company=company, from_text=params.from_, to_text=params.to, now=now)
+    window = search_window(company=company, from_text=params.from_, to_text=params.to, now=now)
     found = slots_available(
         company=company,
         service=service,
-        starts_at=start,
-        ends_at=end,
+        starts_at=window.start,
+        ends_at=window.end,
         now=now,
         roster=roster,
         limit=params.limit + 1,
@@ -175,7 +179,11 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         {"slot": e.reference, **described}
         for e, described in zip(entries, describe_slots(slots, company.tz), strict=True)
     ]
-    return listing(items, has_more=has_more, service=service.name)
+    if not window.narrowed:
+        return listing(items, has_more=has_more, service=service.name)
+    # Days past the searched month were asked for and not searched: more may exist there.
+    last_day = (window.end - timedelta(microseconds=1)).astimezone(company.tz).date()
+    return listing(items, has_more=True, service=service.name, searched_until=last_day.isoformat())
 
 
 class ListMyAppointmentsIn(ToolInput):

@@ -214,7 +214,8 @@ class ProductFilter(ServiceFilter):
 
 class SlotFilter(DateRangeFilter):
     """date_from defaults to today; date_to to two weeks later; at most 31 days are searched
-    (has_more says only whether `limit` cut the answer)."""
+    (has_more is true when `limit` cut the answer, and when a longer range was cut to 31 days:
+    search again from date_from + 31 days)."""
 
     service = ReferenceInput("SV-7K2F9Q")
     professional = ReferenceInput("PR-7K2F9Q", required=False)

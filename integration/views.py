@@ -328,7 +328,7 @@ class SlotViewSet(CompanyViewSet):
         )
         first_day = f.get("date_from") or now.astimezone(company.tz).date()
         last_day = f.get("date_to")
-        start, end = search_window(
+        window = search_window(
             company=company,
             from_text=first_day.isoformat(),
             to_text=last_day.isoformat() if last_day else None,
@@ -338,8 +338,8 @@ class SlotViewSet(CompanyViewSet):
         found = slots_available(
             company=company,
             service=service,
-            starts_at=start,
-            ends_at=end,
+            starts_at=window.start,
+            ends_at=window.end,
             now=now,
             professional=professional,
             limit=limit + 1,
@@ -357,7 +357,8 @@ class SlotViewSet(CompanyViewSet):
         body = {
             "service": self.references.get("service", service.pk),
             "results": s.SlotOut(slots, many=True, context=self.get_serializer_context()).data,
-            "has_more": len(found) > limit,
+            # A range longer than a search covers was narrowed: more may exist after it.
+            "has_more": len(found) > limit or window.narrowed,
         }
         return Response(body)
 

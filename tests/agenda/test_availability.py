@@ -252,19 +252,21 @@ def test_it_rejects_dates_it_cannot_read(text):
 
 
 def test_a_date_as_the_end_includes_that_whole_day(company):
-    start, end = search_window(
+    window = search_window(
         company=company, from_text="2026-12-09", to_text="2026-12-09", now=MONDAY_8AM
     )
 
-    assert (start, end) == (local(2026, 12, 9), local(2026, 12, 10))
+    assert (window.start, window.end) == (local(2026, 12, 9), local(2026, 12, 10))
+    assert window.narrowed is False
 
 
 def test_a_search_window_is_at_most_a_month(company):
-    start, end = search_window(
+    window = search_window(
         company=company, from_text="2026-12-09", to_text="2027-06-01", now=MONDAY_8AM
     )
 
-    assert end - start == timedelta(days=31)
+    assert window.end - window.start == timedelta(days=31)
+    assert window.narrowed is True
 
 
 def test_an_end_before_the_start_is_rejected(company):

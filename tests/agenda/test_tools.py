@@ -8,7 +8,7 @@ from django.contrib.contenttypes.models import ContentType
 from django_fsm_log.models import StateLog
 
 from agenda import clock
-from agenda.models import Appointment
+from agenda.models import Appointment, TimeOff
 from agenda.services import appointment_book, professional_create
 from core.identity import identify_contact
 from core.models import Conversation
@@ -107,6 +107,25 @@ def test_a_search_without_free_slots_is_a_success_with_an_empty_list(
     body = find(tool_client, **{"from": "2026-12-12", "to": "2026-12-13"})  # a weekend
 
     assert body["items"] == [] and body["count"] == 0
+
+
+def test_a_range_longer_than_a_search_says_how_far_it_searched_and_that_more_may_exist(
+    tool_client, marta, frozen_clock
+):
+    """Marta is away until 7 January: a search from 7 December to the end of February covers
+    31 days and finds nothing, which must not read as "nothing is free"."""
+    TimeOff.objects.create(
+        professional=marta, starts_at=local(2026, 12, 7), ends_at=local(2027, 1, 7)
+    )
+
+    body = find(tool_client, **{"from": "2026-12-07", "to": "2027-02-28"})
+
+    assert body["items"] == [] and body["has_more"] is True
+    assert body["searched_until"] == "2027-01-06"
+    after = find(tool_client, **{"from": "2027-01-07", "to": "2027-02-28"}, limit=2)
+    assert after["items"][0]["date"] == "2027-01-07" and "searched_until" in after
+    within = find(tool_client, **{"from": "2027-01-07", "to": "2027-01-08"})
+    assert "searched_until" not in within
 
 
 def test_an_unknown_service_is_not_found(tool_client, marta, frozen_clock):

@@ -3,7 +3,7 @@ through the agenda services (same availability and state guards as the tools).""
 
 import pytest
 
-from agenda.models import Appointment
+from agenda.models import Appointment, TimeOff
 from agenda.services import appointment_book, appointment_cancel
 from tests.agenda.conftest import local
 from tests.integration.conftest import reference_of
@@ -53,6 +53,20 @@ def test_it_lists_free_slots_of_a_service_in_local_time(api, service, marta, fro
     assert first["professional_name"] == "Marta"
     assert len(body["results"]) == 5
     assert body["has_more"] is True  # 16 free slots that day
+
+
+def test_a_range_longer_than_a_search_says_more_may_exist(api, service, marta, frozen_clock):
+    TimeOff.objects.create(
+        professional=marta, starts_at=local(2026, 12, 7), ends_at=local(2027, 1, 7)
+    )
+
+    response = api.get(
+        "slots", service=reference_of(service), date_from="2026-12-07", date_to="2027-02-28"
+    )
+
+    assert response.status_code == 200, response.content
+    assert response.json()["results"] == []
+    assert response.json()["has_more"] is True  # 31 days searched; Marta is back on 7 January
 
 
 def test_it_books_a_free_slot_and_answers_201_with_the_appointment(
