@@ -757,7 +757,16 @@ def _invalid_date(text: str) -> ValidationFailed:
 def parse_date_bound(text: str, *, tz: ZoneInfo, now: datetime, end: bool = False) -> datetime:
     """An instant from a loose date: "2026-12-01", "01/12/2026", "hoy", "mañana", or an ISO
     date-time (naive means company-local). A bare date means the start of that local day, or
-    with `end=True` the start of the next one (so a date bound includes the whole day)."""
+    with `end=True` the start of the next one (so a date bound includes the whole day). A date
+    at the calendar's edge (year 1, 9999), whose instant Python cannot hold, is not understood
+    either."""
+    try:
+        return _date_bound(text, tz=tz, now=now, end=end)
+    except OverflowError:
+        raise _invalid_date(text) from None
+
+
+def _date_bound(text: str, *, tz: ZoneInfo, now: datetime, end: bool) -> datetime:
     folded = fold_text(text)
     today = now.astimezone(tz).date()
     day: date | None = None
@@ -801,13 +810,15 @@ def search_window(
     days (a wider request is narrowed, and the listing then says more may exist)."""
     tz = company.tz
     start = parse_date_bound(from_text, tz=tz, now=now)
+    try:
+        widest = start + timedelta(days=MAX_SEARCH_DAYS)
+    except OverflowError:  # a start in the calendar's last month
+        raise _invalid_date(from_text) from None
+    end = start + timedelta(days=DEFAULT_SEARCH_DAYS)
     if to_text:
         end = parse_date_bound(to_text, tz=tz, now=now, end=True)
         if end <= start:
             raise ValidationFailed(
                 _("La fecha final es anterior a la inicial."), code="invalid_date_range"
             )
-    else:
-        end = start + timedelta(days=DEFAULT_SEARCH_DAYS)
-    widest = start + timedelta(days=MAX_SEARCH_DAYS)
     return SearchWindow(start, min(end, widest), narrowed=end > widest)

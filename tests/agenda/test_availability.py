@@ -1,6 +1,7 @@
 """Free slots: working hours, notice, horizon, buffers, time off, busy times and DST days."""
 
 from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -248,6 +249,14 @@ def test_it_reads_loose_dates_in_the_company_timezone(text, expected):
 def test_it_rejects_dates_it_cannot_read(text):
     with pytest.raises(ValidationFailed) as caught:
         parse_date_bound(text, tz=MADRID, now=MONDAY_8AM)
+    assert caught.value.code == "invalid_date"
+
+
+@pytest.mark.parametrize("text", ["0001-01-01", "01/01/0001", "0001-01-01T00:30:00"])
+def test_the_first_day_of_the_calendar_east_of_utc_is_not_understood(text):
+    """Its start is an instant before year 1 in UTC, which Python cannot hold."""
+    with pytest.raises(ValidationFailed) as caught:
+        parse_date_bound(text, tz=ZoneInfo("Asia/Tokyo"), now=MONDAY_8AM)
     assert caught.value.code == "invalid_date"
 
 

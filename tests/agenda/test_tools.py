@@ -109,6 +109,24 @@ def test_a_search_without_free_slots_is_a_success_with_an_empty_list(
     assert body["items"] == [] and body["count"] == 0
 
 
+@pytest.mark.parametrize(
+    ("first", "last"),
+    [
+        ("9999-12-31", None),
+        ("hoy", "9999-12-31"),
+        ("9999-12-20", "9999-12-31"),
+    ],
+)
+def test_a_date_at_the_calendars_edge_is_a_validation_error_not_an_outage(
+    tool_client, marta, frozen_clock, first, last
+):
+    arguments = {"service": "Corte de pelo", "from": first} | ({"to": last} if last else {})
+    response = tool_client.call("find_available_slots", arguments)
+
+    assert response.status_code == 422, response.text
+    assert response.json()["code"] == "invalid_date"
+
+
 def test_a_range_longer_than_a_search_says_how_far_it_searched_and_that_more_may_exist(
     tool_client, marta, frozen_clock
 ):
