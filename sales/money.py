@@ -35,6 +35,8 @@ DEFAULT_MINOR_UNITS = 2
 # Decimal places of every money column: enough for the 3-decimal currencies above.
 STORED_DECIMAL_PLACES = 3
 STORED_MAX_DIGITS = 14
+# Every stored amount is below this (eleven digits before the point).
+STORED_AMOUNT_LIMIT = Decimal(10) ** (STORED_MAX_DIGITS - STORED_DECIMAL_PLACES)
 
 
 def minor_units(currency: str) -> int:

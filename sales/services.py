@@ -244,6 +244,17 @@ def quote_total_compute(
         )
     subtotal = sum((line.subtotal for line in lines), Decimal(0))
     tax = sum((line.tax for line in lines), Decimal(0))
+    stored = [subtotal, tax, subtotal + tax]
+    stored += [amount for line in lines for amount in (line.subtotal, line.tax, line.total)]
+    if max(abs(amount) for amount in stored) >= money.STORED_AMOUNT_LIMIT:
+        # Refused as what it is, not left to fail as a database error (an outage to the agent).
+        raise ValidationFailed(
+            _(
+                "El importe supera el máximo que podemos registrar en una cotización. "
+                "Pida menos unidades o divida el pedido en varias cotizaciones."
+            ),
+            code="amount_too_large",
+        )
     return QuoteTotals(
         lines=lines, currency=currency, subtotal=subtotal, tax=tax, total=subtotal + tax
     )

@@ -10,7 +10,14 @@ from django.utils import timezone
 from core.identity import identify_contact
 from core.models import Company, Contact, Conversation, StepUpPolicy
 from sales.models import Opportunity, Product, Quote
-from sales.services import QuoteItem, quote_accept, quote_create, quote_reject, quotes_expire_due
+from sales.services import (
+    QuoteItem,
+    price_list_item_set,
+    quote_accept,
+    quote_create,
+    quote_reject,
+    quotes_expire_due,
+)
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -215,6 +222,21 @@ def test_create_quote_refuses_a_zero_quantity(tool_client, anas_chat):
 
     assert response.status_code == 422
     assert response.json()["code"] == "invalid_arguments"
+
+
+def test_a_total_too_large_to_record_is_validation_not_an_outage(tool_client, anas_chat, catalog):
+    """10,000 units at 25,000,000 each (a price in pesos): the total has more digits than the
+    money columns hold. Refused as such, so the agent asks for less instead of "try later"."""
+    price_list_item_set(
+        price_list=catalog.price_list, product=catalog.grinder, unit_price="25000000.00"
+    )
+
+    response = create(tool_client, items=[{"sku": "MOL-003", "quantity": 10_000}])
+
+    assert response.status_code == 422, response.text
+    assert response.json()["code"] == "amount_too_large"
+    assert not Quote.objects.exists()
+    assert create(tool_client, items=[{"sku": "MOL-003", "quantity": 2}]).status_code == 200
 
 
 # --- list_my_quotes / get_quote ------------------------------------------------------------------
