@@ -614,6 +614,7 @@ def quotes_expire_due(*, now: datetime | None = None, batch: int = 500) -> int:
 
 def quote_email_deliver(*, quote_id: int) -> bool:
     """Email a sent quote to its contact's own registered address; True if an email went out.
+    A quote accepted, rejected or expired before its email left is emailed too, saying so.
 
     Runs in a Celery worker. Safe to repeat, and to run twice at once: a quote already emailed
     is not emailed again, and a second delivery waits for the first (only a crash between the
@@ -630,7 +631,9 @@ def _quote_email_send(*, quote_id: int) -> bool:
         .filter(pk=quote_id)
         .first()
     )
-    if quote is None or quote.emailed_at is not None or quote.state != Quote.State.SENT:
+    # A quote once sent is emailed whatever it became since: the customer was told it would
+    # be, and may have accepted or rejected it in the conversation before the worker ran.
+    if quote is None or quote.emailed_at is not None or quote.sent_at is None:
         return False
     if not quote.contact.email:
         return False
@@ -652,6 +655,8 @@ def _quote_email_send(*, quote_id: int) -> bool:
         "tax": money.spoken(quote.tax_total, quote.currency),
         "total": money.spoken(quote.total, quote.currency),
         "valid_until": quote.valid_until,
+        "is_open": quote.state == Quote.State.SENT,
+        "state_label": QUOTE_STATE_LABELS[quote.state],
     }
     with translation.override(quote.company.language), timezone.override(quote.company.tz):
         subject = render_to_string("sales/quote_email_subject.txt", context).strip()
@@ -662,12 +667,11 @@ def _quote_email_send(*, quote_id: int) -> bool:
 
 
 def quote_emails_pending(*, now: datetime | None = None) -> list[int]:
-    """Sent quotes whose email has not gone out a while after sending (e.g. the broker was
-    down at commit): the beat task enqueues them again."""
+    """Sent quotes (whatever their state since) whose email has not gone out a while after
+    sending (e.g. the broker was down at commit): the beat task enqueues them again."""
     now = now or timezone.now()
     return list(
         Quote.objects.filter(
-            state=Quote.State.SENT,
             emailed_at__isnull=True,
             sent_at__lte=now - timedelta(minutes=15),
             sent_at__gte=now - timedelta(days=1),

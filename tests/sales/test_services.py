@@ -18,6 +18,7 @@ from sales.services import (
     product_stock_set,
     quote_accept,
     quote_create,
+    quote_email_deliver,
     quote_emails_pending,
     quote_reject,
     quotes_expire_due,
@@ -170,9 +171,37 @@ def test_it_emails_the_sent_quote_to_the_customers_own_address(
     assert email.to == ["ana@example.com"]
     assert quote.reference in email.subject
     assert "53,33 EUR" in email.body
+    assert "Válida hasta el" in email.body and "Para aceptarla o rechazarla" in email.body
+    assert "Estado:" not in email.body
     quote.refresh_from_db()
     assert quote.emailed_at is not None
     assert quote_emails_pending(now=timezone.now() + timedelta(hours=1)) == []
+
+
+@pytest.mark.parametrize(
+    ("settle", "label"),
+    [
+        (lambda quote: quote_accept(quote=quote), "aceptada"),
+        (lambda quote: quote_reject(quote=quote), "rechazada"),
+    ],
+)
+def test_a_quote_settled_before_its_email_left_is_still_emailed_with_its_state(
+    company, ana, catalog, settle, label
+):
+    """The customer was told the quote was on its way, then answered it in the chat before
+    the worker ran: the email still goes, a record of what was quoted, without the offer to
+    accept it."""
+    quote = quote_create(company=company, contact=ana, items=BASKET)  # on_commit never runs
+    settle(quote)
+
+    assert quote_emails_pending(now=timezone.now() + timedelta(minutes=20)) == [quote.pk]
+    assert quote_email_deliver(quote_id=quote.pk) is True
+
+    (email,) = mail.outbox
+    assert "53,33 EUR" in email.body
+    assert f"Estado: {label}." in email.body
+    assert "Para aceptarla" not in email.body
+    assert quote_email_deliver(quote_id=quote.pk) is False  # once
 
 
 def test_a_quote_whose_email_never_went_out_is_picked_up_again(company, ana, catalog):
