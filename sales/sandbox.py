@@ -6,6 +6,7 @@ Idempotent: each piece is created only if missing, so the command can run again.
 
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.utils import timezone
 
@@ -44,7 +45,7 @@ def seed(company: Company) -> None:
     if not Opportunity.objects.filter(contact=first, state=Opportunity.State.WON).exists():
         won = opportunity_create(company=company, contact=first, title="Equipamiento de oficina")
         quote_accept(
-            quote=quote_create(
+            quote=_quoted(
                 company=company,
                 contact=first,
                 items=[QuoteItem("CAF-001", 2), QuoteItem("MOL-003", 1)],
@@ -55,9 +56,7 @@ def seed(company: Company) -> None:
         # Quoted a month ago, so its validity has run out; expired as the beat task would.
         past = timezone.now() - timedelta(days=30)
         quote_expire(
-            quote=quote_create(
-                company=company, contact=first, items=[QuoteItem("CAF-010", 1)], now=past
-            )
+            quote=_quoted(company=company, contact=first, items=[QuoteItem("CAF-010", 1)], now=past)
         )
     # The second contact: a lost opportunity.
     if not Opportunity.objects.filter(contact=second, state=Opportunity.State.LOST).exists():
@@ -65,6 +64,14 @@ def seed(company: Company) -> None:
             company=company, contact=second, title="Cafetera para la tienda", notes="Presupuesto"
         )
         opportunity_lose(opportunity=lost, reason="Eligió otro proveedor")
+
+
+def _quoted(**fields: Any) -> Quote:
+    """A quote as the past left it: sent, and emailed then, not at every seeding (the command
+    runs in one transaction, so its email task, published at commit, finds it emailed)."""
+    quote = quote_create(**fields)
+    Quote.objects.filter(pk=quote.pk).update(emailed_at=quote.sent_at)
+    return quote
 
 
 def _catalog(company: Company) -> PriceList:
