@@ -79,7 +79,7 @@ def _appointment_out(ctx: ToolContext, appointment: Appointment) -> dict[str, An
     }
 
 
-def _record_appointments(ctx: ToolContext, appointments: list[Appointment]) -> None:
+def _show_appointments(ctx: ToolContext, appointments: list[Appointment]) -> None:
     tz = ctx.company.tz
     ledger_show(
         ctx,
@@ -212,7 +212,7 @@ def list_my_appointments(ctx: ToolContext, params: ListMyAppointmentsIn) -> dict
         appointment_list_for_contact(contact=contact, state=params.state)[: params.limit + 1],
         params.limit,
     )
-    _record_appointments(ctx, appointments)
+    _show_appointments(ctx, appointments)
     return listing([_appointment_out(ctx, a) for a in appointments], has_more=has_more)
 
 
@@ -248,7 +248,7 @@ def book_appointment(ctx: ToolContext, params: BookAppointmentIn) -> dict:
         created_via=Appointment.Via.GATEWAY,
         conversation=ctx.conversation,
     )
-    _record_appointments(ctx, [appointment])
+    _show_appointments(ctx, [appointment])
     return _appointment_out(ctx, appointment)
 
 
@@ -282,7 +282,7 @@ def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) ->
         professional=professional,
         starts_at=starts_at,
     )
-    _record_appointments(ctx, [appointment])
+    _show_appointments(ctx, [appointment])
     return _appointment_out(ctx, appointment)
 
 

@@ -204,12 +204,17 @@ def start_smtp(delay: float = 0.0) -> Iterator[tuple[str, int, Inbox]]:
 
 @contextmanager
 def start_mail_worker(
-    *, database_url: str, redis_db: int, log_dir: Path
+    *,
+    database_url: str,
+    redis_db: int,
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+    smtp_delay: float = 0.0,
 ) -> Iterator[tuple["CeleryWorker", Inbox]]:
-    """A real worker (`start_celery_worker`) whose email goes to a local SMTP server of its
-    own; yields the worker and that server's inbox."""
+    """A real worker (`start_celery_worker`, with `env` besides) whose email goes to a local
+    SMTP server of its own (answering after `smtp_delay`); yields the worker and the inbox."""
     with (
-        start_smtp() as (host, port, inbox),
+        start_smtp(delay=smtp_delay) as (host, port, inbox),
         start_celery_worker(
             database_url=database_url,
             redis_db=redis_db,
@@ -218,6 +223,7 @@ def start_mail_worker(
                 "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
                 "EMAIL_HOST": host,
                 "EMAIL_PORT": str(port),
+                **(env or {}),
             },
         ) as worker,
     ):

@@ -28,6 +28,7 @@ from tests.servers import (
     free_port,
     postgresql_test_database_url,
     start_celery_worker,
+    start_mail_worker,
     start_smtp,
     wait_for,
 )
@@ -344,20 +345,13 @@ def test_a_worker_killed_while_sending_leaves_an_unknown_delivery_once_the_code_
     ana, ana_conv, broker, settings, django_db_blocker, tmp_path
 ):
     url = postgresql_test_database_url(django_db_blocker)
-    with (
-        start_smtp(delay=30) as (host, port, inbox),
-        start_celery_worker(
-            database_url=url,
-            redis_db=REDIS_DB,
-            log_dir=tmp_path,
-            env={
-                "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,
-                "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
-                "EMAIL_HOST": host,
-                "EMAIL_PORT": str(port),
-            },
-        ) as doomed,
-    ):
+    with start_mail_worker(
+        database_url=url,
+        redis_db=REDIS_DB,
+        log_dir=tmp_path,
+        env={"DJANGO_SECRET_KEY": django_settings.SECRET_KEY},  # to unseal the codes
+        smtp_delay=30,
+    ) as (doomed, inbox):
         broker(doomed.broker_url)
         settings.GARANTE_VERIFICATION_QUEUE = doomed.queue
         issued = challenge_issue(contact=ana, channel="email", conversation=ana_conv)
@@ -406,22 +400,16 @@ def test_a_worker_whose_database_stops_answering_mid_task_delivers_the_code_on_a
     url = postgresql_test_database_url(django_db_blocker)
     stopped: list[int] = []
     holder = psycopg.connect(url, autocommit=False)
-    with (
-        start_smtp() as (host, port, inbox),
-        start_celery_worker(
-            database_url=f"{url}?application_name={name}",
-            redis_db=REDIS_DB,
-            log_dir=tmp_path,
-            env={
-                "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,
-                "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
-                "EMAIL_HOST": host,
-                "EMAIL_PORT": str(port),
-                "GARANTE_DB_ANSWER_SECONDS": "2",
-                "GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS": "0.3",
-            },
-        ) as worker,
-    ):
+    with start_mail_worker(
+        database_url=f"{url}?application_name={name}",
+        redis_db=REDIS_DB,
+        log_dir=tmp_path,
+        env={
+            "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,
+            "GARANTE_DB_ANSWER_SECONDS": "2",
+            "GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS": "0.3",
+        },
+    ) as (worker, inbox):
         broker(worker.broker_url)
         settings.GARANTE_VERIFICATION_QUEUE = worker.queue
         try:
