@@ -157,19 +157,23 @@ def canonical_request(params: pydantic.BaseModel) -> dict[str, Any]:
 
 def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: str) -> Outcome:
     ctx = ToolContext(company=company, meta=meta, surface=surface)
+
+    def answer() -> tuple[dict[str, Any], str]:
+        """The handler's answer capped, and then what it still shows recorded as seen."""
+        body, text = capped(tool.handler(ctx, params))
+        ledger_record_shown(ctx, text)
+        return body, text
+
     try:
         _check_conversation_id(meta.conversation_id)
         with injected_fault(company, meta.fault):
             if not tool.write:
-                body, text = capped(tool.handler(ctx, params))
-                ledger_record_shown(ctx, text)
+                body, text = answer()
                 return Outcome(body=body, is_error=False, status=200, text=text)
             key = check_gateway_key(meta.idempotency_key)
 
             def effect() -> tuple[dict[str, Any], int]:
-                body, text = capped(tool.handler(ctx, params))
-                ledger_record_shown(ctx, text)
-                return body, 200
+                return answer()[0], 200
 
             result = idempotent_execute(
                 company=company,
