@@ -21,7 +21,7 @@ from django_fsm.admin import FSMAdminMixin
 from agenda import clock, services
 from agenda.availability import describe_instant, slot_validate, working_intervals
 from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
-from agenda.selectors import appointments_for_day
+from agenda.selectors import appointments_for_day, appointments_within_time_off
 from core.admin import (
     CompanyScopedAdmin,
     GuardedTransitionsMixin,
@@ -65,6 +65,32 @@ def _local(instant: datetime, company: Company) -> str:
     return instant.astimezone(company.tz).strftime("%Y-%m-%d %H:%M")
 
 
+_LISTED_IN_WARNING = 10
+
+
+def warn_of_appointments_within(request: HttpRequest, time_off: TimeOff) -> None:
+    """Tell staff who just saved this time off which scheduled appointments fall inside it:
+    they stay booked (the customers were told) until staff reschedule or cancel them."""
+    within = list(appointments_within_time_off(time_off=time_off)[: _LISTED_IN_WARNING + 1])
+    if not within:
+        return
+    company = time_off.professional.company
+    listed = ", ".join(
+        f"{a.reference} ({_local(a.starts_at, company)}, {a.contact})"
+        for a in within[:_LISTED_IN_WARNING]
+    )
+    if len(within) > _LISTED_IN_WARNING:
+        listed += ", …"
+    messages.warning(
+        request,
+        _(
+            "Scheduled appointments of %(professional)s fall within this time off and stay "
+            "booked until you reschedule or cancel them: %(appointments)s."
+        )
+        % {"professional": time_off.professional, "appointments": listed},
+    )
+
+
 @admin.register(Service)
 class ServiceAdmin(CompanyScopedAdmin):
     list_display = [
@@ -102,6 +128,13 @@ class ProfessionalAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
     search_fields = ["display_name"]
     filter_horizontal = ["services"]
     inlines = [WorkingHoursInline, TimeOffInline]
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        super().save_formset(request, form, formset, change)
+        if formset.model is TimeOff:
+            saved = [*formset.new_objects, *(obj for obj, _fields in formset.changed_objects)]
+            for time_off in saved:
+                warn_of_appointments_within(request, time_off)
 
     @admin.display(description=_("agenda"))
     def day_view_link(self, professional: Professional) -> str:
@@ -174,6 +207,10 @@ class TimeOffAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
     list_display = ["professional", "starts_at", "ends_at", "reason"]
     list_filter = ["professional__company", "professional"]
     date_hierarchy = "starts_at"
+
+    def save_model(self, request: HttpRequest, obj: TimeOff, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        warn_of_appointments_within(request, obj)
 
 
 @admin.register(AgendaSettings)

@@ -24,14 +24,14 @@ from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 
 from agenda.models import (
-    MAX_BUFFER_MINUTES,
-    MAX_DURATION_MINUTES,
+    MAX_BLOCKED_SPAN,
     AgendaSettings,
     Appointment,
     Professional,
     Service,
     TimeOff,
     WorkingHours,
+    lock_schedules,
 )
 from agenda.selectors import agenda_settings_for, fold_text, professional_pick
 from core.errors import ValidationFailed
@@ -40,9 +40,6 @@ from core.references import ALPHABET as REFERENCE_ALPHABET
 from core.references import LENGTH as REFERENCE_LENGTH
 from core.sql import RowReader
 
-# Longer than any appointment's blocked range can be (checked by Service's constraints), so
-# "blocked_from >= window start - MAX_BLOCKED_SPAN" bounds the index scan from below.
-MAX_BLOCKED_SPAN = timedelta(minutes=MAX_DURATION_MINUTES + 2 * MAX_BUFFER_MINUTES)
 MAX_SEARCH_DAYS = 31
 DEFAULT_SEARCH_DAYS = 14
 NEAREST_COUNT = 3
@@ -582,17 +579,21 @@ def slot_facts(
     starts_at: datetime,
     exclude_appointment_id: int | None = None,
 ) -> SlotFacts:
-    """The facts of a slot in one statement: the professional's row LEFT JOIN their hours and
-    the company's agenda settings, with three EXISTS (gives the service; time off; another
-    scheduled appointment, but `exclude_appointment_id`) on the same bounded index scans as a
-    slot search. One snapshot, so the check sees one instant.
+    """The facts of a slot in one statement (after the lock): the professional's row LEFT JOIN
+    their hours and the company's agenda settings, with three EXISTS (gives the service; time
+    off; another scheduled appointment, but `exclude_appointment_id`) on the same bounded index
+    scans as a slot search. One snapshot, so the check sees one instant.
 
-    The professional's row is locked (FOR NO KEY UPDATE, which foreign keys to it do not wait
-    for) until the transaction ends, so the bookings of one professional check and write one
-    at a time. Without it, two inserts that overlap can each find the other's uncommitted row
-    in the exclusion constraint's check and wait for each other: PostgreSQL breaks such a
-    deadlock by failing one of them (a SYSTEM answer instead of "taken"), and fifty customers
-    racing for a slot on a busy machine could make a chain of them. Call inside a transaction.
+    First, in a statement of its own, the professional's row is locked until the transaction
+    ends (`lock_schedules`), for two reasons. The bookings of one professional check and write
+    one at a time: without it, two inserts that overlap can each find the other's uncommitted
+    row in the exclusion constraint's check and wait for each other, a deadlock PostgreSQL
+    breaks by failing one of them (a SYSTEM answer instead of "taken"), and fifty customers
+    racing for a slot on a busy machine could make a chain of them. And a change of the
+    professional's schedule in flight (time off, hours, services, which take the same lock)
+    commits before the facts are read: the facts' statement, started after the lock is held,
+    sees it (a statement that waited for the lock itself would still read the schedule of
+    its start). Call inside a transaction.
     """
     block_from, block_until = blocked_range(service, starts_at)
     appointments = scheduled_in_window([professional.pk], block_from, block_until)
@@ -604,9 +605,9 @@ def slot_facts(
     gives = Professional.services.through.objects.filter(
         professional_id=professional.pk, service_id=service.pk
     )
+    lock_schedules([professional.pk])
     rows = (
-        Professional.objects.select_for_update(no_key=True, of=("self",))
-        .filter(company=company, pk=professional.pk)
+        Professional.objects.filter(company=company, pk=professional.pk)
         .order_by()
         .annotate(gives=Exists(gives), off=Exists(time_off), taken=Exists(appointments))
         .values_list(
@@ -721,9 +722,9 @@ def slot_validate(
     exclude_appointment_id: int | None = None,
 ) -> None:
     """Check, at the instant, that this professional can take this service at `starts_at`
-    (`slot_check` on `slot_facts`: one statement, and more only to refuse). Call inside the
-    booking transaction, right before writing: it locks the professional's row until that
-    transaction ends (`slot_facts`)."""
+    (`slot_check` on `slot_facts`: the lock and one statement, and more only to refuse). Call
+    inside the booking transaction, right before writing: it locks the professional's row
+    until that transaction ends (`slot_facts`)."""
     facts = slot_facts(
         company=company,
         service=service,

@@ -1,10 +1,12 @@
 """Agenda models: services, professionals, their schedules, and appointments with guarded states."""
 
+from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import DateTimeRangeField, RangeBoundary, RangeOperators
-from django.db import models
+from django.db import models, router, transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django_fsm import FSMField, FSMModelMixin, transition
@@ -13,9 +15,12 @@ from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 from core.models import Company, Contact, Conversation
 
 # Upper bounds that keep one appointment (duration plus buffers) well under a day, so a window
-# query can bound its index range scan (see MAX_BLOCKED_SPAN in availability.py).
+# query can bound its index range scan (MAX_BLOCKED_SPAN).
 MAX_DURATION_MINUTES = 720
 MAX_BUFFER_MINUTES = 240
+# Longer than any appointment's blocked range can be (checked by Service's constraints), so
+# "blocked_from >= window start - MAX_BLOCKED_SPAN" bounds the index scan from below.
+MAX_BLOCKED_SPAN = timedelta(minutes=MAX_DURATION_MINUTES + 2 * MAX_BUFFER_MINUTES)
 
 
 class Service(models.Model):
@@ -94,7 +99,47 @@ class Weekday(models.IntegerChoices):
     SUNDAY = 6, _("Sunday")
 
 
-class WorkingHours(models.Model):
+def lock_schedules(professional_ids: Iterable[int], *, using: str = "default") -> None:
+    """Lock these professionals' rows (FOR NO KEY UPDATE, which foreign keys to them do not wait
+    for) until the transaction ends, in the order of their keys.
+
+    A professional's schedule (weekly hours, time off, the services given) and their bookings
+    meet here: every change to a schedule takes this lock before it writes, and a booking
+    takes it before it reads the schedule (`availability.slot_facts`), so a booking decides on
+    the schedule as it is once any change in flight has committed, never on the one before it.
+    On SQLite, whose write transactions run one at a time, the lock is a no-op and not needed.
+    Call inside a transaction."""
+    ids = sorted(set(professional_ids))
+    if ids:
+        locked = Professional.objects.using(using).select_for_update(no_key=True)
+        list(locked.filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
+
+
+class ScheduleEntry(models.Model):
+    """A row of a professional's schedule: saving or deleting one locks the professional first,
+    in the same transaction (`lock_schedules`). Bulk writes (`QuerySet.update`,
+    `bulk_create`, `QuerySet.delete`) bypass it, as they bypass every `save`; the admin and the
+    services write rows one by one."""
+
+    professional_id: int
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+        with transaction.atomic(using=using, savepoint=False):
+            lock_schedules([self.professional_id], using=using)
+            super().save(*args, **kwargs)
+
+    def delete(self, using: str | None = None, keep_parents: bool = False) -> tuple[int, dict]:
+        using = using or router.db_for_write(type(self), instance=self)
+        with transaction.atomic(using=using, savepoint=False):
+            lock_schedules([self.professional_id], using=using)
+            return super().delete(using=using, keep_parents=keep_parents)
+
+
+class WorkingHours(ScheduleEntry):
     """One weekly working interval, in the company's local time (several per day allowed)."""
 
     professional = models.ForeignKey(
@@ -121,7 +166,7 @@ class WorkingHours(models.Model):
         return f"{self.get_weekday_display()} {self.start_time:%H:%M}-{self.end_time:%H:%M}"
 
 
-class TimeOff(models.Model):
+class TimeOff(ScheduleEntry):
     """A period a professional is not available (holidays, sick leave, a meeting)."""
 
     professional = models.ForeignKey(

@@ -10,7 +10,14 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from agenda.models import AgendaSettings, Appointment, Professional, Service
+from agenda.models import (
+    MAX_BLOCKED_SPAN,
+    AgendaSettings,
+    Appointment,
+    Professional,
+    Service,
+    TimeOff,
+)
 from core.errors import Ambiguous, NotFound
 from core.models import Company, Contact
 from core.process_cache import ProcessCache
@@ -189,5 +196,24 @@ def appointments_for_day(*, professional: Professional, day: date) -> QuerySet[A
         )
         .filter(starts_at__gte=start, starts_at__lt=end)
         .select_related("contact", "service")
+        .order_by("starts_at")
+    )
+
+
+def appointments_within_time_off(*, time_off: TimeOff) -> QuerySet[Appointment]:
+    """The scheduled appointments of the time off's professional that overlap it, earliest
+    first: booked before it was set, they stay booked until staff move or cancel them. Read
+    after the time off is saved in the same transaction, this is the whole list: saving it
+    locked the professional, so no booking can commit in between (`lock_schedules`)."""
+    return (
+        Appointment.objects.filter(
+            professional_id=time_off.professional_id,
+            state=Appointment.State.SCHEDULED,
+            blocked_from__lt=time_off.ends_at,
+            blocked_from__gte=time_off.starts_at - MAX_BLOCKED_SPAN,
+            starts_at__lt=time_off.ends_at,
+            ends_at__gt=time_off.starts_at,
+        )
+        .select_related("contact")
         .order_by("starts_at")
     )

@@ -10,8 +10,8 @@ from django.urls import reverse
 from django_fsm_log.models import StateLog
 
 from agenda import clock
-from agenda.models import Appointment
-from agenda.services import appointment_book
+from agenda.models import Appointment, TimeOff
+from agenda.services import appointment_book, appointment_cancel
 from core.models import StaffMembership
 from core.services import contact_create
 from tests.agenda.conftest import MONDAY_8AM, local
@@ -234,3 +234,124 @@ def test_the_day_view_shows_hours_and_appointments_in_local_time(staff_client, m
     assert "09:00-13:00, 15:00-19:00" in page
     assert appointment.reference in page and "10:00-10:30" in page
     assert "martes 2026-12-08" in page
+
+
+def form_data(page) -> dict:
+    """What a browser posts back from an admin change page untouched: every field of the main
+    form and of each inline form as rendered, with the inlines' management forms."""
+    forms = [page.context["adminform"].form]
+    for inline in page.context["inline_admin_formsets"]:
+        forms.append(inline.formset.management_form)
+        forms.extend(inline.formset.forms)
+    data: dict = {}
+    for form in forms:
+        for name, field in form.fields.items():
+            value = form[name].value()
+            widget = field.widget
+            key = form.add_prefix(name)
+            if getattr(widget, "widgets", None):  # a split date and time
+                for index, part in enumerate(widget.decompress(value)):
+                    data[f"{key}_{index}"] = "" if part is None else part
+            elif isinstance(value, bool):
+                if value:
+                    data[key] = "on"
+            elif value is not None:
+                data[key] = value
+    return data
+
+
+def test_time_off_over_scheduled_appointments_warns_staff_with_each_one(
+    staff_client, company, service, marta, appointment, other_customer
+):
+    later = appointment_book(
+        company=company,
+        contact=other_customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 12),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+    cancelled = appointment_book(
+        company=company,
+        contact=other_customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 11),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+    appointment_cancel(company=company, reference=cancelled.reference, now=MONDAY_8AM)
+    outside = appointment_book(
+        company=company,
+        contact=other_customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 15),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+
+    response = staff_client.post(
+        reverse("admin:agenda_timeoff_add"),
+        {
+            "professional": marta.pk,
+            "starts_at_0": "2026-12-08",
+            "starts_at_1": "10:15",  # inside the first appointment (10:00-10:30)
+            "ends_at_0": "2026-12-08",
+            "ends_at_1": "13:00",
+            "reason": "Médico",
+        },
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    [warning] = [m for m in response.context["messages"] if m.level_tag == "warning"]
+    text = str(warning)
+    assert appointment.reference in text and "2026-12-08 10:00" in text
+    assert later.reference in text and "2026-12-08 12:00" in text
+    assert cancelled.reference not in text and outside.reference not in text
+    assert TimeOff.objects.filter(professional=marta).count() == 1
+
+
+def test_time_off_over_no_appointment_saves_without_a_warning(staff_client, marta, appointment):
+    response = staff_client.post(
+        reverse("admin:agenda_timeoff_add"),
+        {
+            "professional": marta.pk,
+            "starts_at_0": "2026-12-08",
+            "starts_at_1": "10:30",  # the appointment ends at 10:30
+            "ends_at_0": "2026-12-08",
+            "ends_at_1": "13:00",
+        },
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    assert not [m for m in response.context["messages"] if m.level_tag == "warning"]
+    assert TimeOff.objects.filter(professional=marta).count() == 1
+
+
+def test_time_off_added_on_the_professionals_page_warns_too(staff_client, marta, appointment):
+    url = reverse("admin:agenda_professional_change", args=[marta.pk])
+    data = form_data(staff_client.get(url))
+    data.update(
+        {
+            "time_off-TOTAL_FORMS": "1",
+            "time_off-0-starts_at_0": "2026-12-08",
+            "time_off-0-starts_at_1": "09:00",
+            "time_off-0-ends_at_0": "2026-12-08",
+            "time_off-0-ends_at_1": "19:00",
+            "time_off-0-reason": "Formación",
+        }
+    )
+
+    response = staff_client.post(url, data, follow=True)
+
+    assert response.status_code == 200
+    assert [str(m) for m in response.context["messages"] if m.level_tag == "warning"] == [
+        f"Citas programadas de Marta caen dentro de esta ausencia y siguen reservadas hasta que "
+        f"las reprograme o cancele: {appointment.reference} (2026-12-08 10:00, Ana García)."
+    ]
+    assert TimeOff.objects.filter(professional=marta, reason="Formación").exists()
+    assert marta.working_hours.count() == 10  # the hours posted back unchanged

@@ -34,8 +34,8 @@ ANA = "12345678Z"
 CONVERSATION = "conv-budget"
 
 # book_appointment: the engine's claim, the call's conversation and step-up policy, the slot in
-# the ledger, the service and the professional it names, then ONE read for the whole slot check
-# (rules, hours, time off, busy times; it locks the professional) and the INSERT in the
+# the ledger, the service and the professional it names, then the professional's lock and ONE
+# read for the whole slot check (rules, hours, time off, busy times) and the INSERT in the
 # savepoint that turns the exclusion constraint's verdict into VALIDATION.
 BOOK = [
     "SELECT tooling_idempotencyrecord",  # the key lookup, before any guard
@@ -46,9 +46,11 @@ BOOK = [
     "SELECT tooling_exposedreference",  # the slot, as this conversation saw it
     "SELECT agenda_service",
     "SELECT agenda_professional",  # the slot's professional
-    # The slot check: settings, hours, time off, busy, in one; the professional's row stays
-    # locked, so one professional's bookings check and insert one at a time.
+    # Locked until the end, so one professional's bookings check and insert one at a time and
+    # a change of their schedule in flight commits first (agenda.models.lock_schedules).
     "SELECT agenda_professional FOR NO KEY UPDATE",
+    # The slot check, read once the lock is held: settings, hours, time off, busy, in one.
+    "SELECT agenda_professional",
     "SAVEPOINT",  # the exclusion constraint's verdict (or a reference collision) is caught
     "INSERT agenda_appointment",
     "RELEASE SAVEPOINT",
@@ -68,7 +70,8 @@ RESCHEDULE = [
     "SELECT agenda_professional",  # the slot's professional
     # Locked with its service, professional and the cut-off; only its own row is locked.
     "SELECT agenda_appointment FOR UPDATE",
-    "SELECT agenda_professional FOR NO KEY UPDATE",  # the slot check
+    "SELECT agenda_professional FOR NO KEY UPDATE",  # the schedule's lock
+    "SELECT agenda_professional",  # the slot check
     "SAVEPOINT",  # the transition's log and the UPDATE go together if the constraint refuses
     "INSERT django_fsm_log_statelog",
     "UPDATE agenda_appointment",
@@ -161,7 +164,7 @@ def book(company: Company, slot: str):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_first_booking_sends_fifteen_statements(gateway):
+def test_a_first_booking_sends_sixteen_statements(gateway):
     outcome, statements = book(gateway, first_slot(gateway, "2026-12-08"))
 
     assert outcome.is_error is False, outcome.body
@@ -184,7 +187,7 @@ def test_a_booking_costs_the_same_whatever_the_professionals_appointments_or_day
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_first_reschedule_sends_sixteen_statements(gateway, crowded):
+def test_a_first_reschedule_sends_seventeen_statements(gateway, crowded):
     booked, _ = book(gateway, first_slot(gateway, "2026-12-08"))
 
     outcome, statements = call(

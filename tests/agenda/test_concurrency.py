@@ -15,7 +15,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from agenda.models import Appointment, Service
+from agenda.models import Appointment, Service, TimeOff, WorkingHours
 from agenda.selectors import agenda_settings_for
 from agenda.services import appointment_book, professional_create
 from core.errors import ValidationFailed
@@ -244,3 +244,98 @@ def test_a_second_booking_of_a_professional_waits_at_the_slot_check_and_then_is_
     assert waiting is not None and waiting.startswith('SELECT "agenda_professional"'), waiting
     assert second.get("refused") == "slot_taken"
     assert Appointment.objects.get().contact_id == customer.pk
+
+
+def _tuesday_morning_off(marta) -> None:
+    TimeOff.objects.create(
+        professional=marta,
+        starts_at=local(2026, 12, 8, 9),
+        ends_at=local(2026, 12, 8, 13),
+        reason="Médico",
+    )
+
+
+def _tuesday_morning_hours_removed(marta) -> None:
+    WorkingHours.objects.get(professional=marta, weekday=1, start_time=time(9)).delete()
+
+
+def _tuesday_morning_hours_shortened(marta) -> None:
+    hours = WorkingHours.objects.get(professional=marta, weekday=1, start_time=time(9))
+    hours.start_time = time(11)
+    hours.save()
+
+
+def _service_no_longer_given(marta) -> None:
+    marta.services.clear()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("change", "refused_as"),
+    [
+        (_tuesday_morning_off, "slot_unavailable"),
+        (_tuesday_morning_hours_removed, "slot_unavailable"),
+        (_tuesday_morning_hours_shortened, "slot_unavailable"),
+        (_service_no_longer_given, "professional_unavailable"),
+    ],
+    ids=["time off added", "hours removed", "hours shortened", "service withdrawn"],
+)
+def test_a_booking_waits_for_a_schedule_change_in_flight_and_decides_on_it(
+    company, service, marta, customer, change, refused_as
+):
+    """Staff change a professional's schedule (in the admin: one transaction) while a customer
+    books inside what changes. Before, the booking read the schedule as it was and landed in
+    the new time off (or outside the new hours). A schedule change locks the professional as a
+    booking does, and the booking reads the schedule only once it holds that lock."""
+    starts_at = local(2026, 12, 8, 10)  # a Tuesday
+    changed, may_commit = threading.Event(), threading.Event()
+    booking: dict = {}
+
+    def staff_change() -> None:
+        try:
+            with transaction.atomic():
+                change(marta)
+                changed.set()
+                may_commit.wait(WAIT_SECONDS)
+        finally:
+            connections.close_all()
+
+    def customer_books() -> None:
+        try:
+            with transaction.atomic():
+                connection.ensure_connection()
+                booking["pid"] = connection.connection.info.backend_pid
+                appointment_book(
+                    company=company,
+                    contact=customer,
+                    service=service,
+                    professional=marta,
+                    starts_at=starts_at,
+                    created_via=Appointment.Via.GATEWAY,
+                    now=MONDAY_8AM,
+                )
+            booking["booked"] = True
+        except ValidationFailed as refused:
+            booking["refused"] = refused.code
+        finally:
+            connections.close_all()
+
+    staff = threading.Thread(target=staff_change)
+    staff.start()
+    assert changed.wait(WAIT_SECONDS)
+    racer = threading.Thread(target=customer_books)
+    racer.start()
+    deadline = clock_time.monotonic() + WAIT_SECONDS
+    waiting = None
+    while waiting is None and racer.is_alive() and clock_time.monotonic() < deadline:
+        clock_time.sleep(0.02)
+        if booking.get("pid"):
+            waiting = _waiting_statement(booking["pid"])
+    may_commit.set()
+    staff.join(WAIT_SECONDS)
+    racer.join(WAIT_SECONDS)
+
+    assert waiting is not None, booking  # it waited for the change to commit
+    assert booking == {"pid": booking["pid"], "refused": refused_as}
+    assert not Appointment.objects.exists()
