@@ -44,13 +44,14 @@ def one_at_a_time(model: type[models.Model], pk: int) -> Iterator[None]:
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
-                # Two 32-bit keys: the table, and the id (wrapped; a collision only serialises
-                # two deliveries that need not be).
-                cursor.execute(
-                    "SELECT pg_advisory_xact_lock(%s, %s)",
-                    [_int32(zlib.crc32(model._meta.db_table.encode())), _int32(pk)],
-                )
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", advisory_keys(model, pk))
         yield
+
+
+def advisory_keys(model: type[models.Model], pk: int) -> tuple[int, int]:
+    """The two 32-bit keys of a record's advisory lock (`one_at_a_time`): the table, and the
+    id (wrapped; a collision only serialises two pieces of work that need not be)."""
+    return _int32(zlib.crc32(model._meta.db_table.encode())), _int32(pk)
 
 
 def _int32(value: int) -> int:

@@ -4,15 +4,19 @@ from smtplib import SMTPException
 from typing import Any
 
 from core.celery import app
+from core.tasks import DATABASE_FAILURES
 from sales.services import quote_email_deliver, quote_emails_pending, quotes_expire_due
 
 EXPIRE_EVERY_SECONDS = 5 * 60
 EMAIL_SWEEP_EVERY_SECONDS = 15 * 60
 
 
-@app.task(autoretry_for=(SMTPException, OSError), retry_backoff=True, max_retries=5)
+@app.task(
+    autoretry_for=(SMTPException, OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5
+)
 def quote_email_send(quote_id: int) -> bool:
-    """Email a sent quote to the customer's own address; retried while mail is down."""
+    """Email a sent quote to the customer's own address; retried while mail or the database is
+    down (a database that stops answering fails within GARANTE_DB_ANSWER_SECONDS)."""
     return quote_email_deliver(quote_id=quote_id)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from django.utils import timezone
 
 from core.celery import app
+from core.tasks import DATABASE_FAILURES
 from support.selectors import case_ids_due_for_auto_close, case_staff_notices_pending
 from support.services import case_close_if_unanswered, case_staff_notify
 
@@ -14,9 +15,12 @@ AUTO_CLOSE_EVERY_SECONDS = 60 * 60
 NOTICE_SWEEP_EVERY_SECONDS = 15 * 60
 
 
-@app.task(autoretry_for=(SMTPException, OSError), retry_backoff=True, max_retries=5)
+@app.task(
+    autoretry_for=(SMTPException, OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5
+)
 def case_notify_staff(case_id: int, comment_id: int | None = None) -> int:
-    """Tell staff about a new case or a customer's comment; retried while mail is down."""
+    """Tell staff about a new case or a customer's comment; retried while mail or the database
+    is down (a database that stops answering fails within GARANTE_DB_ANSWER_SECONDS)."""
     return case_staff_notify(case_id=case_id, comment_id=comment_id)
 
 

@@ -77,12 +77,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 import redis
 from aiosmtpd.controller import Controller
 from django.db import connection
 
 from core.celery import app as celery_app
+from core.transactions import advisory_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_SECONDS = 60
@@ -151,6 +153,42 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: floa
             return value
         time.sleep(interval)
     raise AssertionError("timed out waiting")
+
+
+def waiting_backend(application_name: str) -> int | None:
+    """The PostgreSQL server process of the connection named `application_name`, if it is
+    waiting for a lock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+            " AND wait_event_type = 'Lock'",
+            [application_name],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+@contextmanager
+def frozen_backend(application_name: str, release: Callable[[], Any]) -> Iterator[int]:
+    """A database that stops answering one connection in the middle of a statement (a
+    failover to another host, a partition, a frozen server), while new connections are
+    served: the server process of the connection named `application_name`, caught waiting
+    for a lock the test holds, is stopped (SIGSTOP), and `release` gives up that lock, which
+    the stopped process is granted and never answers. On leaving, the process is continued
+    and ended (`pg_terminate_backend`), as a failover or the server's keepalive ends it, and
+    what it held is let go. Skips the test where server processes cannot be signalled."""
+    backend = wait_for(lambda: waiting_backend(application_name), interval=0.02)
+    try:
+        os.kill(backend, signal.SIGSTOP)
+    except PermissionError:
+        pytest.skip("cannot stop a PostgreSQL server process as this user")
+    try:
+        release()
+        yield backend
+    finally:
+        os.kill(backend, signal.SIGCONT)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
 
 
 def at_once(*calls: Callable[[], Any], timeout: float = 120.0) -> list[Any]:
@@ -228,6 +266,47 @@ def start_mail_worker(
         ) as worker,
     ):
         yield worker, inbox
+
+
+def mail_through_a_database_that_stops_answering(
+    *,
+    database_url: str,
+    redis_db: int,
+    log_dir: Path,
+    publish_to: Callable[..., None],
+    create: Callable[[], Any],
+    sent: Callable[[Any], Any],
+) -> tuple["CeleryWorker", Inbox]:
+    """A real mail worker whose email task finds its database silent mid-statement
+    (`frozen_backend`, at the task's first statement: the record's advisory lock of
+    `core.transactions.one_at_a_time`, held by the test). `create` makes the record whose
+    committing publishes the task (while the worker is stopped, so the lock is held first);
+    once the worker has logged the task's retry, the silent session is ended, and the worker
+    and inbox are returned when `sent(record)` is true."""
+    name = f"garante-worker-{time.monotonic_ns()}"
+    with (
+        psycopg.connect(database_url, autocommit=True) as holder,
+        start_mail_worker(
+            database_url=f"{database_url}?application_name={name}",
+            redis_db=redis_db,
+            log_dir=log_dir,
+            env={"GARANTE_DB_ANSWER_SECONDS": "2"},
+        ) as (worker, inbox),
+    ):
+        publish_to(worker.broker_url, queue=worker.queue)
+        worker.process.send_signal(signal.SIGSTOP)
+        try:
+            record = create()
+            keys = advisory_keys(type(record), record.pk)
+            holder.execute("SELECT pg_advisory_lock(%s, %s)", keys)
+        finally:
+            worker.process.send_signal(signal.SIGCONT)
+        with frozen_backend(
+            name, release=lambda: holder.execute("SELECT pg_advisory_unlock(%s, %s)", keys)
+        ):
+            wait_for(lambda: b"retry: Retry in" in worker.log.read_bytes(), timeout=30)
+        wait_for(lambda: sent(record), timeout=30)
+        return worker, inbox
 
 
 def _listening_socket() -> socket.socket:

@@ -1,7 +1,6 @@
 """Delivery of verification codes: a real SMTP server, a real HTTP SMS provider, a real broker
 and a real Celery worker process."""
 
-import os
 import re
 import signal
 import time
@@ -10,7 +9,6 @@ from datetime import timedelta
 import psycopg
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
 from django.utils import timezone
 from werkzeug import Response
 
@@ -26,6 +24,7 @@ from core.verification import (
 )
 from tests.servers import (
     free_port,
+    frozen_backend,
     postgresql_test_database_url,
     start_celery_worker,
     start_mail_worker,
@@ -375,17 +374,6 @@ def test_a_worker_killed_while_sending_leaves_an_unknown_delivery_once_the_code_
         assert inbox.messages == []
 
 
-def _waiting_backend(application_name: str) -> int | None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND wait_event_type"
-            " = 'Lock'",
-            [application_name],
-        )
-        row = cursor.fetchone()
-    return row[0] if row else None
-
-
 @pytest.mark.redis
 def test_a_worker_whose_database_stops_answering_mid_task_delivers_the_code_on_a_new_connection(
     ana, ana_conv, broker, settings, django_db_blocker, tmp_path
@@ -398,7 +386,6 @@ def test_a_worker_whose_database_stops_answering_mid_task_delivers_the_code_on_a
     after it stayed queued."""
     name = f"garante-worker-{time.monotonic_ns()}"
     url = postgresql_test_database_url(django_db_blocker)
-    stopped: list[int] = []
     holder = psycopg.connect(url, autocommit=False)
     with start_mail_worker(
         database_url=f"{url}?application_name={name}",
@@ -421,21 +408,10 @@ def test_a_worker_whose_database_stops_answering_mid_task_delivers_the_code_on_a
                 holder.execute("LOCK TABLE core_verificationchallenge IN SHARE MODE")
             finally:
                 worker.process.send_signal(signal.SIGCONT)
-            backend = wait_for(lambda: _waiting_backend(name), interval=0.02)
-            try:
-                os.kill(backend, signal.SIGSTOP)
-            except PermissionError:
-                pytest.skip("cannot stop a PostgreSQL server process as this user")
-            stopped.append(backend)
-            holder.rollback()  # the stopped process is granted the lock, and never answers
-
-            challenge = wait_for(lambda: delivered(issued.pk), timeout=40)
+            with frozen_backend(name, release=holder.rollback):
+                challenge = wait_for(lambda: delivered(issued.pk), timeout=40)
         finally:
             holder.close()
-            for pid in stopped:
-                os.kill(pid, signal.SIGCONT)
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
 
         assert challenge.delivery_status == Delivery.SENT
         assert challenge.delivery_attempts == 1  # the stopped try never claimed it

@@ -9,6 +9,7 @@ from sales.services import QuoteItem, quote_create, quote_email_deliver, quote_e
 from tests.servers import (
     at_once,
     free_port,
+    mail_through_a_database_that_stops_answering,
     postgresql_test_database_url,
     start_mail_worker,
     start_smtp,
@@ -81,3 +82,26 @@ def test_two_deliveries_of_one_quote_at_once_send_one_email(company, ana, catalo
     assert sorted(sent) == [False, True]
     assert len(inbox.messages) == 1
     assert Quote.objects.get(pk=quote.pk).emailed_at is not None
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_a_worker_whose_database_stops_answering_mid_email_retries_and_emails_the_quote_once(
+    company, ana, catalog, publish_to, django_db_blocker, tmp_path
+):
+    """The worker's session goes silent in the middle of the email's first statement (a
+    failover, a partition): its wait is bounded, the task fails on the database and is retried
+    like a mail server that is down, on a new connection, instead of waiting for the 15-minute
+    sweep."""
+    worker, inbox = mail_through_a_database_that_stops_answering(
+        database_url=postgresql_test_database_url(django_db_blocker),
+        redis_db=REDIS_DB,
+        log_dir=tmp_path,
+        publish_to=publish_to,
+        create=lambda: quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 2)]),
+        sent=lambda quote: Quote.objects.get(pk=quote.pk).emailed_at,
+    )
+
+    (message,) = inbox.messages
+    assert message["To"] == "ana@example.com"
+    assert b"OperationalError" in worker.log.read_bytes()

@@ -9,7 +9,13 @@ from django.utils import timezone
 
 from support import services, tasks
 from support.models import Case, CaseComment
-from tests.servers import free_port, postgresql_test_database_url, start_mail_worker, wait_for
+from tests.servers import (
+    free_port,
+    mail_through_a_database_that_stops_answering,
+    postgresql_test_database_url,
+    start_mail_worker,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest.mark.postgres]
 
@@ -74,3 +80,28 @@ def test_a_notice_lost_with_the_broker_goes_out_once_through_the_sweep(
     assert wait_for(lambda: Case.objects.get(pk=case.pk).staff_notified_at)
     assert tasks.case_staff_notices_resend() == 0
     assert len(inbox.messages) == 1
+
+
+def test_a_worker_whose_database_stops_answering_mid_notice_retries_and_tells_staff_once(
+    company, contact, make_staff, celery_publisher, django_db_blocker, tmp_path
+):
+    """The worker's session goes silent in the middle of the notice's first statement (a
+    failover, a partition): its wait is bounded, the task fails on the database and is retried
+    like a mail server that is down, on a new connection, instead of waiting for the 15-minute
+    sweep."""
+    make_staff("marta", email="marta@sol.example")
+
+    worker, inbox = mail_through_a_database_that_stops_answering(
+        database_url=postgresql_test_database_url(django_db_blocker),
+        redis_db=REDIS_DB,
+        log_dir=tmp_path,
+        publish_to=celery_publisher,
+        create=lambda: services.case_open(
+            company=company, contact=contact, subject="Sin gas", description="Desde hoy."
+        ),
+        sent=lambda case: Case.objects.get(pk=case.pk).staff_notified_at,
+    )
+
+    (message,) = inbox.messages
+    assert message["To"] == "marta@sol.example" and "Sin gas" in message["Subject"]
+    assert b"OperationalError" in worker.log.read_bytes()
