@@ -118,8 +118,9 @@ def lock_schedules(professional_ids: Iterable[int], *, using: str = "default") -
 class ScheduleEntry(models.Model):
     """A row of a professional's schedule: saving or deleting one locks the professional first,
     in the same transaction (`lock_schedules`). Bulk writes (`QuerySet.update`,
-    `bulk_create`, `QuerySet.delete`) bypass it, as they bypass every `save`; the admin and the
-    services write rows one by one."""
+    `bulk_create`, `QuerySet.delete`) bypass it, as they bypass every `save`: the admin's forms
+    and the services save rows one by one (the admin's bulk delete of time off only frees
+    time, which no booking can be wrong about)."""
 
     professional_id: int
 
