@@ -1,14 +1,18 @@
 """Staff admin for the core models, and the per-company scoping every admin in Garante uses."""
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_permission_codename, get_user_model
+from django.contrib.auth.models import Permission
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -29,23 +33,63 @@ from core.models import (
     VerificationChallenge,
     default_step_up_actions,
 )
-from core.roles import staff_membership_remove, staff_membership_set
+from core.roles import ROLES, staff_membership_remove, staff_membership_set
 from core.services import gateway_credential_issue, gateway_credential_revoke
 from core.verification import challenge_issue, challenge_resend, challenge_revoke
 
 
-def staff_company_ids(request: HttpRequest) -> list[int] | None:
-    """The companies a staff user may see; None means all (superusers)."""
+@dataclass(frozen=True)
+class _StaffAccess:
+    """A staff user's roles by company, what each role grants, and what they hold besides
+    (permissions of their own or of a custom group, which count in every company of theirs)."""
+
+    roles: dict[int, str]
+    role_permissions: dict[str, frozenset[str]]
+    other_permissions: frozenset[str]
+
+    def companies(self, permission: str | None) -> list[int]:
+        if permission is None or permission in self.other_permissions:
+            return list(self.roles)
+        return [
+            company_id
+            for company_id, role in self.roles.items()
+            if permission in self.role_permissions.get(role, ())
+        ]
+
+
+def _staff_access(request: HttpRequest) -> _StaffAccess:
+    cached = getattr(request, "_garante_staff_access", None)
+    if cached is not None:
+        return cached
     user = request.user
-    if user.is_superuser:
+    roles = dict(StaffMembership.objects.filter(user=user).values_list("company_id", "role"))
+    granted: dict[str, set[str]] = {}
+    for role, app_label, codename in Permission.objects.filter(
+        group__name__in=set(roles.values())
+    ).values_list("group__name", "content_type__app_label", "codename"):
+        granted.setdefault(role, set()).add(f"{app_label}.{codename}")
+    other = Permission.objects.filter(
+        Q(user=user) | Q(group__in=user.groups.exclude(name__in=ROLES))
+    ).values_list("content_type__app_label", "codename")
+    access = _StaffAccess(
+        roles=roles,
+        role_permissions={role: frozenset(perms) for role, perms in granted.items()},
+        other_permissions=frozenset(f"{app_label}.{codename}" for app_label, codename in other),
+    )
+    request._garante_staff_access = access  # type: ignore[attr-defined]
+    return access
+
+
+def staff_company_ids(request: HttpRequest, permission: str | None = None) -> list[int] | None:
+    """The companies a staff user may see; None means all (superusers). With `permission`
+    ("app_label.codename"), only those where it is granted: by the user's role in that company
+    (a role is a group of the same name, core.roles), or by a permission of their own or of a
+    custom group, which counts in each of their companies. Django's permissions are global,
+    so without this an admin of one company would act as an admin in every other company of
+    theirs, where they may be an agent."""
+    if request.user.is_superuser:
         return None
-    cached = getattr(request, "_garante_company_ids", None)
-    if cached is None:
-        cached = list(
-            StaffMembership.objects.filter(user=user).values_list("company_id", flat=True)
-        )
-        request._garante_company_ids = cached  # type: ignore[attr-defined]
-    return cached
+    return _staff_access(request).companies(permission)
 
 
 def _per_company(model: type) -> bool:
@@ -53,20 +97,164 @@ def _per_company(model: type) -> bool:
     return any(f.name == "company" for f in model._meta.fields)
 
 
-class CompanyScopedAdmin(admin.ModelAdmin):
-    """Shows staff only their companies' rows and offers only their companies' related rows.
+def _company_checked_form(
+    form: type[forms.ModelForm], model_admin: "CompanyScopedAdmin", request: HttpRequest
+) -> type[forms.ModelForm]:
+    """`form`, whose validation ends with `model_admin.check_company` on the row it built."""
 
-    `company_path` is the lookup from the model to its Company ("company", "quote__company").
+    def _post_clean(self: forms.ModelForm) -> None:
+        form._post_clean(self)
+        if not self.errors:
+            model_admin.check_company(request, self)
+
+    return type(form)(form.__name__, (form,), {"_post_clean": _post_clean})
+
+
+class CompanyScopedAdmin(admin.ModelAdmin):
+    """Shows staff only their companies' rows and offers only their companies' related rows,
+    and lets them act on a row only as their role in its company allows.
+
+    `company_path` is the lookup from the model to its Company ("company", "quote__company",
+    "pk" for the company itself). Per row, the view, change and delete permissions are those
+    of the staff member's role in the row's company (`staff_company_ids`); a new row may be
+    added only to a company whose role grants the add permission. A saved form is checked
+    too: a row never moves to another company, and what it refers to (a contact, a service, a
+    staff member) belongs to the row's own company. Actions run only on the selected rows of
+    companies whose role grants the action's permissions (`action_permissions` maps an
+    action's custom permission to the one it needs).
     """
 
     company_path = "company"
+    action_permissions: dict[str, str] = {}
+
+    def company_permission(self, action: str) -> str:
+        """The permission ("app_label.codename") an action needs on this admin's model."""
+        if action in self.action_permissions:
+            return self.action_permissions[action]
+        if action not in ("view", "add", "change", "delete"):
+            action = "change"
+        return f"{self.opts.app_label}.{get_permission_codename(action, self.opts)}"
+
+    def allowed_company_ids(self, request: HttpRequest, *actions: str) -> set[int] | None:
+        """The companies where the staff member may do any of `actions` on this model; None
+        means all (superusers)."""
+        allowed: set[int] = set()
+        for action in actions:
+            ids = staff_company_ids(request, self.company_permission(action))
+            if ids is None:
+                return None
+            allowed.update(ids)
+        return allowed
+
+    def company_id_of(self, obj: Any) -> int | None:
+        """The id of the company `obj` belongs to, following `company_path`."""
+        *hops, last = self.company_path.split("__")
+        for hop in hops:
+            obj = getattr(obj, hop, None)
+            if obj is None:
+                return None
+        return obj.pk if last == "pk" else getattr(obj, f"{last}_id", None)
+
+    def _may(self, request: HttpRequest, obj: Any, *actions: str) -> bool:
+        if obj is None:
+            return True
+        allowed = self.allowed_company_ids(request, *actions)
+        return allowed is None or self.company_id_of(obj) in allowed
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         queryset = super().get_queryset(request)
-        ids = staff_company_ids(request)
+        ids = self.allowed_company_ids(request, "view", "change")
         if ids is None:
             return queryset
         return queryset.filter(**{f"{self.company_path}__in": ids})
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_view_permission(request, obj) and self._may(
+            request, obj, "view", "change"
+        )
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_change_permission(request, obj) and self._may(request, obj, "change")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_delete_permission(request, obj) and self._may(request, obj, "delete")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        allowed = self.allowed_company_ids(request, "add")
+        return super().has_add_permission(request) and (allowed is None or bool(allowed))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        readonly = super().get_readonly_fields(request, obj)
+        if obj is not None and _per_company(self.model) and "company" not in readonly:
+            return (*readonly, "company")
+        return readonly
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs):
+        form = _company_checked_form(
+            super().get_form(request, obj, change=change, **kwargs), self, request
+        )
+        allowed = self.allowed_company_ids(request, "add")
+        company = form.base_fields.get("company")  # the subclass's own fields, built anew
+        if obj is None and allowed is not None and company is not None:
+            company.queryset = company.queryset.filter(pk__in=allowed)
+        return form
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        return {
+            name: (self._scoped_action(func), name, description)
+            for name, (func, name, description) in super().get_actions(request).items()
+        }
+
+    def _scoped_action(self, func: Callable) -> Callable:
+        actions = getattr(func, "allowed_permissions", None) or ("change",)
+
+        @functools.wraps(func)
+        def scoped(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet):
+            for action in actions:
+                ids = self.allowed_company_ids(request, action)
+                if ids is not None:
+                    queryset = queryset.filter(**{f"{self.company_path}__in": ids})
+            return func(modeladmin, request, queryset)
+
+        return scoped
+
+    def check_company(self, request: HttpRequest, form: forms.ModelForm) -> None:
+        """Add to `form` the errors of a row that would leave its company, belong to one where
+        the staff member may not add or change it, or refer to another company's things."""
+        instance = form.instance
+        company_id = self.company_id_of(instance)
+        if company_id is None:
+            return  # the form's own errors say what is missing
+        if instance.pk is not None:
+            stored = (
+                type(instance)
+                ._default_manager.filter(pk=instance.pk)
+                .values_list(self.company_path, flat=True)
+                .first()
+            )
+            if stored is not None and stored != company_id:
+                form.add_error(None, _("A record cannot move to another company."))
+                return
+        allowed = self.allowed_company_ids(request, "change" if instance.pk else "add")
+        if allowed is not None and company_id not in allowed:
+            form.add_error(None, _("Your role in this company does not allow this."))
+            return
+        for name, value in list(form.cleaned_data.items()):
+            try:
+                field = instance._meta.get_field(name)
+            except FieldDoesNotExist:
+                continue
+            if not field.is_relation or value is None:
+                continue
+            related = field.related_model
+            values = list(value) if field.many_to_many else [value]
+            if related is get_user_model() and instance._meta.model is not StaffMembership:
+                users = [u.pk for u in values]
+                staff = StaffMembership.objects.filter(user__in=users, company_id=company_id)
+                if staff.count() != len(set(users)):
+                    form.add_error(name, _("Choose a staff member of this record's company."))
+            elif _per_company(related) and any(v.company_id != company_id for v in values):
+                form.add_error(name, _("Choose one of this record's company."))
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         ids = staff_company_ids(request)
@@ -225,14 +413,20 @@ class CompanyAdmin(CompanyScopedAdmin):
     list_filter = ["environment"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        queryset = admin.ModelAdmin.get_queryset(self, request)
-        ids = staff_company_ids(request)
-        return queryset if ids is None else queryset.filter(pk__in=ids)
+    # Which companies exist, under which slug, and which are sandboxes (where the tool API's
+    # fault switch works) are the platform operator's: a company's admin edits the rest. An
+    # editable slug also told them, by its "already exists" error, other companies' slugs.
+    operator_fields = ("slug", "environment")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> Any:
+        readonly = super().get_readonly_fields(request, obj)
+        return readonly if request.user.is_superuser else (*readonly, *self.operator_fields)
+
+    def get_prepopulated_fields(self, request: HttpRequest, obj=None) -> dict:
+        return super().get_prepopulated_fields(request, obj) if request.user.is_superuser else {}
 
 
 @admin.register(StaffMembership)
@@ -333,6 +527,7 @@ class ConversationAdmin(CompanyScopedAdmin):
     search_fields = ["external_id"]
     readonly_fields = [f.name for f in Conversation._meta.fields]
     actions = ["send_code_by_sms", "send_code_by_email"]
+    action_permissions = {"issue_code": "core.add_verificationchallenge"}
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

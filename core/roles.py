@@ -7,8 +7,9 @@ later get their permissions without another migration. Edits made to these three
 the admin are overwritten on the next migrate; make another group for a custom set.
 
 Django's permissions are global to a user, so someone who is an admin in one company and an
-agent in another holds both groups; what they see is still limited to their companies by the
-admin's scoping (core.admin.CompanyScopedAdmin).
+agent in another holds both groups. The admin applies them per company
+(core.admin.CompanyScopedAdmin, `staff_company_ids(request, permission)`): in each company
+they may do what their role there grants, and see nothing of companies they are not in.
 """
 
 from collections.abc import Iterable
