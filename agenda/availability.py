@@ -124,9 +124,27 @@ def describe_instants(instants: Iterable[datetime], tz: ZoneInfo) -> list[dict[s
 
 
 def local_instant(day: date, at: time, tz: ZoneInfo) -> datetime:
-    """The UTC instant of a local wall-clock time. A time inside a DST gap resolves with the
-    offset before the change (PEP 495, fold=0), i.e. to the first real instant after the gap."""
-    return datetime.combine(day, at, tzinfo=tz).astimezone(UTC)
+    """The UTC instant of a local wall-clock time. A time that does not exist (inside the gap
+    of a spring-forward day) is the first real instant after the gap, the change itself: hours
+    from 02:30 start, and hours until 02:30 end, when the clock jumps from 02:00 to 03:00.
+    (Read with the offset before the change, PEP 495's fold=0, 02:30 would be 03:30.) A
+    repeated time (an autumn day) is its first occurrence."""
+    naive = datetime.combine(day, at)
+    instant = naive.replace(tzinfo=tz).astimezone(UTC)
+    if instant.astimezone(tz).replace(tzinfo=None) == naive:
+        return instant
+    # In the gap: read with the offset after the change (fold=1) the same wall time is an
+    # instant before the change, and with the one before it (fold=0) one after; the change,
+    # on a whole second, lies between them.
+    before, after = naive.replace(tzinfo=tz, fold=1).astimezone(UTC), instant
+    new_offset = after.astimezone(tz).utcoffset()
+    while after - before > timedelta(seconds=1):
+        middle = before + (after - before) / 2
+        if middle.astimezone(tz).utcoffset() == new_offset:
+            after = middle
+        else:
+            before = middle
+    return after.replace(microsecond=0)
 
 
 def _merge(ranges: Iterable[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:

@@ -1,11 +1,11 @@
 """Free slots: working hours, notice, horizon, buffers, time off, busy times and DST days."""
 
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from agenda.availability import parse_date_bound, search_window, slots_available
+from agenda.availability import local_instant, parse_date_bound, search_window, slots_available
 from agenda.models import Service
 from agenda.services import appointment_book, professional_create, time_off_add
 from core.errors import ValidationFailed
@@ -190,6 +190,52 @@ def test_the_autumn_dst_day_offers_the_repeated_hour_twice_as_distinct_instants(
     assert starts(night).count("02:00") == 2
     assert starts(night).count("02:30") == 2
     assert [s.starts_at.astimezone(UTC).hour for s in slots if s not in night] == [8, 8]
+
+
+@pytest.mark.parametrize(
+    ("hours", "expected"),
+    [
+        ((time(2, 30), time(5)), ["03:00", "03:30", "04:00", "04:30"]),
+        ((time(0), time(2, 30)), ["00:00", "00:30", "01:00", "01:30"]),
+        ((time(2), time(4)), ["03:00", "03:30"]),
+    ],
+    ids=["starting in the gap", "ending in the gap", "from the gap's start"],
+)
+def test_hours_that_start_or_end_in_the_missing_hour_start_or_end_at_the_change(
+    company, service, hours, expected
+):
+    """02:30 does not exist on the spring day: a shift from 02:30 starts when the clock jumps
+    to 03:00, and one until 02:30 ends then. Read with the old offset, 02:30 was 03:30: the
+    first shift lost its 03:00 slot and the second got one after it had ended."""
+    professional = professional_create(
+        company=company,
+        display_name="Noé",
+        services=[service],
+        weekly_hours=[(6, *hours)],
+    )
+
+    slots = day_slots(
+        company, service, local(2026, 3, 29), now=local(2026, 3, 1), professional=professional
+    )
+
+    assert starts(slots) == expected
+    # The change is 01:00 UTC: 03:00 CEST.
+    boundary = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
+    assert boundary in {slots[0].starts_at, slots[-1].ends_at}
+
+
+def test_a_time_in_the_gap_is_the_instant_of_the_change_and_others_are_unchanged():
+    gap_day, autumn_day = date(2026, 3, 29), date(2026, 10, 25)
+    change = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
+
+    assert local_instant(gap_day, time(2, 0), MADRID) == change
+    assert local_instant(gap_day, time(2, 59, 59), MADRID) == change
+    assert local_instant(gap_day, time(3, 0), MADRID) == change
+    assert local_instant(gap_day, time(1, 59), MADRID) == datetime(2026, 3, 29, 0, 59, tzinfo=UTC)
+    # A repeated time on the autumn day is its first occurrence (CEST, +2).
+    assert local_instant(autumn_day, time(2, 30), MADRID) == datetime(
+        2026, 10, 25, 0, 30, tzinfo=UTC
+    )
 
 
 def test_a_working_day_after_the_change_keeps_its_local_hours(company, service, marta):
