@@ -637,6 +637,16 @@ def _quote_email_send(*, quote_id: int) -> bool:
         return False
     if not quote.contact.email:
         return False
+    with translation.override(quote.company.language), timezone.override(quote.company.tz):
+        subject, body = _quote_email(quote)
+    send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [quote.contact.email])
+    Quote.objects.filter(pk=quote.pk, emailed_at__isnull=True).update(emailed_at=timezone.now())
+    return True
+
+
+def _quote_email(quote: Quote) -> tuple[str, str]:
+    """The quote's email, subject and body, in the active language (amounts formatted in it
+    too): call in the company's language and timezone."""
     context = {
         "quote": quote,
         "contact": quote.contact,
@@ -658,12 +668,8 @@ def _quote_email_send(*, quote_id: int) -> bool:
         "is_open": quote.state == Quote.State.SENT,
         "state_label": QUOTE_STATE_LABELS[quote.state],
     }
-    with translation.override(quote.company.language), timezone.override(quote.company.tz):
-        subject = render_to_string("sales/quote_email_subject.txt", context).strip()
-        body = render_to_string("sales/quote_email.txt", context)
-    send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [quote.contact.email])
-    Quote.objects.filter(pk=quote.pk, emailed_at__isnull=True).update(emailed_at=timezone.now())
-    return True
+    subject = render_to_string("sales/quote_email_subject.txt", context).strip()
+    return subject, render_to_string("sales/quote_email.txt", context)
 
 
 def quote_emails_pending(*, now: datetime | None = None) -> list[int]:

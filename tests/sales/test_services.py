@@ -178,6 +178,23 @@ def test_it_emails_the_sent_quote_to_the_customers_own_address(
     assert quote_emails_pending(now=timezone.now() + timedelta(hours=1)) == []
 
 
+def test_the_quote_email_speaks_the_companys_language(
+    company, ana, catalog, django_capture_on_commit_callbacks
+):
+    company.language = "en"
+    company.save(update_fields=["language"])
+
+    with django_capture_on_commit_callbacks(execute=True):
+        quote = quote_create(company=company, contact=ana, items=BASKET)
+
+    (email,) = mail.outbox
+    assert email.subject == f"{company.name}: your quote {quote.reference}"
+    assert email.body.startswith("Hello Ana,")
+    assert "Total: 53.33 EUR" in email.body  # the English number format too
+    assert "Valid until" in email.body and "To accept or reject it" in email.body
+    assert "Válida" not in email.body and "53,33" not in email.body
+
+
 @pytest.mark.parametrize(
     ("settle", "label"),
     [
