@@ -198,14 +198,19 @@ def quote_total_compute(
     so what the customer reads line by line adds up. Repeated SKUs are merged.
     """
     wanted: dict[str, int] = {}
+    # As the customer wrote each SKU: the database compares them in its own upper case, which
+    # is not always Python's ("ß" stays "ß" there, Python makes it "SS").
+    given: dict[str, str] = {}
     for item in items:
         if not 1 <= item.quantity <= MAX_LINE_QUANTITY:
             raise ValidationFailed(
                 _("Cada cantidad debe estar entre 1 y %(max)d.") % {"max": MAX_LINE_QUANTITY},
                 code="invalid_quantity",
             )
-        key = item.sku.strip().upper()
+        text = item.sku.strip()
+        key = text.upper()
         wanted[key] = wanted.get(key, 0) + item.quantity
+        given.setdefault(key, text)
     if not wanted:
         raise ValidationFailed(_("La cotización necesita al menos un producto."), code="no_items")
     if len(wanted) > MAX_QUOTE_LINES:
@@ -216,7 +221,9 @@ def quote_total_compute(
         )
     products = {
         p.sku.upper(): p
-        for p in products_priced(company=company, price_list=price_list, skus=wanted)
+        for p in products_priced(
+            company=company, price_list=price_list, skus={i.sku.strip() for i in items}
+        )
     }
     currency = price_list.currency
     lines: list[PricedLine] = []
@@ -224,9 +231,9 @@ def quote_total_compute(
         product = products.get(sku)
         if product is None or product.unit_price is None:
             raise NotFound(
-                _("No encontré el producto %(sku)s en nuestro catálogo.") % {"sku": sku},
+                _("No encontré el producto %(sku)s en nuestro catálogo.") % {"sku": given[sku]},
                 code="product_not_found",
-                sku=sku,
+                sku=given[sku],
             )
         unit_price = money.quantize(product.unit_price, currency)
         subtotal = money.quantize(unit_price * quantity, currency)

@@ -15,6 +15,8 @@ from sales.services import (
     opportunity_create,
     opportunity_lose,
     price_list_create,
+    price_list_item_set,
+    product_create,
     product_stock_set,
     quote_accept,
     quote_create,
@@ -96,6 +98,25 @@ def test_it_merges_repeated_skus_and_matches_them_case_insensitively(company, an
     )
 
     assert list(quote.lines.values_list("sku", "quantity")) == [("CAF-001", 3)]
+
+
+@pytest.mark.postgres
+def test_a_sku_whose_upper_case_differs_between_python_and_the_database_is_found(
+    company, ana, catalog
+):
+    """Python upper-cases "ß" to "SS"; PostgreSQL leaves it: the lookup sends the SKU as the
+    customer wrote it, and an unknown one is named as written."""
+    grinder = product_create(company=company, sku="GROß-1", name="Molinillo", track_stock=False)
+    price_list_item_set(price_list=catalog.price_list, product=grinder, unit_price="20.00")
+
+    quote = quote_create(
+        company=company, contact=ana, items=[QuoteItem("groß-1", 1), QuoteItem("GROß-1", 1)]
+    )
+    with pytest.raises(NotFound) as caught:
+        quote_create(company=company, contact=ana, items=[QuoteItem("straße-9", 1)])
+
+    assert list(quote.lines.values_list("sku", "quantity")) == [("GROß-1", 2)]
+    assert caught.value.extras["sku"] == "straße-9"
 
 
 @pytest.mark.parametrize("sku", ["NOPE-1", "DES-004", "FIL-005"])
