@@ -202,14 +202,16 @@ def quote_total_compute(
     # is not always Python's ("ß" stays "ß" there, Python makes it "SS").
     given: dict[str, str] = {}
     for item in items:
-        if not 1 <= item.quantity <= MAX_LINE_QUANTITY:
+        text = item.sku.strip()
+        key = text.upper()
+        quantity = wanted.get(key, 0) + item.quantity
+        # Checked per line as quoted: repeats of one SKU are one line.
+        if item.quantity < 1 or quantity > MAX_LINE_QUANTITY:
             raise ValidationFailed(
                 _("Cada cantidad debe estar entre 1 y %(max)d.") % {"max": MAX_LINE_QUANTITY},
                 code="invalid_quantity",
             )
-        text = item.sku.strip()
-        key = text.upper()
-        wanted[key] = wanted.get(key, 0) + item.quantity
+        wanted[key] = quantity
         given.setdefault(key, text)
     if not wanted:
         raise ValidationFailed(_("La cotización necesita al menos un producto."), code="no_items")

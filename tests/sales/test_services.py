@@ -119,6 +119,28 @@ def test_a_sku_whose_upper_case_differs_between_python_and_the_database_is_found
     assert caught.value.extras["sku"] == "straße-9"
 
 
+@pytest.mark.parametrize(
+    "quantities",
+    [[0], [10_001], [6_000, 4_001], [1, -1]],
+    ids=["none", "too many", "repeats", "negative"],
+)
+def test_a_line_holds_between_one_and_ten_thousand_units_repeats_counted_together(
+    company, ana, catalog, quantities
+):
+    items = [QuoteItem("MOL-003", q) for q in quantities]  # the grinder: stock not tracked
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_create(company=company, contact=ana, items=items)
+
+    assert caught.value.code == "invalid_quantity"
+    quote = quote_create(
+        company=company,
+        contact=ana,
+        items=[QuoteItem("MOL-003", 6_000), QuoteItem("mol-003", 4_000)],
+    )
+    assert list(quote.lines.values_list("quantity", flat=True)) == [10_000]
+
+
 @pytest.mark.parametrize("sku", ["NOPE-1", "DES-004", "FIL-005"])
 def test_it_does_not_quote_unknown_retired_or_unpriced_products(company, ana, catalog, sku):
     with pytest.raises(NotFound) as caught:
