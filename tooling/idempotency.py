@@ -115,7 +115,7 @@ def check_http_key(key: str | None) -> str:
             _("Falta la clave de idempotencia de esta operación."),
             code="missing_idempotency_key",
         )
-    if not HTTP_KEY_PATTERN.match(key):
+    if not HTTP_KEY_PATTERN.fullmatch(key):  # `$` alone would let a final newline through
         raise ValidationFailed(
             _("La clave de idempotencia no tiene un formato válido."),
             code="invalid_idempotency_key",

@@ -9,12 +9,13 @@ from django.conf import settings
 from django.db import connection, connections
 from django.utils import timezone
 
+from core.errors import ValidationFailed
 from core.models import Company
 from tests.testapp import services
 from tests.testapp.models import Counter, Reservation
 from tooling.context import CallMeta
 from tooling.execution import call_tool
-from tooling.idempotency import idempotency_records_purge, idempotent_execute
+from tooling.idempotency import check_http_key, idempotency_records_purge, idempotent_execute
 from tooling.models import IdempotencyRecord
 from tooling.registry import registry
 
@@ -507,3 +508,13 @@ def test_a_core_error_raised_by_an_input_validator_keeps_its_type_in_call_tool(c
 
     assert outcome.error_type == "VALIDATION"
     assert outcome.body["code"] == "not_a_reservation_reference"
+
+
+def test_a_key_with_a_final_newline_is_malformed_too():
+    """HTTP clients refuse to send one, but the check is the key's, not theirs: a pattern that
+    ends in `$` matches before a final newline."""
+    with pytest.raises(ValidationFailed) as caught:
+        check_http_key("k-1\n")
+
+    assert caught.value.code == "invalid_idempotency_key"
+    assert check_http_key("k-1") == "k-1"
