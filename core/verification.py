@@ -222,34 +222,70 @@ def _locked() -> PermissionRefused:
     )
 
 
-def _count_wrong_attempt(
-    challenge: VerificationChallenge, conversation: Conversation
-) -> tuple[int, bool]:
-    """Add one failed attempt, durably; lock the challenge at the maximum. Returns
-    (attempts, locked)."""
+def _take_attempt(challenge: VerificationChallenge, now: datetime) -> tuple[int | None, str]:
+    """Take one of the challenge's attempts, durably, before its code is compared: the
+    attempts taken so far (this one included) and the challenge's status, or None when it
+    takes no more guesses (not active, expired, or out of attempts). Guesses sent in parallel
+    wait for each other on the challenge's row here, so however many arrive at once, no more
+    codes are compared than the maximum (counting them after the comparison let a burst of
+    thirty compare thirty). The call's rollback does not give an attempt back."""
     maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
 
-    def count() -> tuple[int, bool]:
-        row = VerificationChallenge.objects.select_for_update().get(pk=challenge.pk)
-        if row.status != Status.ACTIVE:
-            return row.attempts, row.status == Status.LOCKED
-        row.attempts = F("attempts") + 1
-        row.save(update_fields=["attempts"])
-        row.refresh_from_db(fields=["attempts"])
-        if row.attempts >= maximum:
-            row.status = Status.LOCKED
-            row.save(update_fields=["status"])
+    def take() -> tuple[int | None, str]:
+        row = (
+            VerificationChallenge.objects.select_for_update()
+            .only("status", "attempts", "expires_at")
+            .get(pk=challenge.pk)
+        )
+        if row.status != Status.ACTIVE or row.expires_at <= now or row.attempts >= maximum:
+            return None, row.status
+        VerificationChallenge.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1)
+        return row.attempts + 1, row.status
+
+    return durably(take)
+
+
+def _lock_challenge(challenge: VerificationChallenge, conversation: Conversation) -> bool:
+    """Lock the challenge, durably, and record it (its last attempt was wrong); False if it
+    was no longer active (a right guess in parallel used it)."""
+
+    def lock() -> bool:
+        locked = VerificationChallenge.objects.filter(pk=challenge.pk, status=Status.ACTIVE).update(
+            status=Status.LOCKED
+        )
+        if locked:
             SecurityEvent.objects.create(
-                company_id=row.company_id,
+                company_id=challenge.company_id,
                 conversation_key=conversation.external_id,
                 kind=SecurityEvent.Kind.VERIFICATION_LOCKED,
-                contact_id=row.contact_id,
-                detail={"channel": row.channel, "attempts": row.attempts},
+                contact_id=challenge.contact_id,
+                detail={
+                    "channel": challenge.channel,
+                    "attempts": settings.GARANTE_VERIFICATION_MAX_ATTEMPTS,
+                },
             )
-            return row.attempts, True
-        return row.attempts, False
+        return bool(locked)
 
-    return durably(count)
+    return durably(lock)
+
+
+def _refused(status: str, *, expired: bool) -> Exception:
+    """Why a challenge in this state takes no code."""
+    if status == Status.LOCKED:
+        return _locked()
+    if status == Status.VERIFIED:
+        return ValidationFailed(
+            _("Ese código ya se usó. Si lo necesita, le envío otro."), code="code_used"
+        )
+    if status == Status.REVOKED:
+        return ValidationFailed(
+            _("Ese código se anuló. Si lo necesita, le envío otro."), code="code_revoked"
+        )
+    if expired:
+        return ValidationFailed(
+            _("Ese código caducó. Si lo necesita, le envío otro."), code="code_expired"
+        )
+    return _locked()  # active, but out of attempts
 
 
 @transaction.atomic
@@ -257,7 +293,10 @@ def challenge_verify(
     *, conversation: Conversation, contact: Contact, code: str
 ) -> VerificationChallenge:
     """Check a code against the latest challenge of this conversation for this contact; on
-    success mark the conversation verified for settings.GARANTE_VERIFICATION_VALID_FOR."""
+    success mark the conversation verified for settings.GARANTE_VERIFICATION_VALID_FOR.
+
+    Each code compared uses up one of the challenge's attempts first (`_take_attempt`); the
+    last one wrong locks the challenge."""
     code = "".join((code or "").split())
     if len(code) != CODE_DIGITS or not code.isdigit():
         raise ValidationFailed(
@@ -265,36 +304,22 @@ def challenge_verify(
         )
     challenge = _latest_challenge(conversation, contact)
     now = timezone.now()
-    if challenge.status == Status.LOCKED:
-        raise _locked()
-    if challenge.status == Status.VERIFIED:
-        raise ValidationFailed(
-            _("Ese código ya se usó. Si lo necesita, le envío otro."), code="code_used"
-        )
-    if challenge.status == Status.REVOKED:
-        raise ValidationFailed(
-            _("Ese código se anuló. Si lo necesita, le envío otro."), code="code_revoked"
-        )
-    if challenge.expires_at <= now:
-        raise ValidationFailed(
-            _("Ese código caducó. Si lo necesita, le envío otro."), code="code_expired"
-        )
+    if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
+        raise _refused(challenge.status, expired=challenge.expires_at <= now)
+    attempts, status = _take_attempt(challenge, now)
+    if attempts is None:
+        raise _refused(status, expired=challenge.expires_at <= now)
+    maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
     expected = code_hmac(nonce=challenge.nonce, contact_id=contact.pk, code=code)
     if not hmac.compare_digest(expected, challenge.code_hmac):
-        attempts, locked = _count_wrong_attempt(challenge, conversation)
-        if locked:
+        if attempts >= maximum and _lock_challenge(challenge, conversation):
             raise _locked()
         raise ValidationFailed(
-            _("El código no es correcto."),
-            code="wrong_code",
-            attempts_left=settings.GARANTE_VERIFICATION_MAX_ATTEMPTS - attempts,
+            _("El código no es correcto."), code="wrong_code", attempts_left=maximum - attempts
         )
-    # Conditional: a concurrent wrong guess may have locked it, or a twin call used it.
+    # Conditional: a concurrent last wrong guess may have locked it, or a twin call used it.
     used = VerificationChallenge.objects.filter(
-        pk=challenge.pk,
-        status=Status.ACTIVE,
-        attempts__lt=settings.GARANTE_VERIFICATION_MAX_ATTEMPTS,
-        expires_at__gt=now,
+        pk=challenge.pk, status=Status.ACTIVE, expires_at__gt=now
     ).update(status=Status.VERIFIED, verified_at=now)
     if not used:
         raise (

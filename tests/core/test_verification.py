@@ -3,6 +3,7 @@
 import logging
 import re
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.core import mail
@@ -11,7 +12,7 @@ from django.utils import timezone
 
 from core.errors import PermissionRefused, ValidationFailed
 from core.identity import conversation_is_verified, require_step_up
-from core.models import Contact, SecurityEvent, VerificationChallenge
+from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
 from core.verification import (
     challenge_deliver_once,
     challenge_issue,
@@ -21,6 +22,7 @@ from core.verification import (
     seal_code,
 )
 from tests.marks import needs_durable_writes
+from tests.servers import at_once
 
 # The code is created and committed on a connection of its own, so the data it refers to
 # must be committed too: these tests run outside a wrapping transaction.
@@ -129,6 +131,39 @@ def test_five_wrong_codes_lock_the_challenge_even_though_each_call_rolls_back(
     assert SecurityEvent.objects.filter(kind=SecurityEvent.Kind.VERIFICATION_LOCKED).count() == 1
     ana_conv.refresh_from_db()
     assert not conversation_is_verified(ana_conv)
+
+
+@needs_durable_writes
+def test_a_burst_of_parallel_guesses_compares_no_more_codes_than_the_attempts(
+    ana, ana_conv, sms_outbox
+):
+    """Thirty guesses sent at once, the right one among them. Counted after the comparison,
+    every guess was compared before any count landed: thirty codes tried against a limit of
+    five, and the right one verified. Each guess now takes its attempt first."""
+    challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+    right = code_in(sms_outbox[0].body)
+    guesses = [f"{(int(right) + k) % 1_000_000:06d}" for k in range(1, 30)] + [right]
+
+    def guess(code: str) -> str:
+        try:
+            attempt(Conversation.objects.get(pk=ana_conv.pk), ana, code)
+        except (ValidationFailed, PermissionRefused) as refused:
+            return refused.code
+        return "verified"
+
+    answers = at_once(*[partial(guess, code) for code in guesses])
+
+    # Refused without a comparison: locked (or the fifth, wrong, locking it), or used once the
+    # right one won.
+    assert set(answers) <= {"wrong_code", "verified", "verification_locked", "code_used"}
+    assert len([a for a in answers if a in ("wrong_code", "verified")]) <= 5, answers
+    challenge = VerificationChallenge.objects.get()
+    assert challenge.attempts <= 5
+    if "verified" not in answers:
+        assert challenge.status == Status.LOCKED
+        assert (
+            SecurityEvent.objects.filter(kind=SecurityEvent.Kind.VERIFICATION_LOCKED).count() == 1
+        )
 
 
 def test_a_code_for_ana_never_verifies_bruno(ana, bruno, ana_conv, make_identified, sms_outbox):
