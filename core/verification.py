@@ -150,11 +150,15 @@ def challenge_issue(
             code="channel_unavailable",
         )
     now = timezone.now()
-    _check_send_limits(conversation, contact, now)
     code = f"{secrets.randbelow(_MODULUS):0{CODE_DIGITS}d}"
     nonce = secrets.token_hex(16)
 
     def create() -> VerificationChallenge:
+        # One contact's codes are issued one at a time, each counting those before it: checked
+        # apart, twelve requests at once all passed a limit of five (twelve texts to the
+        # customer, and twelve codes to guess at).
+        list(Contact.objects.select_for_update(no_key=True).filter(pk=contact.pk).values("pk"))
+        _check_send_limits(conversation, contact, now)
         earlier = VerificationChallenge.objects.filter(contact=contact, status=Status.ACTIVE)
         if conversation is not None:
             earlier = earlier.filter(conversation=conversation)

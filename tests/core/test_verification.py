@@ -235,6 +235,26 @@ def test_sends_per_contact_are_limited_across_conversations(ana, make_identified
     assert limited.value.code == "too_many_codes"
 
 
+@needs_durable_writes
+def test_codes_requested_at_once_from_many_conversations_keep_to_the_contacts_limit(
+    ana, make_identified, sms_outbox
+):
+    conversations = [make_identified(ana, f"conv-at-once-{n}") for n in range(12)]
+
+    def request(conversation) -> str:
+        try:
+            challenge_issue(contact=ana, channel="sms", conversation=conversation)
+        except PermissionRefused as refused:
+            return refused.code
+        return "sent"
+
+    answers = at_once(*[partial(request, c) for c in conversations])
+
+    assert sorted(answers) == ["sent"] * 5 + ["too_many_codes"] * 7
+    assert len(sms_outbox) == 5
+    assert VerificationChallenge.objects.count() == 5
+
+
 def test_a_revoked_code_does_not_verify(ana, ana_conv, sms_outbox):
     challenge = challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
 
