@@ -277,7 +277,13 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
         conversation.contact = contact
         conversation.identified_via = kind
         conversation.identified_at = now
-        update_fields(conversation, ["contact", "identified_via", "identified_at"])
+        # A verification belongs to whom it verified: a conversation bound again (its contact
+        # erased by staff) starts without one.
+        conversation.verified_at = conversation.verified_until = None
+        update_fields(
+            conversation,
+            ["contact", "identified_via", "identified_at", "verified_at", "verified_until"],
+        )
     return contact
 
 

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import PermissionRefused, ValidationFailed
-from core.identity import conversation_is_verified, require_step_up
+from core.identity import conversation_is_verified, identify_contact, require_step_up
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
 from core.verification import (
     challenge_deliver_once,
@@ -253,6 +253,26 @@ def test_codes_requested_at_once_from_many_conversations_keep_to_the_contacts_li
     assert sorted(answers) == ["sent"] * 5 + ["too_many_codes"] * 7
     assert len(sms_outbox) == 5
     assert VerificationChallenge.objects.count() == 5
+
+
+def test_a_verification_does_not_pass_to_whoever_the_conversation_identifies_as_next(
+    ana, bruno, ana_conv, sms_outbox
+):
+    """Ana verifies; staff erase her (the conversation's contact becomes empty); the same
+    conversation then identifies as Bruno: he has verified nothing."""
+    challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+    attempt(ana_conv, ana, code_in(sms_outbox[0].body))
+    Contact.objects.filter(pk=ana.pk).delete()
+    ana_conv.refresh_from_db()
+
+    identify_contact(conversation=ana_conv, kind="document", value=bruno.document_number)
+
+    ana_conv.refresh_from_db()
+    assert ana_conv.contact_id == bruno.pk
+    assert not conversation_is_verified(ana_conv)
+    with pytest.raises(PermissionRefused) as step_up:
+        require_step_up(conversation=ana_conv, action="update_contact_details")
+    assert step_up.value.code == "verification_required"
 
 
 def test_a_revoked_code_does_not_verify(ana, ana_conv, sms_outbox):
