@@ -38,6 +38,7 @@ VERIFICATION_DROPPING_EVENTS = (
 _IDENTIFICATION_FAILURES = (
     SecurityEvent.Kind.IDENTIFICATION_FAILED,
     SecurityEvent.Kind.IDENTITY_SWITCH,
+    SecurityEvent.Kind.IDENTIFIER_MISMATCH,
 )
 
 
@@ -150,6 +151,19 @@ def _retry_after(conversation: Conversation, now: datetime) -> int | None:
     return max(1, int((recent[-1] + window - now).total_seconds()) + 1)
 
 
+def _refuse_when_too_many_failures(conversation: Conversation, now: datetime) -> None:
+    retry_after = _retry_after(conversation, now)
+    if retry_after is not None:
+        raise PermissionRefused(
+            _(
+                "Hubo demasiados intentos de identificación en esta conversación. "
+                "Por seguridad, espere unos minutos antes de volver a intentarlo."
+            ),
+            code="too_many_attempts",
+            retry_after_seconds=retry_after,
+        )
+
+
 def _recent_failures(conversation: Conversation, *, since: datetime, limit: int) -> list[datetime]:
     """When the conversation's latest identification failures after `since` happened, newest
     first, at most `limit` of them.
@@ -240,16 +254,7 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
         locked = Conversation.objects.select_for_update(no_key=True).get(pk=conversation.pk)
         for name in _IDENTITY_FIELDS:
             setattr(conversation, name, getattr(locked, name))
-    retry_after = _retry_after(conversation, now)
-    if retry_after is not None:
-        raise PermissionRefused(
-            _(
-                "Hubo demasiados intentos de identificación en esta conversación. "
-                "Por seguridad, espere unos minutos antes de volver a intentarlo."
-            ),
-            code="too_many_attempts",
-            retry_after_seconds=retry_after,
-        )
+    _refuse_when_too_many_failures(conversation, now)
     identifier = normalize_identifier(kind, value, conversation.company.country)
     contact = _contact_with(company_id=conversation.company_id, identifier=identifier)
     if contact is None:
@@ -302,7 +307,11 @@ def contact_for_conversation(*, conversation: Conversation, identifier: str) -> 
 
     PermissionRefused when the conversation has not identified yet, or when the identifier is
     not the identified contact's (then a SecurityEvent is recorded and any verification of
-    the conversation is dropped: an identifier changing mid-conversation is an alarm).
+    the conversation is dropped: an identifier changing mid-conversation is an alarm). The
+    refusal is the same whether the identifier is another customer's or nobody's, and counts
+    as an identification failure (too many, and the conversation waits): answered apart, and
+    without a limit, every tool taking an identifier told which ones exist. The
+    SecurityEvent tells staff which it was.
     """
     if conversation.contact_id is None:
         raise PermissionRefused(
@@ -313,6 +322,7 @@ def contact_for_conversation(*, conversation: Conversation, identifier: str) -> 
     readings = identifier_readings(identifier, conversation.company.country)
     if any(getattr(contact, _CONTACT_FIELD[r.kind]) == r.value for r in readings):
         return contact
+    _refuse_when_too_many_failures(conversation, timezone.now())
     claimed = (
         Contact.objects.filter(company_id=conversation.company_id)
         .filter(_matching(readings))
@@ -328,8 +338,6 @@ def contact_for_conversation(*, conversation: Conversation, identifier: str) -> 
         detail={"read_as": sorted({r.kind for r in readings})},
     )
     _drop_verification(conversation)
-    if claimed is not None:
-        raise _identity_changed()
     raise PermissionRefused(
         _("Ese dato no corresponde a la persona identificada en esta conversación."),
         code="identity_mismatch",

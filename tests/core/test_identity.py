@@ -123,9 +123,29 @@ def test_another_contacts_identifier_mid_conversation_is_an_alarm(conversation, 
     with pytest.raises(PermissionRefused) as refused:
         contact_for_conversation(conversation=conversation, identifier="X1234567L")
 
-    assert refused.value.code == "identity_switch"
+    assert refused.value.code == "identity_mismatch"  # as for nobody's: see the next test
     assert events(conversation, SecurityEvent.Kind.IDENTITY_SWITCH).get().claimed_contact == bruno
     assert not conversation_is_verified(conversation)
+
+
+def test_probing_identifiers_through_a_tool_tells_nothing_and_is_limited(
+    conversation, ana, bruno, settings
+):
+    """Every tool taking an identifier answered "someone else's" apart from "nobody's", and
+    without a limit: a way to learn which documents, phones and emails are customers'."""
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+    settings.GARANTE_IDENTIFY_MAX_FAILURES = 4
+
+    answers = []
+    for identifier in ["X1234567L", "Y7654321G", "+34600333444", "+34699999999", "X1234567L"]:
+        with pytest.raises(PermissionRefused) as refused:
+            contact_for_conversation(conversation=conversation, identifier=identifier)
+        answers.append(refused.value.code)
+
+    assert answers == ["identity_mismatch"] * 4 + ["too_many_attempts"]
+    kinds = events(conversation).values_list("kind", flat=True).order_by("created_at")
+    assert list(kinds) == ["identity_switch", "identifier_mismatch"] * 2
+    assert contact_for_conversation(conversation=conversation, identifier="12345678Z") == ana
 
 
 def test_an_identifier_of_nobody_is_refused_and_recorded(conversation, ana):
