@@ -183,6 +183,10 @@ GARANTE_VERIFICATION_VALID_FOR = timedelta(
 # (codes, period): how many codes one conversation / one contact may be sent.
 GARANTE_VERIFICATION_SENDS_PER_CONVERSATION = (3, timedelta(minutes=15))
 GARANTE_VERIFICATION_SENDS_PER_CONTACT = (5, timedelta(hours=1))
+# (codes, period): after this many codes of one contact locked by wrong guesses, no new code is
+# sent to them through the tool API until the period has passed (staff may still send one):
+# the hourly send limit alone allows 25 guesses an hour, day after day.
+GARANTE_VERIFICATION_LOCKS_PER_CONTACT = (3, timedelta(hours=24))
 GARANTE_VERIFICATION_QUEUE = os.environ.get("GARANTE_VERIFICATION_QUEUE") or None
 GARANTE_VERIFICATION_DELIVERY_RETRIES = 5
 GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS = float(

@@ -92,8 +92,16 @@ def _send_limit_retry_after(queryset, limit: int, period: timedelta, now: dateti
     return max(1, int((recent[-1] + period - now).total_seconds()) + 1)
 
 
-def _check_send_limits(conversation: Conversation | None, contact: Contact, now: datetime) -> None:
+def _check_send_limits(
+    conversation: Conversation | None, contact: Contact, now: datetime, *, by_staff: bool
+) -> None:
     challenges = VerificationChallenge.objects.all()
+    if not by_staff:
+        limit, period = settings.GARANTE_VERIFICATION_LOCKS_PER_CONTACT
+        locked = challenges.filter(contact=contact, status=Status.LOCKED)
+        retry_after = _send_limit_retry_after(locked, limit, period, now)
+        if retry_after is not None:
+            raise _locked(retry_after_seconds=retry_after)
     checks = [(challenges.filter(contact=contact), settings.GARANTE_VERIFICATION_SENDS_PER_CONTACT)]
     if conversation is not None:
         checks.append(
@@ -158,7 +166,7 @@ def challenge_issue(
         # apart, twelve requests at once all passed a limit of five (twelve texts to the
         # customer, and twelve codes to guess at).
         list(Contact.objects.select_for_update(no_key=True).filter(pk=contact.pk).values("pk"))
-        _check_send_limits(conversation, contact, now)
+        _check_send_limits(conversation, contact, now, by_staff=issued_by is not None)
         earlier = VerificationChallenge.objects.filter(contact=contact, status=Status.ACTIVE)
         if conversation is not None:
             earlier = earlier.filter(conversation=conversation)
@@ -216,13 +224,14 @@ def _latest_challenge(conversation: Conversation, contact: Contact) -> Verificat
     return challenge
 
 
-def _locked() -> PermissionRefused:
+def _locked(**extras: object) -> PermissionRefused:
     return PermissionRefused(
         _(
             "Se superó el número de intentos con ese código y quedó bloqueado. Por seguridad, "
             "le paso con una persona del equipo."
         ),
         code="verification_locked",
+        **extras,
     )
 
 

@@ -275,6 +275,39 @@ def test_a_verification_does_not_pass_to_whoever_the_conversation_identifies_as_
     assert step_up.value.code == "verification_required"
 
 
+@needs_durable_writes
+def test_after_three_codes_locked_in_a_day_the_customer_gets_no_code_but_staff_can_send_one(
+    ana, make_identified, sms_outbox, settings, django_user_model
+):
+    """Five codes an hour with five guesses each is 600 guesses a day at a six-digit code,
+    day after day; a third locked code in 24 hours stops it until a person steps in."""
+    settings.GARANTE_VERIFICATION_SENDS_PER_CONVERSATION = (10, timedelta(minutes=15))
+    settings.GARANTE_VERIFICATION_SENDS_PER_CONTACT = (10, timedelta(hours=1))
+    for n in range(3):
+        conversation = make_identified(ana, f"conv-guess-{n}")
+        challenge_issue(contact=ana, channel="sms", conversation=conversation)
+        code = code_in(sms_outbox[-1].body)
+        for _ in range(5):
+            with pytest.raises((ValidationFailed, PermissionRefused)):
+                attempt(conversation, ana, wrong(code))
+    assert VerificationChallenge.objects.filter(status=Status.LOCKED).count() == 3
+
+    with pytest.raises(PermissionRefused) as refused:
+        challenge_issue(contact=ana, channel="sms", conversation=make_identified(ana, "conv-4"))
+    staff_user = django_user_model.objects.create_user("recepcion", is_staff=True)
+    staff_sent = challenge_issue(
+        contact=ana,
+        channel="sms",
+        conversation=make_identified(ana, "conv-5"),
+        issued_by=staff_user,
+    )
+
+    assert refused.value.code == "verification_locked"
+    assert 23 * 3600 < refused.value.extras["retry_after_seconds"] <= 24 * 3600 + 1
+    assert staff_sent.status == Status.ACTIVE
+    assert len(sms_outbox) == 4
+
+
 def test_a_revoked_code_does_not_verify(ana, ana_conv, sms_outbox):
     challenge = challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
 
