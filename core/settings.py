@@ -48,6 +48,7 @@ INSTALLED_APPS = [
 # by bearer token and answer in the company's language.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "tooling.middleware.MachineApiErrors",
     "core.middleware.SessionMiddleware",
     "core.middleware.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",

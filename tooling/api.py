@@ -7,6 +7,7 @@ become the `Idempotency-Key` and `X-Conversation-Id` headers (seed 2 rules for t
 import logging
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext_lazy as _
@@ -19,7 +20,7 @@ from ninja.security import HttpBearer
 from core.errors import GaranteError, PermissionRefused, SystemUnavailable, ValidationFailed
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
-from tooling.execution import InvalidArguments, call_tool
+from tooling.execution import InvalidArguments, argument_errors, call_tool
 from tooling.http import error_response, json_response, loads, outcome_response
 from tooling.idempotency import check_http_key
 from tooling.registry import Tool, registry
@@ -60,15 +61,23 @@ def on_unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 @api.exception_handler(NinjaValidationError)
 def on_invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    # ninja's paths start at the request's part ("body", then the parameter): the arguments'
+    # own paths, as MCP answers them, follow it.
     errors = [
-        {"field": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")}
-        for e in exc.errors
-    ][:10]
+        {**error, "loc": tuple(error.get("loc", ()))[2:]}
+        for error in exc.errors
+        if tuple(error.get("loc", ()))[:2] == ("body", "payload")
+    ]
+    if len(errors) != len(exc.errors):
+        return error_response(ValidationFailed(code="bad_request"))
+    return error_response(InvalidArguments(argument_errors(errors)).as_error())
+
+
+@api.exception_handler(RequestDataTooBig)
+def on_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     return error_response(
         ValidationFailed(
-            _("Los argumentos de la herramienta no son válidos."),
-            code="invalid_arguments",
-            errors=errors,
+            _("La petición es demasiado grande."), code="body_too_large", http_status=413
         )
     )
 
@@ -108,7 +117,8 @@ def _tool_endpoint(tool: Tool):
     def endpoint(
         request: HttpRequest,
         payload: Input,  # type: ignore[valid-type]
-        conversation_id: str = Header(..., alias="X-Conversation-Id"),
+        # Optional here: call_tool answers its absence as over MCP (missing_conversation_id).
+        conversation_id: str | None = Header(None, alias="X-Conversation-Id"),
         idempotency_key: str | None = Header(None, alias="Idempotency-Key"),
     ) -> HttpResponse:
         if tool.write:

@@ -4,8 +4,10 @@ validate arguments -> (writes) idempotency engine -> handler -> output cap -> er
 """
 
 import contextlib
+import itertools
 import logging
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,11 +72,24 @@ def parse_arguments(tool: Tool, arguments: Any) -> Any:
     try:
         return tool.input.model_validate(arguments)
     except pydantic.ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in err["loc"]) or "(arguments)", "problem": err["msg"]}
-            for err in exc.errors(include_url=False, include_context=False, include_input=False)
-        ]
-        raise InvalidArguments(errors[:10]) from None
+        raise InvalidArguments(
+            argument_errors(
+                exc.errors(include_url=False, include_context=False, include_input=False)
+            )
+        ) from None
+
+
+def argument_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The first ten problems of a validation as {"field", "problem"}: the field's dotted path
+    within the arguments (at most 128 characters: an argument's name is the caller's, as long
+    as they like) and pydantic's message. The one shape of both surfaces' answers."""
+    return [
+        {
+            "field": (".".join(str(part) for part in error["loc"]) or "(arguments)")[:128],
+            "problem": str(error["msg"])[:200],
+        }
+        for error in itertools.islice(errors, 10)
+    ]
 
 
 def _nul_character_at(arguments: Any) -> str | None:

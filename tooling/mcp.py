@@ -547,7 +547,7 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> str:
         )
     except InvalidArguments as exc:
         with company_language(company):  # call_tool's ended with the call
-            data = exc.as_error().as_dict()
+            data = error_outcome(exc.as_error()).body  # under the cap, as every answer
         raise RpcError(
             INVALID_PARAMS, f"Invalid arguments for tool {tool.name}", data=data
         ) from None

@@ -1,5 +1,7 @@
 """The REST mirror of the tools, over real HTTP against a live server."""
 
+import json
+
 import pytest
 
 from agenda.models import Service
@@ -114,3 +116,67 @@ def test_the_tools_are_in_the_openapi_document(live_server):
     document = httpx.get(f"{live_server.url}/api/openapi.json").json()
 
     assert "/api/tools/list_services" in document["paths"]
+
+
+# The same errors as over MCP, and JSON whatever goes wrong -----------------------------------
+
+
+def test_bad_arguments_are_named_alike_on_both_surfaces(tool_client, mcp):
+    rest = tool_client.call("list_services", {"limit": "many", "unknown": 1}).json()
+    over_mcp = mcp.call("list_services", {"limit": "many", "unknown": 1}).json()["error"]["data"]
+
+    assert [e["field"] for e in rest["errors"]] == ["limit", "unknown"]
+    assert rest["errors"] == over_mcp["errors"]
+
+
+def test_an_argument_named_at_great_length_gets_an_answer_within_the_cap(tool_client, mcp):
+    arguments = {"k" * 200_000: 1}
+
+    rest = tool_client.call("list_services", arguments)
+    over_mcp = mcp.call("list_services", arguments)
+
+    assert len(rest.content) <= 3000 and len(over_mcp.content) <= 3000 + 200
+    assert len(json.dumps(over_mcp.json()["error"]["data"])) <= 3000
+    assert rest.json()["errors"] == over_mcp.json()["error"]["data"]["errors"]
+    assert rest.json()["errors"][0]["field"] == "k" * 128
+
+
+def test_a_missing_conversation_id_is_answered_as_over_mcp(tool_client, mcp):
+    rest = tool_client.http.post("/api/tools/list_services", json={})
+    over_mcp = mcp.request("tools/call", {"name": "list_services", "arguments": {}}).json()
+
+    assert rest.status_code == 422
+    assert rest.json()["code"] == over_mcp["result"]["structuredContent"]["code"]
+    assert rest.json()["code"] == "missing_conversation_id"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("POST", "/api/tools/no_such_tool", 404, "unknown_tool"),
+        ("POST", "/api/tools/list_services/", 404, "unknown_tool"),
+        ("GET", "/api/tools/list_services", 405, "method_not_allowed"),
+    ],
+)
+def test_a_request_no_tool_answers_gets_the_error_body_not_a_page(
+    tool_client, method, path, status, code
+):
+    response = tool_client.http.request(method, path, json={}, headers={"X-Conversation-Id": "c"})
+
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json()["code"] == code
+    assert set(response.json()) >= {"error_type", "user_message", "code"}
+    if status == 405:
+        assert "POST" in response.headers["Allow"]
+
+
+def test_a_body_too_large_is_a_json_413(tool_client):
+    response = tool_client.http.post(
+        "/api/tools/list_services",
+        content=json.dumps({"x": "a" * 3_000_000}).encode(),
+        headers={"X-Conversation-Id": "c", "Content-Type": "application/json"},
+    )
+
+    assert response.status_code == 413
+    assert response.json()["code"] == "body_too_large"

@@ -1,0 +1,47 @@
+"""The machine API answers in JSON, errors included.
+
+A request the API's own views never see is answered by Django or django-ninja with a page: a
+path under `/api/tools/` that names no tool (404), a tool called with GET (405), a request
+Django refuses before any view (400), an error page (500). For the Gateway these are the same
+kind of answer as any other: the canonical error body (`error_type`, `user_message`, `code`)
+with the same status. Placed right after SecurityMiddleware, which still adds its headers.
+"""
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponseBase
+from django.utils.translation import gettext_lazy as _
+
+from core.errors import GaranteError, NotFound, SystemUnavailable, ValidationFailed
+from core.middleware import is_machine_api
+from tooling.http import error_response
+
+
+def _error_for(status: int) -> GaranteError:
+    if status == 404:
+        return NotFound(_("No existe esa herramienta."), code="unknown_tool")
+    if status == 405:
+        return ValidationFailed(
+            _("Ese método HTTP no está permitido aquí."), code="method_not_allowed", http_status=405
+        )
+    if status >= 500:
+        return SystemUnavailable()
+    return ValidationFailed(code="bad_request", http_status=status)
+
+
+class MachineApiErrors:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if (
+            response.status_code < 400
+            or response.get("Content-Type", "").startswith("application/json")
+            or not is_machine_api(request.path_info)
+        ):
+            return response
+        answer = error_response(_error_for(response.status_code))
+        if "Allow" in response:
+            answer["Allow"] = response["Allow"]
+        return answer
