@@ -590,12 +590,24 @@ class StepUpPolicyForm(forms.ModelForm):
         self.fields["actions_text"].initial = "\n".join(actions)
 
     def clean_actions_text(self) -> list[str]:
+        from tooling.registry import registry  # the tools register once the apps are loaded
+
         names = [line.strip() for line in self.cleaned_data["actions_text"].splitlines()]
         names = [n for n in names if n]
         invalid = [n for n in names if not _TOOL_NAME.match(n)]
         if invalid:
             raise forms.ValidationError(
                 _("Not a tool name: %(names)s"), params={"names": ", ".join(invalid)}
+            )
+        # A name the tools do not check would protect nothing while seeming to.
+        unable = [n for n in names if not ((t := registry.get(n)) and t.takes_step_up)]
+        if unable:
+            raise forms.ValidationError(
+                _(
+                    "Not a tool that acts for an identified customer, so it cannot ask for a "
+                    "code: %(names)s"
+                ),
+                params={"names": ", ".join(unable)},
             )
         return sorted(set(names))
 

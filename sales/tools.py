@@ -199,6 +199,7 @@ class CreateQuoteIn(ToolInput):
 )
 def create_quote(ctx: ToolContext, params: CreateQuoteIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="create_quote")
     quote = quote_create(
         company=ctx.company,
         contact=contact,
@@ -239,6 +240,7 @@ class ListMyQuotesIn(ToolInput):
 )
 def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="list_my_quotes")
     now = timezone.now()
     rows = quote_list(contact=contact, state=params.state, now=now).select_related("company")
     quotes, has_more = page(rows[: params.limit + 1], params.limit)
@@ -259,6 +261,7 @@ class GetQuoteIn(ToolInput):
 )
 def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="get_quote")
     try:
         reference = ledger_resolve(ctx, LedgerKind.QUOTE, params.quote).reference
     except ValidationFailed as error:
@@ -317,6 +320,7 @@ class RejectQuoteIn(ToolInput):
 )
 def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="reject_quote")
     quote = quote_reject(
         quote=_quote_seen(ctx, contact, params.quote), reason=params.reason, locked=True
     )
@@ -341,6 +345,7 @@ class RequestSalesContactIn(ToolInput):
 )
 def request_sales_contact(ctx: ToolContext, params: RequestSalesContactIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    require_step_up(conversation=ctx.conversation, action="request_sales_contact")
     opportunity = opportunity_create(
         company=ctx.company,
         contact=contact,

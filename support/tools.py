@@ -113,7 +113,7 @@ def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
     input=ListMyCasesIn,
 )
 def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    contact = _speaker(ctx, params.identifier, action="list_my_cases")
     cases, has_more = page(
         case_list(company=ctx.company, contact=contact, state=params.state)[: params.limit + 1],
         params.limit,
@@ -132,7 +132,7 @@ def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
     input=CaseIn,
 )
 def get_case(ctx: ToolContext, params: CaseIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
+    contact = _speaker(ctx, params.identifier, action="get_case")
     case = _case_for_reading(ctx, params.case)
     check_owner(contact=contact, owner_id=case.contact_id)
     comments, more = case_public_comments(case=case, limit=COMMENTS_SHOWN)

@@ -35,7 +35,18 @@ class Tool:
     write: bool = False
     destructive: bool = False
     idempotent: bool | None = None
+    # One of the tools through which a customer gets verified (a code asked for, a code
+    # checked): no step-up policy can ask a code for them.
+    verification: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def takes_step_up(self) -> bool:
+        """Whether a company's step-up policy may list this tool: it acts for an identified
+        customer (an `identifier` argument) and is not a verification tool. Each such tool
+        asks for the verification itself (`core.identity.require_step_up`), after checking
+        the identifier (tests/tooling/test_step_up_tools.py holds every one of them to it)."""
+        return "identifier" in self.input.model_fields and not self.verification
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -92,6 +103,7 @@ def tool(
     write: bool = False,
     destructive: bool = False,
     idempotent: bool | None = None,
+    verification: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register the decorated function as a tool handler: `handler(ctx, params) -> dict`."""
 
@@ -106,6 +118,7 @@ def tool(
                 write=write,
                 destructive=destructive,
                 idempotent=idempotent,
+                verification=verification,
             )
         )
         return handler

@@ -83,6 +83,7 @@ class RequestVerificationCodeIn(ToolInput):
     ),
     input=RequestVerificationCodeIn,
     write=True,
+    verification=True,
 )
 def request_verification_code(ctx: ToolContext, params: RequestVerificationCodeIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
@@ -112,6 +113,7 @@ class VerifyCodeIn(ToolInput):
     ),
     input=VerifyCodeIn,
     write=True,
+    verification=True,
 )
 def verify_code(ctx: ToolContext, params: VerifyCodeIn) -> dict:
     conversation = ctx.conversation

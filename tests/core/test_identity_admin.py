@@ -142,3 +142,21 @@ def test_staff_edit_which_actions_need_step_up(client, staff, company):
     # Servers keep a policy for the process cache's lifetime: staff are told so.
     seconds = math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)
     assert any(f"en {seconds} segundos" in str(m) for m in response.context["messages"])
+
+
+@pytest.mark.parametrize("name", ["list_services", "verify_code", "request_verification_code"])
+def test_a_policy_lists_only_tools_that_act_for_an_identified_customer(
+    client, staff, company, name
+):
+    """A catalogue read has nobody to verify, and asking a code to ask for a code locks every
+    customer out: listed, either would seem to protect something and protect nothing."""
+    client.force_login(staff)
+
+    response = client.post(
+        "/admin/core/stepuppolicy/add/",
+        {"company": company.pk, "actions_text": f"accept_quote\n{name}\n"},
+    )
+
+    assert response.status_code == 200
+    assert name in str(response.context["adminform"].form.errors["actions_text"])
+    assert not StepUpPolicy.objects.filter(company=company).exists()

@@ -36,8 +36,9 @@ from tests.statements import call_statements, shape
 ANA = "12345678Z"
 CONVERSATION = "conv-sales-budget"
 
-# create_quote: the engine's claim, the call's conversation, the current price list, ONE read
-# of the products with their prices, the INSERT in the savepoint that draws another reference
+# create_quote: the engine's claim, the call's conversation, the company's step-up policy (kept
+# in the process cache afterwards), the current price list, ONE read of the products with
+# their prices, the INSERT in the savepoint that draws another reference
 # on a collision, ONE insert for every line, and the send transition (its log and UPDATE) on
 # the row this transaction inserted, so nothing is locked or read again.
 CREATE = [
@@ -45,6 +46,7 @@ CREATE = [
     "BEGIN",
     "INSERT tooling_idempotencyrecord",
     "SELECT core_conversation",
+    "SELECT core_stepuppolicy",
     "SELECT sales_pricelist",
     "SELECT sales_product",  # every SKU asked for, each with its price in the list
     "SAVEPOINT",  # a reference collision is caught and drawn again
@@ -57,8 +59,9 @@ CREATE = [
     "UPDATE tooling_idempotencyrecord",
     "COMMIT",
 ]
-# accept_quote: the quote as this conversation saw it, read once under its row lock, the
-# step-up policy and the verification's freshness, then ONE statement locking the quote's
+# accept_quote (after create_quote, whose step-up policy read is cached): the quote as this
+# conversation saw it, read once under its row lock, the verification's freshness (the policy
+# lists accept_quote), then ONE statement locking the quote's
 # products in primary-key order (with what the quote needs of each) and ONE reserving them.
 ACCEPT = [
     "SELECT tooling_idempotencyrecord",
@@ -67,7 +70,6 @@ ACCEPT = [
     "SELECT core_conversation",
     "SELECT tooling_exposedreference",
     "SELECT sales_quote FOR UPDATE",
-    "SELECT core_stepuppolicy",
     "SELECT core_securityevent",
     "SELECT sales_product FOR UPDATE",
     "UPDATE sales_product",
@@ -93,6 +95,7 @@ REQUEST_CONTACT = [
     "BEGIN",
     "INSERT tooling_idempotencyrecord",
     "SELECT core_conversation",
+    "SELECT core_stepuppolicy",  # the first call of the test: not cached yet
     "SAVEPOINT",  # a reference collision is caught and drawn again
     "INSERT sales_opportunity",
     "RELEASE SAVEPOINT",
@@ -150,7 +153,7 @@ BASKET = [{"sku": "CAF-001", "quantity": 3}, {"sku": "TAZ-002", "quantity": 2}] 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_first_create_quote_sends_fifteen_statements(gateway):
+def test_a_first_create_quote_sends_sixteen_statements(gateway):
     outcome, statements = create(gateway, BASKET)
 
     assert outcome.is_error is False, outcome.body
@@ -178,7 +181,7 @@ def test_a_create_quote_costs_the_same_whatever_its_number_of_lines(gateway, she
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_first_accept_quote_sends_fourteen_statements(gateway, catalog):
+def test_a_first_accept_quote_sends_thirteen_statements(gateway, catalog):
     created, _ = create(gateway, BASKET)
 
     outcome, statements = call(
@@ -227,7 +230,7 @@ def test_a_first_reject_quote_sends_ten_statements(gateway):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_first_request_sales_contact_sends_ten_statements(gateway):
+def test_a_first_request_sales_contact_sends_eleven_statements(gateway):
     outcome, statements = call(
         gateway, "request_sales_contact", {"identifier": ANA, "topic": "Cafetera industrial"}
     )
