@@ -7,6 +7,7 @@ import threading
 import time as clock_time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from datetime import time, timedelta
 from functools import partial
 
@@ -181,6 +182,52 @@ def _waiting_statement(pid: int) -> str | None:
     return row[0] if row else None
 
 
+def behind_a_transaction(hold: Callable[[], object], then: Callable[[], object]) -> tuple:
+    """Run `hold` in a transaction of its own thread and keep it open; then run `then` in a
+    transaction of another thread, catch the statement it waits on for a lock (None if it
+    never waits), let the first commit, and return (that statement, what `then` came to:
+    "done" or the code of its refusal)."""
+    held, may_commit = threading.Event(), threading.Event()
+    second: dict = {}
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                hold()
+                held.set()
+                may_commit.wait(WAIT_SECONDS)
+        finally:
+            connections.close_all()
+
+    def after() -> None:
+        try:
+            with transaction.atomic():
+                connection.ensure_connection()
+                second["pid"] = connection.connection.info.backend_pid
+                then()
+            second["outcome"] = "done"
+        except ValidationFailed as refused:
+            second["outcome"] = refused.code
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert held.wait(WAIT_SECONDS)
+    racer = threading.Thread(target=after)
+    racer.start()
+    deadline = clock_time.monotonic() + WAIT_SECONDS
+    waiting = None
+    while waiting is None and racer.is_alive() and clock_time.monotonic() < deadline:
+        clock_time.sleep(0.02)
+        if second.get("pid"):
+            waiting = _waiting_statement(second["pid"])
+    may_commit.set()
+    holder.join(WAIT_SECONDS)
+    racer.join(WAIT_SECONDS)
+    return waiting, second.get("outcome")
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_second_booking_of_a_professional_waits_at_the_slot_check_and_then_is_refused(
@@ -191,8 +238,6 @@ def test_a_second_booking_of_a_professional_waits_at_the_slot_check_and_then_is_
     The slot check locks the professional, so the second booking waits there, with nothing
     inserted, and is refused as taken once the first commits."""
     starts_at = local(2026, 12, 8, 10)
-    first_booked, first_may_commit = threading.Event(), threading.Event()
-    second: dict = {}
 
     def book(contact):
         return appointment_book(
@@ -205,44 +250,11 @@ def test_a_second_booking_of_a_professional_waits_at_the_slot_check_and_then_is_
             now=MONDAY_8AM,
         )
 
-    def first() -> None:
-        try:
-            with transaction.atomic():
-                book(customer)
-                first_booked.set()
-                first_may_commit.wait(WAIT_SECONDS)
-        finally:
-            connections.close_all()
-
-    def then_second() -> None:
-        try:
-            with transaction.atomic():
-                connection.ensure_connection()
-                second["pid"] = connection.connection.info.backend_pid
-                book(other_customer)
-        except ValidationFailed as refused:
-            second["refused"] = refused.code
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=first)
-    holder.start()
-    assert first_booked.wait(WAIT_SECONDS)
-    racer = threading.Thread(target=then_second)
-    racer.start()
-    deadline = clock_time.monotonic() + WAIT_SECONDS
-    waiting = None
-    while waiting is None and clock_time.monotonic() < deadline:
-        clock_time.sleep(0.02)
-        if second.get("pid"):
-            waiting = _waiting_statement(second["pid"])
-    first_may_commit.set()
-    holder.join(WAIT_SECONDS)
-    racer.join(WAIT_SECONDS)
+    waiting, second = behind_a_transaction(lambda: book(customer), lambda: book(other_customer))
 
     # The slot check (pg_stat_activity keeps the first 1,024 characters), not the INSERT.
     assert waiting is not None and waiting.startswith('SELECT "agenda_professional"'), waiting
-    assert second.get("refused") == "slot_taken"
+    assert second == "slot_taken"
     assert Appointment.objects.get().contact_id == customer.pk
 
 
@@ -289,53 +301,20 @@ def test_a_booking_waits_for_a_schedule_change_in_flight_and_decides_on_it(
     the new time off (or outside the new hours). A schedule change locks the professional as a
     booking does, and the booking reads the schedule only once it holds that lock."""
     starts_at = local(2026, 12, 8, 10)  # a Tuesday
-    changed, may_commit = threading.Event(), threading.Event()
-    booking: dict = {}
 
-    def staff_change() -> None:
-        try:
-            with transaction.atomic():
-                change(marta)
-                changed.set()
-                may_commit.wait(WAIT_SECONDS)
-        finally:
-            connections.close_all()
-
-    def customer_books() -> None:
-        try:
-            with transaction.atomic():
-                connection.ensure_connection()
-                booking["pid"] = connection.connection.info.backend_pid
-                appointment_book(
-                    company=company,
-                    contact=customer,
-                    service=service,
-                    professional=marta,
-                    starts_at=starts_at,
-                    created_via=Appointment.Via.GATEWAY,
-                    now=MONDAY_8AM,
-                )
-            booking["booked"] = True
-        except ValidationFailed as refused:
-            booking["refused"] = refused.code
-        finally:
-            connections.close_all()
-
-    staff = threading.Thread(target=staff_change)
-    staff.start()
-    assert changed.wait(WAIT_SECONDS)
-    racer = threading.Thread(target=customer_books)
-    racer.start()
-    deadline = clock_time.monotonic() + WAIT_SECONDS
-    waiting = None
-    while waiting is None and racer.is_alive() and clock_time.monotonic() < deadline:
-        clock_time.sleep(0.02)
-        if booking.get("pid"):
-            waiting = _waiting_statement(booking["pid"])
-    may_commit.set()
-    staff.join(WAIT_SECONDS)
-    racer.join(WAIT_SECONDS)
+    waiting, booking = behind_a_transaction(
+        lambda: change(marta),
+        lambda: appointment_book(
+            company=company,
+            contact=customer,
+            service=service,
+            professional=marta,
+            starts_at=starts_at,
+            created_via=Appointment.Via.GATEWAY,
+            now=MONDAY_8AM,
+        ),
+    )
 
     assert waiting is not None, booking  # it waited for the change to commit
-    assert booking == {"pid": booking["pid"], "refused": refused_as}
+    assert booking == refused_as
     assert not Appointment.objects.exists()
