@@ -360,9 +360,6 @@ def quote_create(
         for line in totals.lines:
             if line.product.track_stock and line.product.quantity_available < line.quantity:
                 raise _insufficient_stock(line.product)
-        valid_until = now + QUOTE_VALIDITY
-        if price_list.valid_until is not None:
-            valid_until = min(valid_until, price_list.valid_until)
         quote = Quote(
             company=company,
             contact=contact,
@@ -371,7 +368,7 @@ def quote_create(
             subtotal=totals.subtotal,
             tax_total=totals.tax,
             total=totals.total,
-            valid_until=valid_until,
+            valid_until=_validity_end(price_list, now),
             opportunity=locked_opportunity,
             conversation=conversation,
         )
@@ -456,9 +453,20 @@ def _quote_send_locked(quote: Quote, *, by: Any, now: datetime) -> None:
     _guard_quote(quote, quote.send, now)
     quote.send(by=by)
     quote.sent_at = now
-    quote.save(update_fields=["state", "sent_at"])
+    # The customer gets the whole validity from the day it is sent, not what is left of a
+    # draft's (a draft kept for two weeks would give them a day); the price list may end first.
+    quote.valid_until = _validity_end(quote.price_list, now)
+    quote.save(update_fields=["state", "sent_at", "valid_until"])
     quote_id = quote.pk  # a plain closure: Django's robust on_commit logs the callable's name
     transaction.on_commit(lambda: _enqueue_quote_email(quote_id), robust=True)
+
+
+def _validity_end(price_list: PriceList, now: datetime) -> datetime:
+    """Until when a quote priced from `price_list` and sent at `now` may be accepted."""
+    valid_until = now + QUOTE_VALIDITY
+    if price_list.valid_until is not None:
+        valid_until = min(valid_until, price_list.valid_until)
+    return valid_until
 
 
 def _enqueue_quote_email(quote_id: int) -> None:

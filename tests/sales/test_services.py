@@ -11,6 +11,7 @@ from django_fsm_log.models import StateLog
 from core.errors import NotFound, ValidationFailed
 from sales.models import Opportunity, Product, Quote
 from sales.services import (
+    QUOTE_VALIDITY,
     QuoteItem,
     opportunity_create,
     opportunity_lose,
@@ -23,6 +24,7 @@ from sales.services import (
     quote_email_deliver,
     quote_emails_pending,
     quote_reject,
+    quote_send,
     quotes_expire_due,
 )
 
@@ -182,6 +184,43 @@ def test_a_quote_does_not_outlive_its_price_list(company, ana, catalog):
     quote = quote_create(company=company, contact=ana, items=BASKET)
 
     assert quote.valid_until == end
+
+
+def test_a_draft_sent_later_gives_the_customer_its_whole_validity_from_sending(
+    company, ana, catalog
+):
+    drafted = timezone.now() - timedelta(days=14)
+    quote = quote_create(company=company, contact=ana, items=BASKET, send=False, now=drafted)
+
+    sent = quote_send(quote=quote)
+
+    assert sent.valid_until == sent.sent_at + QUOTE_VALIDITY
+    quote.refresh_from_db()
+    assert quote.valid_until == sent.valid_until
+    assert quote_accept(quote=quote, now=drafted + timedelta(days=20)).state == (
+        Quote.State.ACCEPTED
+    )
+
+
+def test_a_draft_sent_later_does_not_outlive_its_price_list(company, ana, catalog):
+    quote = quote_create(company=company, contact=ana, items=BASKET, send=False)
+    end = timezone.now() + timedelta(days=2)
+    catalog.price_list.valid_until = end
+    catalog.price_list.save()
+
+    assert quote_send(quote=quote).valid_until == end
+
+
+def test_a_draft_past_its_validity_is_not_sent(company, ana, catalog):
+    drafted = timezone.now() - timedelta(days=16)
+    quote = quote_create(company=company, contact=ana, items=BASKET, send=False, now=drafted)
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_send(quote=quote)
+
+    assert caught.value.extras["state"] == "expired"
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.DRAFT
 
 
 def test_a_new_default_price_list_replaces_the_old_default(company, catalog):
