@@ -53,24 +53,22 @@ class CatalogueEntry:
     duration_minutes: int
 
 
-# company id -> the first CATALOGUE_SIZE active services, and ("services", company id) -> all
+# company id -> the active services as customers see them, and ("services", company id) -> all
 # of them as rows (service_resolve_cached); both tagged with the company, whose entries
 # agenda.signals forgets whenever one of its services is saved or deleted.
 catalogue = ProcessCache("service catalogue")
-CATALOGUE_SIZE = 51  # the longest page customers can ask for (50), and one to tell more exist
 
 
 def service_catalogue(*, company: Company) -> tuple[CatalogueEntry, ...]:
-    """The company's active services in name order, at most CATALOGUE_SIZE, from the process
-    cache (core.process_cache): asked for in nearly every conversation, changed rarely.
+    """The company's active services in name order, from the process cache
+    (core.process_cache): asked for in nearly every conversation, changed rarely; a page of it
+    is what list_services shows.
 
     Only for showing the catalogue: booking resolves and checks services in the database.
     """
 
     def load() -> tuple[int, tuple[CatalogueEntry, ...]]:
-        rows = service_list(company=company).values_list("name", "description", "duration_minutes")[
-            :CATALOGUE_SIZE
-        ]
+        rows = service_list(company=company).values_list("name", "description", "duration_minutes")
         return company.pk, tuple(CatalogueEntry(*row) for row in rows)
 
     return catalogue.get(company.pk, load)

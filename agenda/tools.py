@@ -42,7 +42,7 @@ from tooling.ledger import (
     ledger_resolve_owned,
     ledger_show,
 )
-from tooling.output import listing, page
+from tooling.output import Cursor, listing, page
 from tooling.registry import ToolInput, tool
 
 IDENTIFIER_HELP = (
@@ -90,6 +90,7 @@ def _show_appointments(ctx: ToolContext, appointments: list[Appointment]) -> Non
 
 class ListServicesIn(ToolInput):
     limit: int = Field(default=20, ge=1, le=50, description="Maximum number of services.")
+    cursor: str | None = Cursor
 
 
 @tool(
@@ -102,14 +103,12 @@ class ListServicesIn(ToolInput):
     input=ListServicesIn,
 )
 def list_services(ctx: ToolContext, params: ListServicesIn) -> dict:
-    services, has_more = page(
-        service_catalogue(company=ctx.company)[: params.limit + 1], params.limit
-    )
+    services = page(service_catalogue(company=ctx.company), params.limit, params.cursor)
     items = [
         {"name": s.name, "description": s.description, "duration_minutes": s.duration_minutes}
-        for s in services
+        for s in services.rows
     ]
-    return listing(items, has_more=has_more)
+    return listing(items, has_more=services.has_more, start=services.start)
 
 
 class FindAvailableSlotsIn(ToolInput):
@@ -165,7 +164,8 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         roster=roster,
         limit=params.limit + 1,
     )
-    slots, has_more = page(found, params.limit)
+    slots = found[: params.limit]
+    has_more = len(found) > params.limit
     entries = [
         LedgerEntry(
             slot_reference(company, s.professional.pk, s.starts_at),
@@ -193,6 +193,7 @@ class ListMyAppointmentsIn(ToolInput):
         description="Only appointments in this state (the Spanish labels are accepted too).",
     )
     limit: int = Field(default=10, ge=1, le=15, description="Maximum number of appointments.")
+    cursor: str | None = Cursor
 
 
 @tool(
@@ -208,12 +209,17 @@ class ListMyAppointmentsIn(ToolInput):
 def list_my_appointments(ctx: ToolContext, params: ListMyAppointmentsIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     require_step_up(conversation=ctx.conversation, action="list_my_appointments")
-    appointments, has_more = page(
-        appointment_list_for_contact(contact=contact, state=params.state)[: params.limit + 1],
+    appointments = page(
+        appointment_list_for_contact(contact=contact, state=params.state),
         params.limit,
+        params.cursor,
     )
-    _show_appointments(ctx, appointments)
-    return listing([_appointment_out(ctx, a) for a in appointments], has_more=has_more)
+    _show_appointments(ctx, appointments.rows)
+    return listing(
+        [_appointment_out(ctx, a) for a in appointments.rows],
+        has_more=appointments.has_more,
+        start=appointments.start,
+    )
 
 
 class BookAppointmentIn(ToolInput):

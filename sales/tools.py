@@ -43,7 +43,7 @@ from tooling.ledger import (
     ledger_resolve_owned,
     ledger_show,
 )
-from tooling.output import dumps, listing, page
+from tooling.output import Cursor, dumps, listing, page
 from tooling.registry import ToolInput, tool
 
 # A quote's detail stays well inside the central 3,000-character cap; past this its lines are
@@ -141,6 +141,7 @@ class SearchProductsIn(ToolInput):
         default="", max_length=100, description="Words of the product's name or its SKU."
     )
     limit: int = Field(default=10, ge=1, le=25, description="Maximum number of products.")
+    cursor: str | None = Cursor
 
 
 @tool(
@@ -155,9 +156,9 @@ class SearchProductsIn(ToolInput):
 def search_products(ctx: ToolContext, params: SearchProductsIn) -> dict:
     price_list = price_list_current(company=ctx.company)
     if price_list is None:
-        return listing([], has_more=False)
+        return listing([], has_more=False, start=0)
     rows = product_search(company=ctx.company, price_list=price_list, query=params.query)
-    products, has_more = page(rows[: params.limit + 1], params.limit)
+    products = page(rows, params.limit, params.cursor)
     items = [
         {
             "sku": p.sku,
@@ -166,9 +167,11 @@ def search_products(ctx: ToolContext, params: SearchProductsIn) -> dict:
             "unit_price": money.to_wire(p.unit_price, price_list.currency),
             "in_stock": p.in_stock(),
         }
-        for p in products
+        for p in products.rows
     ]
-    return listing(items, has_more=has_more, currency=price_list.currency)
+    return listing(
+        items, has_more=products.has_more, start=products.start, currency=price_list.currency
+    )
 
 
 # --- create_quote -------------------------------------------------------------------------------
@@ -227,6 +230,7 @@ class ListMyQuotesIn(ToolInput):
         default=None, description="Only quotes in this state (Spanish labels accepted too)."
     )
     limit: int = Field(default=10, ge=1, le=20)
+    cursor: str | None = Cursor
 
 
 @tool(
@@ -243,9 +247,11 @@ def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
     require_step_up(conversation=ctx.conversation, action="list_my_quotes")
     now = timezone.now()
     rows = quote_list(contact=contact, state=params.state, now=now).select_related("company")
-    quotes, has_more = page(rows[: params.limit + 1], params.limit)
-    ledger_show(ctx, LedgerKind.QUOTE, [_ledger_entry(q) for q in quotes])
-    return listing([_quote_summary(q, now) for q in quotes], has_more=has_more)
+    quotes = page(rows, params.limit, params.cursor)
+    ledger_show(ctx, LedgerKind.QUOTE, [_ledger_entry(q) for q in quotes.rows])
+    return listing(
+        [_quote_summary(q, now) for q in quotes.rows], has_more=quotes.has_more, start=quotes.start
+    )
 
 
 class GetQuoteIn(ToolInput):

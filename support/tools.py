@@ -28,7 +28,7 @@ from tooling.ledger import (
     ledger_resolve_owned,
     ledger_show,
 )
-from tooling.output import listing, page
+from tooling.output import Cursor, listing, page
 from tooling.registry import ToolInput, tool
 
 # Long texts are clipped so a case with its latest comments fits the 3,000-character cap.
@@ -67,6 +67,7 @@ class ListMyCasesIn(ToolInput):
         default=None, description="Only cases in this state (Spanish labels accepted too)."
     )
     limit: int = Field(default=10, ge=1, le=20, description="Maximum number of cases.")
+    cursor: str | None = Cursor
 
 
 class CaseIn(ToolInput):
@@ -114,12 +115,17 @@ def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
 )
 def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
     contact = _speaker(ctx, params.identifier, action="list_my_cases")
-    cases, has_more = page(
-        case_list(company=ctx.company, contact=contact, state=params.state)[: params.limit + 1],
+    cases = page(
+        case_list(company=ctx.company, contact=contact, state=params.state),
         params.limit,
+        params.cursor,
     )
-    ledger_show(ctx, LedgerKind.CASE, [_ledger_entry(case) for case in cases])
-    return listing([_case_summary(ctx, case) for case in cases], has_more=has_more)
+    ledger_show(ctx, LedgerKind.CASE, [_ledger_entry(case) for case in cases.rows])
+    return listing(
+        [_case_summary(ctx, case) for case in cases.rows],
+        has_more=cases.has_more,
+        start=cases.start,
+    )
 
 
 @tool(

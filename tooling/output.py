@@ -1,11 +1,18 @@
 """The one output cap: every tool result, error included, fits in 3,000 characters of JSON."""
 
+import base64
+import binascii
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from pydantic import Field
+
+from core.errors import ValidationFailed
 
 # One encoder for every answer: json.dumps with options builds a new one per call, which costs
 # a cheap tool call's answer a quarter of its encoding time. An encoder keeps no state between
@@ -18,15 +25,80 @@ def dumps(payload: Any) -> str:
     return _encoder.encode(payload)
 
 
-def page(rows: Iterable[Any], limit: int) -> tuple[list[Any], bool]:
-    """The first `limit` rows and whether more exist. Pass a queryset sliced to limit + 1."""
-    items = list(rows)
-    return items[:limit], len(items) > limit
+# A list tool's `cursor` argument: where its previous answer stopped. Cursors are positions in
+# the list as the tool orders it (rows added meanwhile may shift a page by a few), made only by
+# us, opaque to the model, and reach at most MAX_CURSOR_START rows deep.
+Cursor = Field(
+    default=None,
+    max_length=16,
+    description="To see more: the next_cursor of the previous answer of this same list.",
+)
+MAX_CURSOR_START = 10_000
 
 
-def listing(items: Sequence[dict[str, Any]], *, has_more: bool, **extra: Any) -> dict[str, Any]:
-    """The shape every list tool answers with."""
-    return {"items": list(items), "count": len(items), "has_more": has_more, **extra}
+@dataclass(frozen=True)
+class Page:
+    rows: list[Any]
+    has_more: bool
+    start: int
+
+
+def page(rows: Sequence[Any], limit: int, cursor: str | None = None) -> Page:
+    """`limit` rows from where `cursor` says (the start if None), and whether more exist.
+
+    `rows` is a queryset (sliced here, so the database reads limit + 1 rows) or a sequence.
+    """
+    start = cursor_start(cursor)
+    items = list(rows[start : start + limit + 1])
+    return Page(items[:limit], len(items) > limit, start)
+
+
+def listing(
+    items: Sequence[dict[str, Any]], *, has_more: bool, start: int | None = None, **extra: Any
+) -> dict[str, Any]:
+    """The shape every list tool answers with. A list given the `start` of its page (a tool
+    taking a cursor) also says where the next page starts, `next_cursor` (None at the end);
+    the cap keeps it true when it drops items."""
+    payload = Listing(items=list(items), count=len(items), has_more=has_more, **extra)
+    if start is not None:
+        payload.start = start
+        payload["next_cursor"] = _next_cursor(start, len(items), has_more)
+    return payload
+
+
+class Listing(dict):
+    """A list tool's answer, knowing where its page started (not part of the JSON)."""
+
+    start: int | None = None
+
+
+def cursor_start(cursor: str | None) -> int:
+    """The position a cursor made by `listing` stands for; VALIDATION for any other text."""
+    if cursor is None:
+        return 0
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        text = ""
+    digits = text[1:]
+    if not (text[:1] == "p" and digits.isascii() and digits.isdigit()):
+        raise ValidationFailed(_INVALID_CURSOR, code="invalid_cursor", field="cursor")
+    start = int(digits)
+    if start > MAX_CURSOR_START:
+        raise ValidationFailed(_INVALID_CURSOR, code="invalid_cursor", field="cursor")
+    return start
+
+
+_INVALID_CURSOR = gettext_lazy(
+    "Esa continuación de la lista no es válida: pida la lista otra vez desde el principio."
+)
+
+
+def _next_cursor(start: int, shown: int, has_more: bool) -> str | None:
+    following = start + shown
+    if not has_more or following > MAX_CURSOR_START:
+        return None
+    return base64.urlsafe_b64encode(f"p{following}".encode()).decode("ascii").rstrip("=")
 
 
 def capped(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -42,9 +114,12 @@ def capped(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
     items = payload.get("items")
     if isinstance(items, list):
         shrunk = dict(payload, items=list(items), has_more=True, truncated=True)
+        start = getattr(payload, "start", None)
         while shrunk["items"] and len(dumps(shrunk)) > limit:
             shrunk["items"].pop()
             shrunk["count"] = len(shrunk["items"])
+            if start is not None:
+                shrunk["next_cursor"] = _next_cursor(start, shrunk["count"], True)
         text = dumps(shrunk)
         if len(text) <= limit:
             return shrunk, text

@@ -177,3 +177,16 @@ def test_a_service_withdrawn_elsewhere_is_searched_for_the_cache_lifetime_never_
         service_resolve(company=company, name="Corte de pelo")
     cache_clock["now"] += 0.2
     assert search(company, "Corte de pelo")["code"] == "service_not_found"
+
+
+def test_a_catalogue_longer_than_a_page_is_listed_whole_through_its_cursor(company):
+    Service.objects.bulk_create(
+        Service(company=company, name=f"Servicio {n:02}", duration_minutes=30) for n in range(60)
+    )
+
+    first = list_services(company, limit=50)
+    rest = list_services(company, limit=50, cursor=first["next_cursor"])
+
+    assert first["has_more"] is True and rest["has_more"] is False
+    assert rest["next_cursor"] is None
+    assert names(first) + names(rest) == [f"Servicio {n:02}" for n in range(60)]

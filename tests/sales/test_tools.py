@@ -98,6 +98,7 @@ def test_search_shows_name_sku_price_and_availability_but_never_quantities(tool_
         "count": 3,
         "has_more": False,
         "currency": "EUR",
+        "next_cursor": None,
     }
 
 

@@ -48,7 +48,7 @@ def test_an_empty_list_of_cases_is_a_success(ana):
     response = ana.call("list_my_cases", {"identifier": ANA})
 
     assert response.status_code == 200
-    assert response.json() == {"items": [], "count": 0, "has_more": False}
+    assert response.json() == {"items": [], "count": 0, "has_more": False, "next_cursor": None}
 
 
 def test_the_list_shows_only_the_customers_own_cases_with_public_fields(
@@ -87,6 +87,51 @@ def test_the_list_filters_by_state_and_honours_the_limit(ana, make_case):
 
     assert [i["reference"] for i in closed_only["items"]] == [closed.reference]
     assert (limited["count"], limited["has_more"]) == (2, True)
+
+
+def test_the_list_continues_from_its_cursor_each_case_once_newest_first(ana, make_case):
+    cases = [make_case(S.OPEN) for _ in range(25)]
+    newest_first = [case.reference for case in reversed(cases)]
+
+    seen, cursor, answers = [], None, 0
+    while True:
+        arguments = {"identifier": ANA, "limit": 10} | ({"cursor": cursor} if cursor else {})
+        body = ana.call("list_my_cases", arguments).json()
+        answers += 1
+        seen += [item["reference"] for item in body["items"]]
+        cursor = body["next_cursor"]
+        assert (cursor is None) == (body["has_more"] is False)
+        if cursor is None:
+            break
+
+    assert (seen, answers) == (newest_first, 3)
+
+
+def test_a_list_cut_by_the_output_cap_continues_after_its_last_shown_item(ana, make_case):
+    cases = [
+        make_case(S.IN_PROGRESS, subject=f"{n} " + "La lavadora hace ruido. " * 6)
+        for n in range(20)
+    ]
+
+    first = ana.call("list_my_cases", {"identifier": ANA, "limit": 20}).json()
+    rest = ana.call(
+        "list_my_cases", {"identifier": ANA, "limit": 20, "cursor": first["next_cursor"]}
+    ).json()
+
+    assert first["truncated"] is True
+    shown = [item["reference"] for item in first["items"] + rest["items"]]
+    assert shown[: len(cases)] == [case.reference for case in reversed(cases)][: len(shown)]
+    assert len(shown) > len(first["items"])
+
+
+@pytest.mark.parametrize(
+    "cursor", ["abc", "cDE!", "", "x" * 16, "cC0xMDAwMDAw", "cDEwMDAwMDAx"]
+)
+def test_a_cursor_we_did_not_make_is_refused(ana, cursor):
+    response = ana.call("list_my_cases", {"identifier": ANA, "cursor": cursor})
+
+    assert response.status_code == 422
+    assert response.json()["code"] in ("invalid_cursor", "invalid_arguments")
 
 
 def test_the_state_filter_takes_the_spanish_label_too_and_refuses_unknown_states(ana, make_case):

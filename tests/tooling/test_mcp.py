@@ -192,6 +192,7 @@ def test_tools_call_returns_structured_content_and_the_same_json_as_text(mcp, co
         "items": [{"name": "Corte", "description": "", "duration_minutes": 30}],
         "count": 1,
         "has_more": False,
+        "next_cursor": None,
     }
     assert result["isError"] is False
     assert result["structuredContent"] == expected

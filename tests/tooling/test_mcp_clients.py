@@ -73,6 +73,7 @@ def test_the_sdk_calls_list_services_and_gets_structured_content(
                 "items": [{"name": "Corte", "description": "", "duration_minutes": 30}],
                 "count": 1,
                 "has_more": True,
+                "next_cursor": "cDE",  # where the next page starts: the second service
             }
             assert json.loads(result.content[0].text) == result.structured_content
 

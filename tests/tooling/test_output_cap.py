@@ -20,7 +20,7 @@ from core.errors import Ambiguous, ValidationFailed
 from tooling.context import CallMeta
 from tooling.execution import call_tool
 from tooling.mcp import tool_entry
-from tooling.output import dumps, listing
+from tooling.output import capped, cursor_start, dumps, listing
 from tooling.registry import Tool, ToolInput, registry
 
 TOOL_NAMES = [tool.name for tool in registry.all()]
@@ -143,3 +143,11 @@ def test_every_tool_is_listed_well_formed(name):
 
 def test_the_cap_is_the_seeds_3000_characters():
     assert settings.GARANTE_OUTPUT_MAX_CHARS == 3000
+
+
+def test_the_cap_moves_a_listings_cursor_back_to_its_last_kept_item():
+    items = [{"text": "x" * 400} for _ in range(20)]
+    body, _ = capped(listing(items, has_more=False, start=40))
+
+    assert body["truncated"] is True and body["has_more"] is True
+    assert cursor_start(body["next_cursor"]) == 40 + body["count"]

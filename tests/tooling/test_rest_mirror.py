@@ -21,6 +21,7 @@ def test_it_lists_the_companys_services(tool_client, company, other_company):
         "items": [{"name": "Corte", "description": "", "duration_minutes": 30}],
         "count": 1,
         "has_more": False,
+        "next_cursor": None,
     }
 
 
