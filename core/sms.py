@@ -2,7 +2,8 @@
 
 `sms_send(to, body)` uses settings.GARANTE_SMS_BACKEND (an alias below or a dotted path) and
 returns the provider's result. Backends raise SmsTransientError when retrying may help (5xx,
-timeouts, connection failures) and SmsPermanentError otherwise; the caller decides retries.
+429, timeouts, connection failures) and SmsPermanentError otherwise (4xx, and any answer that
+is not a 2xx success); the caller decides retries.
 """
 
 import sys
@@ -125,6 +126,11 @@ class TwilioBackend(BaseSmsBackend):
             raise SmsTransientError(f"HTTP {response.status_code}")
         if response.status_code >= 400:
             raise SmsPermanentError(f"HTTP {response.status_code}{_twilio_error_code(response)}")
+        if not response.is_success:
+            # A redirect (an http:// API URL, a proxy in front) or a 1xx: the POST was not
+            # handled, and following it would re-send the form elsewhere. Retrying the same
+            # URL answers the same: a configuration error.
+            raise SmsPermanentError(f"HTTP {response.status_code}: not an answer of the API")
         try:
             payload = response.json()
             return SmsResult(message_id=str(payload["sid"]), status=str(payload.get("status", "")))

@@ -13,7 +13,6 @@ challenge marked not sent) goes through core.durable.
 import hmac
 import logging
 import secrets
-import smtplib
 from datetime import datetime, timedelta
 from email.utils import make_msgid
 from enum import StrEnum
@@ -31,6 +30,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.durable import durably
 from core.errors import PermissionRefused, SystemUnavailable, ValidationFailed
+from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
 from core.normalize import mask_email, mask_phone
 from core.sms import SmsPermanentError, SmsTransientError, sms_send
@@ -412,15 +412,9 @@ def _send_email(challenge: VerificationChallenge, subject: str, body: str) -> tu
     )
     try:
         message.send(fail_silently=False)
-    except smtplib.SMTPResponseException as exc:
-        error = f"SMTP {exc.smtp_code}"
-        raise (_Transient(error) if 400 <= exc.smtp_code < 500 else _Permanent(error)) from None
-    except smtplib.SMTPRecipientsRefused:
-        raise _Permanent("SMTP recipient refused") from None
-    except (smtplib.SMTPServerDisconnected, OSError) as exc:
-        raise _Transient(f"SMTP {type(exc).__name__}") from None
-    except smtplib.SMTPException as exc:
-        raise _Permanent(f"SMTP {type(exc).__name__}") from None
+    except OSError as exc:  # SMTPException is one
+        error = smtp_error_summary(exc)
+        raise (_Transient(error) if smtp_error_is_transient(exc) else _Permanent(error)) from None
     return message_id, "accepted"
 
 

@@ -56,18 +56,21 @@ def case_public_comments(*, case: Case, limit: int) -> tuple[list[CaseComment], 
 
 
 def case_staff_recipients(*, case: Case) -> list[str]:
-    """Who hears about the case: its assignee if it has one with an email, else all its staff."""
-    assignee = case.assignee
-    if assignee is not None and assignee.is_active and assignee.email:
-        return [assignee.email]
-    emails = (
+    """Who hears about the case: its assignee while they are active staff of the case's
+    company with an email, else all that company's active staff with one.
+
+    An assignee who left the company (or moved to another) stays on the case until someone
+    reassigns it; the customer's words must not follow them out."""
+    staff = (
         get_user_model()
         .objects.filter(memberships__company_id=case.company_id, is_active=True)
         .exclude(email="")
-        .values_list("email", flat=True)
-        .distinct()
     )
-    return sorted(emails)
+    if case.assignee_id is not None:
+        assignee = staff.filter(pk=case.assignee_id).values_list("email", flat=True).first()
+        if assignee:
+            return [assignee]
+    return sorted(staff.values_list("email", flat=True).distinct())
 
 
 def support_auto_close_days(*, company_id: int) -> int:

@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
 from core.errors import PermissionRefused, ValidationFailed
+from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation, StaffMembership
 from core.references import new_reference
 from core.sql import insert_unless_conflict
@@ -238,6 +239,9 @@ def case_staff_notify(*, case_id: int, comment_id: int | None = None) -> int:
     already sent is not sent again, and a second delivery of one notice waits for the first
     (only a crash between the send and its commit sends it twice). Internal and staff
     comments are never mailed.
+
+    A transient mail error (a 4yz reply, the network) is raised, for the task to retry; a
+    refusal for good (5yz) settles the notice with nothing sent, and is logged.
     """
     notice_model = Case if comment_id is None else CaseComment
     with one_at_a_time(notice_model, case_id if comment_id is None else comment_id):
@@ -277,12 +281,40 @@ def _staff_notify(*, case_id: int, comment_id: int | None) -> int:
         body = render_to_string(template, {"case": case, "comment": comment})
     # One line only: a subject with a newline is refused by Django's mail.
     subject = " ".join(subject.split())[:200]
-    sent = EmailMessage(subject=subject, body=body, to=recipients).send()
+    try:
+        sent = _staff_email(subject=subject, body=body, recipients=recipients).send()
+    except OSError as exc:  # SMTPException is one
+        if smtp_error_is_transient(exc):
+            raise  # the task retries it; past its retries, the sweep enqueues it again
+        # Refused for good (550 no such mailbox, 554 rejected): sending it again cannot
+        # help, so the notice is settled like one nobody can receive, and the sweep skips it.
+        logger.error(
+            "case %s: staff email refused for good (%s); not retried",
+            case.reference,
+            smtp_error_summary(exc),
+        )
+        _staff_notified(notice)
+        return 0
     _staff_notified(notice)
     return sent
 
 
+def _staff_email(*, subject: str, body: str, recipients: list[str]) -> EmailMessage:
+    """One message, so one SMTP transaction: it goes to all or (on an error) to none, and a
+    retry sends no one a second copy. Several recipients are Bcc: a staff member must not
+    learn the others' addresses (an assignee who left stays on old cases' headers)."""
+    if len(recipients) == 1:
+        return EmailMessage(subject=subject, body=body, to=recipients)
+    return EmailMessage(
+        subject=subject,
+        body=body,
+        bcc=recipients,
+        headers={"To": "undisclosed-recipients:;"},
+    )
+
+
 def _staff_notified(notice: Case | CaseComment) -> None:
+    # Settles the notice: sent, nobody to tell, or refused for good; the sweep skips it.
     # An UPDATE of this one column: telling staff is not a change of the case (updated_at).
     type(notice).objects.filter(pk=notice.pk, staff_notified_at__isnull=True).update(
         staff_notified_at=timezone.now()

@@ -1,7 +1,6 @@
 """Support's Celery tasks: staff emails (and the sweep that resends lost ones), and the sweep
 that closes silent resolved cases."""
 
-from smtplib import SMTPException
 from typing import Any
 
 from django.utils import timezone
@@ -15,12 +14,14 @@ AUTO_CLOSE_EVERY_SECONDS = 60 * 60
 NOTICE_SWEEP_EVERY_SECONDS = 15 * 60
 
 
-@app.task(
-    autoretry_for=(SMTPException, OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5
-)
+# Only transient errors reach the task: case_staff_notify settles a notice the mail server
+# refuses for good (a 5yz reply) instead of raising. OSError covers SMTPException (4yz
+# replies, a dropped connection) and the network.
+@app.task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
 def case_notify_staff(case_id: int, comment_id: int | None = None) -> int:
     """Tell staff about a new case or a customer's comment; retried while mail or the database
-    is down (a database that stops answering fails within GARANTE_DB_ANSWER_SECONDS)."""
+    is down (a database that stops answering fails within GARANTE_DB_ANSWER_SECONDS), never
+    for a refusal that retrying cannot change."""
     return case_staff_notify(case_id=case_id, comment_id=comment_id)
 
 

@@ -1,19 +1,23 @@
 """Delivery of verification codes: a real SMTP server, a real HTTP SMS provider, a real broker
 and a real Celery worker process."""
 
+import email
 import re
 import signal
+import smtplib
 import time
 from datetime import timedelta
 
 import psycopg
 import pytest
+from aiosmtpd.controller import Controller
 from django.conf import settings as django_settings
 from django.utils import timezone
 from werkzeug import Response
 
 from core.errors import SystemUnavailable
 from core.identity import conversation_is_verified
+from core.mail import smtp_error_is_transient
 from core.models import VerificationChallenge
 from core.sms import SmsMessage, SmsPermanentError, SmsTransientError, TwilioBackend
 from core.verification import (
@@ -136,6 +140,25 @@ def test_the_task_retries_a_5xx_and_stores_the_providers_message_id(ana, ana_con
     assert len(twilio.log) == 2
 
 
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_from_the_provider_is_a_permanent_error_never_a_sent_sms(
+    ana, ana_conv, twilio, status
+):
+    """An http:// API URL, or a proxy in front, answers the POST with a redirect: the
+    provider never handled it, and the same URL will answer the same."""
+    twilio.expect_request(TWILIO_PATH).respond_with_data(
+        "", status=status, headers={"Location": "https://api.twilio.com" + TWILIO_PATH}
+    )
+
+    challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
+
+    challenge = VerificationChallenge.objects.get()
+    assert (challenge.delivery_status, challenge.delivery_attempts) == (Delivery.FAILED, 1)
+    assert challenge.delivery_error == f"HTTP {status}: not an answer of the API"
+    assert challenge.provider_message_id == ""
+    assert len(twilio.log) == 1  # not retried, and the redirect not followed
+
+
 def test_a_permanent_refusal_is_not_retried(ana, ana_conv, twilio):
     twilio.expect_request(TWILIO_PATH).respond_with_json({"code": 20003}, status=401)
 
@@ -183,6 +206,99 @@ def test_an_smtp_server_that_is_down_ends_in_a_failed_delivery(ana, ana_conv, se
     challenge = VerificationChallenge.objects.get()
     assert (challenge.delivery_status, challenge.delivery_attempts) == (Delivery.FAILED, 2)
     assert challenge.delivery_error == "SMTP ConnectionRefusedError"
+
+
+class RefusingRecipientsOnce:
+    """A mail server refusing every recipient once with the given reply, then accepting."""
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+        self.refused = 0
+        self.messages: list[email.message.Message] = []
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if not self.refused:
+            self.refused += 1
+            return self.reply
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        self.messages.append(email.message_from_bytes(envelope.content))
+        return "250 Message accepted"
+
+
+@pytest.fixture
+def refusing_once(settings):
+    def start(reply: str) -> RefusingRecipientsOnce:
+        handler = RefusingRecipientsOnce(reply)
+        controller = Controller(handler, hostname="127.0.0.1", port=free_port())
+        controller.start()
+        controllers.append(controller)
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = controller.hostname, controller.port
+        return handler
+
+    controllers: list[Controller] = []
+    yield start
+    for controller in controllers:
+        controller.stop()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["451 4.7.1 Greylisted, please try again later", "452 4.2.2 Mailbox full"],
+)
+def test_a_temporary_refusal_of_the_recipient_is_retried_and_the_code_delivered(
+    ana, ana_conv, refusing_once, reply
+):
+    server = refusing_once(reply)
+
+    challenge_issue(contact=ana, channel="email", conversation=ana_conv)
+
+    challenge = VerificationChallenge.objects.get()
+    assert (challenge.delivery_status, challenge.delivery_error) == (Delivery.SENT, "")
+    assert challenge.delivery_attempts == 2
+    assert server.refused == 1
+    assert [message["To"] for message in server.messages] == ["ana@example.com"]
+
+
+def test_a_refusal_of_the_recipient_for_good_is_not_retried(ana, ana_conv, refusing_once):
+    server = refusing_once("550 5.1.1 No such user")
+
+    challenge_issue(contact=ana, channel="email", conversation=ana_conv)
+
+    challenge = VerificationChallenge.objects.get()
+    assert (challenge.delivery_status, challenge.delivery_attempts) == (Delivery.FAILED, 1)
+    assert challenge.delivery_error == "SMTP recipient refused 550"
+    assert server.messages == []
+
+
+def _refused(*codes: int) -> smtplib.SMTPRecipientsRefused:
+    return smtplib.SMTPRecipientsRefused(
+        {f"r{n}@example.com": (code, b"...") for n, code in enumerate(codes)}
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (_refused(451), True),
+        (_refused(452, 451), True),
+        (_refused(451, 550), False),  # one of them will never take it
+        (_refused(550), False),
+        (_refused(), False),
+        (smtplib.SMTPSenderRefused(451, b"try later", "from@example.com"), True),
+        (smtplib.SMTPDataError(554, b"rejected"), False),
+        (smtplib.SMTPAuthenticationError(535, b"bad credentials"), False),
+        (smtplib.SMTPServerDisconnected("gone"), True),
+        (smtplib.SMTPNotSupportedError("no STARTTLS"), False),
+        (ConnectionRefusedError(), True),
+        (TimeoutError(), True),
+    ],
+)
+def test_an_smtp_error_is_transient_only_when_retrying_may_help(error, transient):
+    assert smtp_error_is_transient(error) is transient
 
 
 # The broker -------------------------------------------------------------------------------

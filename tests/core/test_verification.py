@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.errors import PermissionRefused, ValidationFailed
 from core.identity import conversation_is_verified, identify_contact, require_step_up
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
+from core.services import contact_create
 from core.verification import (
     challenge_deliver_once,
     challenge_issue,
@@ -67,6 +68,38 @@ def test_the_code_goes_by_email_to_the_contacts_registered_address(ana, ana_conv
 
     assert [m.to for m in mail.outbox] == [["ana@example.com"]]
     assert re.search(r"\b\d{6}\b", mail.outbox[0].body)
+
+
+def test_an_english_company_sends_its_codes_in_english(make_company, make_identified, sms_outbox):
+    sunny = make_company(name="Sunny Salon", language="en")
+    ann = contact_create(
+        company=sunny,
+        first_name="Ann",
+        document_number="12345678Z",
+        phone="600999888",
+        email="ann@example.com",
+    )
+    conversation = make_identified(ann, "conv-ann")
+
+    challenge_issue(contact=ann, channel="email", conversation=conversation)
+    challenge_issue(contact=ann, channel="sms", conversation=conversation)
+
+    (message,) = mail.outbox
+    code = code_in(message.body)
+    assert message.subject == "Your Sunny Salon verification code"
+    assert message.body == (
+        f"Sunny Salon: your verification code is {code}. It expires in 10 minutes. "
+        "If you did not request it, ignore this message."
+    )
+    assert sms_outbox[0].body.startswith("Sunny Salon: your verification code is ")
+
+
+def test_a_spanish_company_sends_its_codes_in_spanish(ana, ana_conv):
+    challenge_issue(contact=ana, channel="email", conversation=ana_conv)
+
+    (message,) = mail.outbox
+    assert message.subject == "Su código de verificación de Peluquería Sol"
+    assert "Caduca en 10 minutos." in message.body
 
 
 def test_only_an_hmac_of_the_code_is_stored(ana, ana_conv, sms_outbox):

@@ -2,20 +2,23 @@
 server: a new case, a customer's comment, and a notice lost with the broker that the sweep
 sends once the broker is back."""
 
+import time
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from support import services, tasks
+from support import selectors, services, tasks
 from support.models import Case, CaseComment
 from tests.servers import (
     free_port,
     mail_through_a_database_that_stops_answering,
     postgresql_test_database_url,
+    start_celery_worker,
     start_mail_worker,
     wait_for,
 )
+from tests.support.conftest import refusing_smtp
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest.mark.postgres]
 
@@ -105,3 +108,36 @@ def test_a_worker_whose_database_stops_answering_mid_notice_retries_and_tells_st
     (message,) = inbox.messages
     assert message["To"] == "marta@sol.example" and "Sin gas" in message["Subject"]
     assert b"OperationalError" in worker.log.read_bytes()
+
+
+def test_a_worker_tries_a_notice_refused_for_good_once_and_the_sweep_leaves_it(
+    company, contact, make_staff, celery_publisher, django_db_blocker, tmp_path
+):
+    """550 no such mailbox: retrying cannot help. Retried as an SMTPException, it took six
+    SMTP sessions per sweep, and the sweep found it again every 15 minutes all day."""
+    make_staff("marta", email="gone@sol.example")
+    with (
+        refusing_smtp("550 5.1.1 No such user") as (host, port, server),
+        start_celery_worker(
+            database_url=postgresql_test_database_url(django_db_blocker),
+            redis_db=REDIS_DB,
+            log_dir=tmp_path,
+            env={
+                "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+                "EMAIL_HOST": host,
+                "EMAIL_PORT": str(port),
+            },
+        ) as worker,
+    ):
+        celery_publisher(worker.broker_url, queue=worker.queue)
+        case = services.case_open(
+            company=company, contact=contact, subject="Sin luz", description="Desde ayer."
+        )
+        assert wait_for(lambda: Case.objects.get(pk=case.pk).staff_notified_at, timeout=30)
+        time.sleep(3)  # past the first retry's backoff (1 s, jittered), were there one
+        attempts = server.rcpt_attempts
+
+    assert attempts == 1
+    assert b"refused for good (SMTP recipient refused 550)" in worker.log.read_bytes()
+    later = timezone.now() + timedelta(minutes=20)
+    assert selectors.case_staff_notices_pending(now=later) == []

@@ -1,11 +1,13 @@
 """Support's background work: staff emails after commit, and closing silent resolved cases."""
 
+import smtplib
 from datetime import timedelta
 
 import pytest
 from django.core import mail
 from django.utils import timezone
 
+from core.models import StaffMembership
 from support import selectors, services, tasks
 from support.models import Case, CaseComment, SupportSettings
 from tests.servers import at_once, free_port, start_smtp
@@ -68,6 +70,64 @@ def test_the_assignee_alone_hears_about_a_customer_comment_and_internal_notes_st
     assert message.to == ["luis@sol.example"]
     assert "Es el modelo X200" in message.body
     assert "Cliente difícil" not in message.body
+
+
+def test_an_assignee_who_left_the_company_hears_nothing_more_and_its_staff_do(
+    make_case, contact, make_staff, django_capture_on_commit_callbacks
+):
+    make_staff("marta", email="marta@sol.example")
+    luis = make_staff("luis", email="luis@sol.example")
+    case = services.case_update(
+        case=make_case(S.IN_PROGRESS), priority="normal", assignee=luis, internal_notes=""
+    )
+    StaffMembership.objects.filter(user=luis).delete()  # he left; the case still names him
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.case_comment_add(case=case, body="Mi tarjeta es 4111...", author_contact=contact)
+
+    [message] = mail.outbox
+    assert message.recipients() == ["marta@sol.example"]
+
+
+def test_an_assignee_now_staff_of_another_company_only_hears_nothing_more(
+    make_case, other_company, make_staff
+):
+    make_staff("marta", email="marta@sol.example")
+    luis = make_staff("luis", email="luis@sol.example")
+    case = services.case_update(
+        case=make_case(S.IN_PROGRESS), priority="normal", assignee=luis, internal_notes=""
+    )
+    StaffMembership.objects.filter(user=luis).update(company=other_company)
+
+    assert selectors.case_staff_recipients(case=case) == ["marta@sol.example"]
+
+
+def test_an_inactive_assignee_hears_nothing_and_the_staff_do(make_case, make_staff):
+    make_staff("marta", email="marta@sol.example")
+    luis = make_staff("luis", email="luis@sol.example")
+    case = services.case_update(
+        case=make_case(S.IN_PROGRESS), priority="normal", assignee=luis, internal_notes=""
+    )
+    type(luis).objects.filter(pk=luis.pk).update(is_active=False)
+
+    assert selectors.case_staff_recipients(case=case) == ["marta@sol.example"]
+
+
+def test_staff_emailed_together_do_not_see_each_others_addresses(
+    company, contact, make_staff, smtp_refusing, django_capture_on_commit_callbacks
+):
+    make_staff("marta", email="marta@sol.example")
+    make_staff("luis", email="luis@sol.example")
+    server = smtp_refusing()  # accepts everything
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.case_open(company=company, contact=contact, subject="Sin luz", description="d")
+
+    [(envelope, message)] = server.messages  # one message: it reaches all or, failing, none
+    assert sorted(envelope) == ["luis@sol.example", "marta@sol.example"]
+    assert message["To"] == "undisclosed-recipients:;"
+    headers = "\n".join(f"{name}: {value}" for name, value in message.items())
+    assert "marta@" not in headers and "luis@" not in headers
 
 
 def test_a_customer_subject_with_a_line_break_still_makes_a_valid_email(
@@ -177,6 +237,42 @@ def test_a_notice_nobody_can_receive_is_settled_without_an_email(make_case):
     assert case.staff_notified_at is not None
     _written_minutes_ago(case, 20)
     assert selectors.case_staff_notices_pending(now=timezone.now()) == []
+
+
+def test_a_notice_refused_for_good_is_settled_after_one_try_and_not_swept_again(
+    make_case, make_staff, smtp_refusing, caplog
+):
+    make_staff("marta", email="gone@sol.example")
+    case = make_case(S.OPEN)  # in the test's transaction: its own notice never ran
+    server = smtp_refusing("550 5.1.1 No such user")
+
+    assert tasks.case_notify_staff.apply(kwargs={"case_id": case.pk}).get() == 0
+
+    assert server.rcpt_attempts == 1 and server.messages == []
+    assert "staff email refused for good (SMTP recipient refused 550)" in caplog.text
+    case.refresh_from_db()
+    assert case.staff_notified_at is not None
+    _written_minutes_ago(case, 20)
+    assert selectors.case_staff_notices_pending(now=timezone.now()) == []
+
+
+def test_a_notice_refused_for_now_stays_pending_for_a_retry(make_case, make_staff, smtp_refusing):
+    """451 greylisting, 452 mailbox full: the task retries it (OSError is in its
+    autoretry_for), and past its retries the sweep still finds it."""
+    make_staff("marta", email="marta@sol.example")
+    case = make_case(S.OPEN)
+    server = smtp_refusing("451 4.7.1 Greylisted, please try again later", times=1)
+
+    with pytest.raises(smtplib.SMTPRecipientsRefused):
+        services.case_staff_notify(case_id=case.pk)
+    case.refresh_from_db()
+    assert case.staff_notified_at is None
+    _written_minutes_ago(case, 20)
+    assert selectors.case_staff_notices_pending(now=timezone.now()) == [(case.pk, None)]
+
+    assert services.case_staff_notify(case_id=case.pk) == 1  # the retry
+    assert [envelope for envelope, _message in server.messages] == [["marta@sol.example"]]
+    assert issubclass(smtplib.SMTPRecipientsRefused, tasks.case_notify_staff.autoretry_for)
 
 
 def _resolve_days_ago(case: Case, days: float) -> Case:

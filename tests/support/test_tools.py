@@ -124,9 +124,7 @@ def test_a_list_cut_by_the_output_cap_continues_after_its_last_shown_item(ana, m
     assert len(shown) > len(first["items"])
 
 
-@pytest.mark.parametrize(
-    "cursor", ["abc", "cDE!", "", "x" * 16, "cC0xMDAwMDAw", "cDEwMDAwMDAx"]
-)
+@pytest.mark.parametrize("cursor", ["abc", "cDE!", "", "x" * 16, "cC0xMDAwMDAw", "cDEwMDAwMDAx"])
 def test_a_cursor_we_did_not_make_is_refused(ana, cursor):
     response = ana.call("list_my_cases", {"identifier": ANA, "cursor": cursor})
 
