@@ -12,6 +12,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
@@ -153,10 +154,32 @@ class PriceListItemForm(forms.ModelForm):
         fields = ["product", "unit_price"]
 
 
+class PriceListItemFormSet(forms.BaseInlineFormSet):
+    def _construct_form(self, i: int, **kwargs: Any) -> forms.ModelForm:
+        form = super()._construct_form(i, **kwargs)
+        # Each price checks its decimals against its list's currency; a list being created
+        # has no id yet, so each price gets the list itself (as saving will give it).
+        form.instance.price_list = self.instance
+        return form
+
+
 class PriceListItemInline(ScopedProductInline):
     model = PriceListItem
     form = PriceListItemForm
+    formset = PriceListItemFormSet
     extra = 1
+
+    def get_formset(self, request: HttpRequest, obj: PriceList | None = None, **kwargs: Any):
+        formset = super().get_formset(request, obj, **kwargs)
+        if obj is not None and obj.pk is not None:
+            # New prices are for active products, but a product retired since keeps its row:
+            # otherwise the list could not be saved again without deleting its price.
+            product = formset.form.base_fields["product"]
+            priced_here = PriceListItem.objects.filter(price_list=obj).values("product_id")
+            product.queryset = _company_filter(
+                request, Product.objects.filter(Q(active=True) | Q(pk__in=priced_here))
+            )
+        return formset
 
 
 class PriceListForm(forms.ModelForm):
@@ -204,7 +227,8 @@ class QuoteCreateForm(forms.ModelForm):
             if not line.strip():
                 continue
             sku, _sep, quantity = line.strip().rpartition(" ")
-            if not sku or not quantity.isdigit():
+            # ASCII only: str.isdigit() also takes "²" or "①", which int() refuses.
+            if not sku or not (quantity.isascii() and quantity.isdigit()):
                 raise forms.ValidationError(_("Line %(n)d is not 'SKU quantity'.") % {"n": number})
             items.append(services.QuoteItem(sku=sku.strip(), quantity=int(quantity)))
         return items
@@ -311,6 +335,17 @@ class QuoteAdmin(ServiceTransitionsMixin, CompanyScopedAdmin):
     @admin.display(description=_("total"), ordering="total")
     def amount(self, quote: Quote) -> str:
         return money.spoken(quote.total, quote.currency)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Quote | None = None) -> bool:
+        # A quote once sent is the customer's (they hold its reference, an accepted one holds
+        # stock): staff expire it instead. Drafts never sent may be deleted. The bulk action
+        # asks this of every selected quote too.
+        if obj is not None and obj.sent_at is not None:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        super().delete_queryset(request, queryset.filter(sent_at__isnull=True))
 
     def get_form(self, request: HttpRequest, obj: Quote | None = None, **kwargs: Any) -> Any:
         if obj is None:

@@ -81,6 +81,15 @@ class Product(models.Model):
         return not self.track_stock or self.quantity_available > 0
 
 
+def _currency_clean(currency: str | None) -> str:
+    """The currency in upper case if it has the shape of an ISO 4217 code; a ValidationError
+    on the `currency` field otherwise (price lists and opportunities share it)."""
+    currency = (currency or "").upper()
+    if not money.is_currency_code(currency):
+        raise ValidationError({"currency": _("Use a three-letter ISO 4217 code.")})
+    return currency
+
+
 class PriceList(models.Model):
     """Prices in one currency, valid within an optional window; one default per company."""
 
@@ -112,9 +121,7 @@ class PriceList(models.Model):
         return f"{self.name} ({self.currency})"
 
     def clean(self) -> None:
-        self.currency = (self.currency or "").upper()
-        if len(self.currency) != 3 or not self.currency.isalpha():
-            raise ValidationError({"currency": _("Use a three-letter ISO 4217 code.")})
+        self.currency = _currency_clean(self.currency)
         if self.valid_from and self.valid_until and self.valid_from >= self.valid_until:
             raise ValidationError({"valid_until": _("The window must end after it starts.")})
 
@@ -139,10 +146,13 @@ class PriceListItem(models.Model):
         return f"{self.product} @ {self.unit_price}"
 
     def clean(self) -> None:
-        if self.product_id and self.price_list_id:
-            if self.product.company_id != self.price_list.company_id:
+        # The list object, not its id: a list being created with its prices has no id yet.
+        known = self.price_list_id is not None or PriceListItem.price_list.is_cached(self)
+        price_list = self.price_list if known else None
+        if self.product_id and price_list is not None:
+            if self.product.company_id != price_list.company_id:
                 raise ValidationError({"product": _("The product belongs to another company.")})
-            currency = self.price_list.currency
+            currency = price_list.currency
             if self.unit_price is not None and not money.is_exact(self.unit_price, currency):
                 raise ValidationError(
                     {
@@ -197,6 +207,9 @@ class Opportunity(FSMModelMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.reference} · {self.title}"
+
+    def clean(self) -> None:
+        self.currency = _currency_clean(self.currency)
 
     @property
     def is_closed(self) -> bool:

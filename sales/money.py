@@ -39,6 +39,11 @@ STORED_MAX_DIGITS = 14
 STORED_AMOUNT_LIMIT = Decimal(10) ** (STORED_MAX_DIGITS - STORED_DECIMAL_PLACES)
 
 
+def is_currency_code(code: str) -> bool:
+    """Whether `code` has the shape of an ISO 4217 code: three capital letters A to Z."""
+    return len(code) == 3 and code.isascii() and code.isalpha() and code.isupper()
+
+
 def minor_units(currency: str) -> int:
     """How many decimals an amount in this currency has (2 unless ISO 4217 says otherwise)."""
     return _MINOR_UNITS.get(currency.upper(), DEFAULT_MINOR_UNITS)

@@ -53,18 +53,23 @@ def products_priced(*, company: Company, price_list: PriceList, skus: Iterable[s
     )
 
 
+def _sent(quotes: QuerySet[Quote]) -> QuerySet[Quote]:
+    """Only the quotes that were sent to their customer. Their state is not enough: a draft
+    withdrawn by staff or expired by the sweep is `expired` without ever having been sent."""
+    return quotes.filter(sent_at__isnull=False)
+
+
 def quote_list(
     *, contact: Contact, state: str | None = None, now: datetime | None = None
 ) -> QuerySet[Quote]:
-    """A contact's quotes, newest first; drafts (not yet sent) are not the customer's to see.
+    """A contact's quotes that were sent to them, newest first. A quote never sent (a draft,
+    or one staff withdrew or the sweep expired before sending) is not the customer's to see.
 
     `state` filters by the state the customer would be told: an open quote past its validity
     counts as expired even before the beat task marks it.
     """
     now = now or timezone.now()
-    quotes = Quote.objects.filter(company_id=contact.company_id, contact=contact).exclude(
-        state=Quote.State.DRAFT
-    )
+    quotes = _sent(Quote.objects.filter(company_id=contact.company_id, contact=contact))
     if state == Quote.State.EXPIRED:
         quotes = quotes.filter(
             Q(state=Quote.State.EXPIRED) | Q(state=Quote.State.SENT, valid_until__lte=now)
@@ -77,14 +82,12 @@ def quote_list(
 
 
 def quote_get(*, company: Company, reference: str, for_update: bool = False) -> Quote:
-    """The company's sent (or resolved) quote with this public reference, with its lines;
-    NotFound otherwise. Drafts are staff work in progress and not found here.
+    """The company's quote with this public reference, with its lines, if it was sent;
+    NotFound otherwise. A quote never sent is staff work (even once expired), not found here.
 
     With `for_update` the quote's row is locked until the transaction ends, and its lines are
     not read (a transition needs the quote alone)."""
-    quotes = Quote.objects.filter(
-        company=company, reference=normalize_reference(reference)
-    ).exclude(state=Quote.State.DRAFT)
+    quotes = _sent(Quote.objects.filter(company=company, reference=normalize_reference(reference)))
     quotes = quotes.select_for_update() if for_update else quotes.prefetch_related("lines")
     quote = quotes.first()
     if quote is None:
@@ -94,9 +97,10 @@ def quote_get(*, company: Company, reference: str, for_update: bool = False) -> 
 
 
 def quote_owner_id(*, company: Company, reference: str) -> int | None:
-    """The contact id of the company's quote with exactly this reference, if there is one."""
+    """The contact id of the company's sent quote with exactly this reference, if there is one
+    (a quote never sent has no owner to tell the customer about)."""
     return (
-        Quote.objects.filter(company=company, reference=normalize_reference(reference))
+        _sent(Quote.objects.filter(company=company, reference=normalize_reference(reference)))
         .values_list("contact_id", flat=True)
         .first()
     )

@@ -16,7 +16,7 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import Case, F, IntegerField, OuterRef, Subquery, Sum, Value, When
 from django.template.loader import render_to_string
-from django.utils import timezone, translation
+from django.utils import formats, timezone, translation
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
@@ -437,25 +437,55 @@ def _quote_state_error(state: str) -> ValidationFailed:
 
 
 def quote_send(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
-    """Send a draft quote: it becomes answerable, and it is emailed after commit."""
+    """Send a draft quote: it becomes answerable, and it is emailed after commit.
+
+    A draft goes out only at the prices the company quotes at `now`: one priced from a list
+    that has closed or been replaced as the current one is refused (staff draft it again),
+    and so is one whose opportunity is already closed.
+    """
     now = now or timezone.now()
 
     def send() -> Quote:
         locked = _lock_quote(quote)
+        _guard_quote(locked, locked.send, now)
+        _check_draft_still_quotable(locked, now)
         _quote_send_locked(locked, by=by, now=now)
         return locked
 
     return without_savepoint(send)
 
 
+def _check_draft_still_quotable(quote: Quote, now: datetime) -> None:
+    """Refuse to send a draft whose prices or opportunity no longer hold at `now`. Call while
+    holding the quote's row lock (lock order: the quote, then its opportunity)."""
+    current = price_list_current(company=quote.company, at=now)
+    if current is None or current.pk != quote.price_list_id:
+        raise ValidationFailed(
+            _(
+                "Este borrador se preparó con una lista de precios que ya no está vigente; "
+                "prepare una cotización nueva."
+            ),
+            code="price_list_outdated",
+        )
+    quote.price_list = current  # the same list, as it is now: its window bounds the validity
+    if quote.opportunity_id is not None:
+        opportunity = Opportunity.objects.select_for_update().get(pk=quote.opportunity_id)
+        if opportunity.is_closed:
+            raise _opportunity_state_error(opportunity)
+
+
 def _quote_send_locked(quote: Quote, *, by: Any, now: datetime) -> None:
-    """Call while holding the quote's row lock (or having inserted it in this transaction)."""
+    """Call while holding the quote's row lock (or having inserted it in this transaction),
+    with `quote.price_list` current at `now`."""
     _guard_quote(quote, quote.send, now)
-    quote.send(by=by)
-    quote.sent_at = now
     # The customer gets the whole validity from the day it is sent, not what is left of a
     # draft's (a draft kept for two weeks would give them a day); the price list may end first.
-    quote.valid_until = _validity_end(quote.price_list, now)
+    valid_until = _validity_end(quote.price_list, now)
+    if valid_until <= now:  # never email an offer that is already over
+        raise _quote_state_error(Quote.State.EXPIRED)
+    quote.send(by=by)
+    quote.sent_at = now
+    quote.valid_until = valid_until
     quote.save(update_fields=["state", "sent_at", "valid_until"])
     quote_id = quote.pk  # a plain closure: Django's robust on_commit logs the callable's name
     transaction.on_commit(lambda: _enqueue_quote_email(quote_id), robust=True)
@@ -674,19 +704,28 @@ def _quote_email(quote: Quote) -> tuple[str, str]:
                 "sku": line.sku,
                 "quantity": line.quantity,
                 "unit_price": money.spoken(line.unit_price, quote.currency),
-                "total": money.spoken(line.total, quote.currency),
+                # Before tax, as the unit price beside it: the lines add up to the Subtotal.
+                "subtotal": money.spoken(line.subtotal, quote.currency),
             }
             for line in quote.lines.all()
         ],
         "subtotal": money.spoken(quote.subtotal, quote.currency),
         "tax": money.spoken(quote.tax_total, quote.currency),
         "total": money.spoken(quote.total, quote.currency),
-        "valid_until": quote.valid_until,
+        "validity": _validity_sentence(quote.valid_until),
         "is_open": quote.state == Quote.State.SENT,
         "state_label": QUOTE_STATE_LABELS[quote.state],
     }
     subject = render_to_string("sales/quote_email_subject.txt", context).strip()
     return subject, render_to_string("sales/quote_email.txt", context)
+
+
+def _validity_sentence(valid_until: datetime) -> str:
+    """The email's validity sentence in the active language and timezone, ending in one full
+    stop even when the date itself ends in one (English times end in "a.m.")."""
+    until = formats.date_format(timezone.localtime(valid_until), "DATETIME_FORMAT")
+    sentence = _("Válida hasta el %(until)s.") % {"until": until}
+    return sentence[:-1] if sentence.endswith("..") else sentence
 
 
 def quote_emails_pending(*, now: datetime | None = None) -> list[int]:
@@ -795,9 +834,38 @@ def opportunity_win(*, opportunity: Opportunity, by: Any = None) -> Opportunity:
 
 
 @transaction.atomic
-def opportunity_lose(*, opportunity: Opportunity, reason: str, by: Any = None) -> Opportunity:
-    """Close an open opportunity as lost; the reason is required so the team can learn."""
+def opportunity_lose(
+    *, opportunity: Opportunity, reason: str, by: Any = None, now: datetime | None = None
+) -> Opportunity:
+    """Close an open opportunity as lost; the reason is required so the team can learn.
+
+    Its open quotes (drafts and sent ones) expire with it, so none is left looking acceptable.
+    """
     reason = reason.strip()
     if not reason:
         raise ValidationFailed(_("Indique el motivo de la pérdida."), code="lost_reason_required")
-    return _opportunity_move(opportunity, "lose", by=by, lost_reason=reason[:300])
+    now = now or timezone.now()
+    # Lock order: the quotes, then the opportunity. An acceptance or a send under way finishes
+    # first (a won opportunity then refuses to be lost; a quote it sent is expired here).
+    quotes = _open_quotes_lock(opportunity)
+    lost = _opportunity_move(opportunity, "lose", by=by, now=now, lost_reason=reason[:300])
+    # A quote created while this waited for the opportunity's lock (quote_create holds it).
+    # Skipping a locked one keeps off a deadlock: whoever holds it finds the opportunity lost.
+    quotes += _open_quotes_lock(opportunity, skip_locked=True, exclude=[q.pk for q in quotes])
+    for quote in quotes:
+        quote.expire(by=by)
+        quote.resolved_at = now
+        quote.save(update_fields=["state", "resolved_at"])
+    return lost
+
+
+def _open_quotes_lock(
+    opportunity: Opportunity, *, skip_locked: bool = False, exclude: Iterable[int] = ()
+) -> list[Quote]:
+    """The opportunity's open quotes, row-locked in primary-key order."""
+    return list(
+        Quote.objects.select_for_update(skip_locked=skip_locked)
+        .filter(opportunity_id=opportunity.pk, state__in=Quote.OPEN_STATES)
+        .exclude(pk__in=list(exclude))
+        .order_by("pk")
+    )

@@ -95,7 +95,8 @@ def _quote_detail(quote: Quote, now: datetime, **extra: object) -> dict:
                 "quantity": line.quantity,
                 "unit_price": money.to_wire(line.unit_price, currency),
                 "tax_rate": str(line.tax_rate),
-                "total": money.to_wire(line.total, currency),
+                # Before tax, as the email shows it: the lines add up to `subtotal`.
+                "subtotal": money.to_wire(line.subtotal, currency),
             }
             for line in quote.lines.all()
         ],
@@ -262,7 +263,10 @@ class GetQuoteIn(ToolInput):
 @tool(
     name="get_quote",
     title="Show one of the customer's quotes",
-    description="Shows a quote of the identified customer: lines, taxes, total and validity.",
+    description=(
+        "Shows a quote of the identified customer: lines (each subtotal before tax), taxes, "
+        "total and validity."
+    ),
     input=GetQuoteIn,
 )
 def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:

@@ -20,6 +20,7 @@ from sales.services import (
     price_list_create,
     quote_accept,
     quote_create,
+    quote_expire,
 )
 
 pytestmark = pytest.mark.django_db
@@ -223,6 +224,69 @@ def test_staff_accept_a_quote_with_the_same_stock_rules(admin_client, company, a
     assert Product.objects.get(sku="TAZ-002").quantity_reserved == 2
 
 
+def test_a_quantity_written_with_a_superscript_digit_is_a_form_error(
+    admin_client, company, ana, catalog
+):
+    # str.isdigit() takes "²" (and "③"), int() does not.
+    response = admin_client.post(
+        reverse("admin:sales_quote_add"),
+        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": "CAF-001 ²"},
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["items"]
+    assert not Quote.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "settle",
+    [lambda quote: quote, lambda quote: quote_accept(quote=quote)],
+    ids=["sent", "accepted"],
+)
+def test_a_quote_once_sent_cannot_be_deleted_in_the_admin(
+    admin_client, company, ana, catalog, settle
+):
+    quote = settle(quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)]))
+
+    page = admin_client.get(change_url(quote))
+    one = admin_client.post(reverse("admin:sales_quote_delete", args=[quote.pk]), {"post": "yes"})
+    bulk = admin_client.post(
+        reverse("admin:sales_quote_changelist"),
+        {"action": "delete_selected", "_selected_action": [quote.pk], "post": "yes"},
+    )
+
+    assert reverse("admin:sales_quote_delete", args=[quote.pk]) not in page.content.decode()
+    assert one.status_code == 403
+    assert bulk.status_code == 403
+    assert Quote.objects.filter(pk=quote.pk).exists()
+    assert Product.objects.get(sku="TAZ-002").quantity_reserved == (
+        2 if quote.state == Quote.State.ACCEPTED else 0
+    )
+
+
+def test_a_draft_never_sent_may_be_deleted_alone_or_in_bulk(admin_client, company, ana, catalog):
+    drafts = [
+        quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)], send=False)
+        for _ in range(3)
+    ]
+    quote_expire(quote=drafts[2])  # withdrawn, still never sent
+
+    one = admin_client.post(
+        reverse("admin:sales_quote_delete", args=[drafts[0].pk]), {"post": "yes"}
+    )
+    bulk = admin_client.post(
+        reverse("admin:sales_quote_changelist"),
+        {
+            "action": "delete_selected",
+            "_selected_action": [d.pk for d in drafts[1:]],
+            "post": "yes",
+        },
+    )
+
+    assert (one.status_code, bulk.status_code) == (302, 302)
+    assert not Quote.objects.exists()
+
+
 # --- Catalog -------------------------------------------------------------------------------------
 
 
@@ -278,3 +342,113 @@ def test_a_price_with_more_decimals_than_the_currency_is_refused(admin_client, c
 
     assert response.status_code == 200
     assert not yen.items.exists()
+
+
+def _new_price_list_form(company, currency: str, product: Product, price: str) -> dict:
+    return {
+        "company": company.pk,
+        "name": f"Lista {currency}",
+        "currency": currency,
+        "valid_from": "",
+        "valid_until": "",
+        "items-TOTAL_FORMS": "1",
+        "items-INITIAL_FORMS": "0",
+        "items-MIN_NUM_FORMS": "0",
+        "items-MAX_NUM_FORMS": "1000",
+        "items-0-product": product.pk,
+        "items-0-unit_price": price,
+    }
+
+
+def test_a_new_price_list_refuses_prices_with_more_decimals_than_its_currency(
+    admin_client, company, catalog
+):
+    response = admin_client.post(
+        reverse("admin:sales_pricelist_add"),
+        _new_price_list_form(company, "JPY", catalog.coffee, "12.50"),
+    )
+
+    assert response.status_code == 200
+    (prices,) = response.context["inline_admin_formsets"]
+    assert [set(errors) for errors in prices.formset.errors] == [{"unit_price"}]
+    assert not PriceList.objects.filter(currency="JPY").exists()
+
+
+def test_a_new_price_list_with_exact_prices_is_saved(admin_client, company, catalog):
+    response = admin_client.post(
+        reverse("admin:sales_pricelist_add"),
+        _new_price_list_form(company, "jpy", catalog.coffee, "1250"),
+    )
+
+    assert response.status_code == 302
+    yen = PriceList.objects.get(currency="JPY")
+    assert yen.items.get().unit_price == Decimal("1250")
+
+
+def test_a_price_list_pricing_a_retired_product_can_still_be_edited(admin_client, company, catalog):
+    # The catalog prices the retired (inactive) descaler: staff rename the list only.
+    data = change_form_data(admin_client, catalog.price_list, name="Tarifa 2026")
+
+    response = admin_client.post(change_url(catalog.price_list), data)
+
+    assert response.status_code == 302
+    catalog.price_list.refresh_from_db()
+    assert catalog.price_list.name == "Tarifa 2026"
+    assert catalog.price_list.items.count() == 4
+
+
+def test_a_retired_product_is_not_offered_for_a_new_price(admin_client, company, catalog):
+    yen = price_list_create(company=company, name="Yen", currency="JPY")
+
+    page = admin_client.get(change_url(yen))
+
+    choices = page.context["inline_admin_formsets"][0].formset.empty_form.fields["product"]
+    offered = set(choices.queryset.values_list("sku", flat=True))
+    assert "DES-004" not in offered
+    assert "CAF-001" in offered
+    # ...but a list that already prices it offers it, once, for its own row.
+    page = admin_client.get(change_url(catalog.price_list))
+    choices = page.context["inline_admin_formsets"][0].formset.empty_form.fields["product"]
+    skus = list(choices.queryset.values_list("sku", flat=True))
+    assert "DES-004" in skus and len(skus) == len(set(skus))
+
+
+@pytest.mark.parametrize("currency", ["zz", "eu", "ÉUR", "E1R", "€€€"])
+def test_an_opportunitys_currency_must_be_an_iso_code(admin_client, company, ana, currency):
+    response = admin_client.post(
+        reverse("admin:sales_opportunity_add"),
+        {
+            "company": company.pk,
+            "contact": ana.pk,
+            "title": "Oficina",
+            "notes": "",
+            "amount": "100",
+            "currency": currency,
+            "owner": "",
+        },
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["currency"]
+    assert not Opportunity.objects.exists()
+
+
+@pytest.mark.parametrize("currency", ["usd", ""])
+def test_an_opportunitys_currency_is_an_iso_code_or_the_companys(
+    admin_client, company, ana, currency
+):
+    response = admin_client.post(
+        reverse("admin:sales_opportunity_add"),
+        {
+            "company": company.pk,
+            "contact": ana.pk,
+            "title": "Oficina",
+            "notes": "",
+            "amount": "100",
+            "currency": currency,
+            "owner": "",
+        },
+    )
+
+    assert response.status_code == 302
+    assert Opportunity.objects.get().currency == (currency.upper() or company.currency)

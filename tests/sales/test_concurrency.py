@@ -7,10 +7,12 @@ import pytest
 
 from core.errors import ValidationFailed
 from core.services import contact_create
-from sales.models import Product, Quote
+from sales.models import Opportunity, Product, Quote
 from sales.selectors import price_list_current
 from sales.services import (
     QuoteItem,
+    opportunity_create,
+    opportunity_lose,
     price_list_item_set,
     product_create,
     quote_accept,
@@ -83,3 +85,46 @@ def test_quotes_locking_the_same_products_in_opposite_orders_do_not_deadlock(com
         assert 0 <= product.quantity_reserved <= product.quantity_on_hand
     assert Product.objects.get(sku="LAM-006").quantity_reserved == 4
     assert Product.objects.get(sku="CAF-001").quantity_reserved == 8
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_losing_an_opportunity_while_its_quotes_are_accepted_neither_deadlocks_nor_splits(
+    company, repeat
+):
+    """Losing locks the quotes before the opportunity, as acceptance does: one of them wins,
+    and the other is refused with the outcome (never a deadlock, never both)."""
+    build_catalog(company)
+    (contact,) = customers(company, 1)
+    opportunity = opportunity_create(company=company, contact=contact, title="Oficina")
+    quotes = [
+        quote_create(
+            company=company,
+            contact=contact,
+            items=[QuoteItem("CAF-001", 1)],
+            opportunity=opportunity,
+        )
+        for _ in range(2)
+    ]
+
+    def attempt(call) -> str:
+        try:
+            call()
+        except ValidationFailed as error:
+            return error.code
+        return "done"
+
+    outcomes = at_once(
+        partial(attempt, partial(opportunity_lose, opportunity=opportunity, reason="Otro")),
+        *[partial(attempt, partial(quote_accept, quote=quote)) for quote in quotes],
+    )
+
+    assert all(isinstance(outcome, str) for outcome in outcomes), outcomes
+    opportunity.refresh_from_db()
+    states = sorted(Quote.objects.values_list("state", flat=True))
+    if opportunity.state == Opportunity.State.LOST:
+        assert outcomes[0] == "done"
+        assert states == ["expired", "expired"]
+        assert Product.objects.get(sku="CAF-001").quantity_reserved == 0
+    else:
+        assert (opportunity.state, outcomes[0]) == (Opportunity.State.WON, "invalid_state")
+        assert states == ["accepted", "accepted"]

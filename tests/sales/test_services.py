@@ -1,5 +1,6 @@
 """Sales services: totals decided by the system, stock reserved at acceptance, guarded states."""
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -9,7 +10,7 @@ from django.utils import timezone
 from django_fsm_log.models import StateLog
 
 from core.errors import NotFound, ValidationFailed
-from sales.models import Opportunity, Product, Quote
+from sales.models import Opportunity, PriceList, Product, Quote
 from sales.services import (
     QUOTE_VALIDITY,
     QuoteItem,
@@ -223,6 +224,34 @@ def test_a_draft_past_its_validity_is_not_sent(company, ana, catalog):
     assert quote.state == Quote.State.DRAFT
 
 
+def test_a_draft_whose_price_list_has_closed_is_not_sent_already_expired(company, ana, catalog):
+    draft = quote_create(company=company, contact=ana, items=BASKET, send=False)
+    PriceList.objects.filter(pk=catalog.price_list.pk).update(
+        valid_until=timezone.now() - timedelta(minutes=1)
+    )
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_send(quote=draft)
+
+    assert caught.value.code == "price_list_outdated"
+    draft.refresh_from_db()
+    assert (draft.state, draft.sent_at) == (Quote.State.DRAFT, None)
+
+
+def test_a_draft_is_not_sent_at_the_prices_of_a_replaced_price_list(company, ana, catalog):
+    draft = quote_create(company=company, contact=ana, items=BASKET, send=False)
+    new_list = price_list_create(company=company, name="Tarifa 2027", is_default=True)
+    price_list_item_set(price_list=new_list, product=catalog.coffee, unit_price="15.00")
+
+    with pytest.raises(ValidationFailed) as caught:
+        quote_send(quote=draft)
+
+    assert caught.value.code == "price_list_outdated"
+    assert "lista de precios" in str(caught.value.user_message)
+    draft.refresh_from_db()
+    assert draft.state == Quote.State.DRAFT
+
+
 def test_a_new_default_price_list_replaces_the_old_default(company, catalog):
     usd = price_list_create(company=company, name="Dólares", currency="usd", is_default=True)
 
@@ -275,6 +304,45 @@ def test_the_quote_email_speaks_the_companys_language(
     assert "Total: 53.33 EUR" in email.body  # the English number format too
     assert "Valid until" in email.body and "To accept or reject it" in email.body
     assert "Válida" not in email.body and "53,33" not in email.body
+
+
+def test_each_email_line_is_quantity_times_unit_price_adding_up_to_the_subtotal(
+    company, ana, catalog
+):
+    quote = quote_create(company=company, contact=ana, items=BASKET)  # on_commit never runs
+
+    assert quote_email_deliver(quote_id=quote.pk)
+
+    body = mail.outbox[0].body
+    times = "\N{MULTIPLICATION SIGN}"
+    assert f"- 3 {times} Café en grano 1 kg (CAF-001), 12,50 EUR c/u: 37,50 EUR\n" in body
+    assert f"- 2 {times} Taza de cerámica (TAZ-002), 4,99 EUR c/u: 9,98 EUR\n" in body
+    assert "Subtotal: 47,48 EUR\nImpuestos: 5,85 EUR\nTotal: 53,33 EUR\n" in body
+
+
+@pytest.mark.parametrize(
+    ("language", "hour", "sentence"),
+    [
+        ("en", 4, r"Valid until \w+\.? \d+, \d{4}, 4:43 a\.m\.\n"),
+        ("en", 16, r"Valid until \w+\.? \d+, \d{4}, 4:43 p\.m\.\n"),
+        ("es", 4, r"Válida hasta el \d+ de \w+ de \d{4} a las 04:43\.\n"),
+    ],
+)
+def test_the_validity_sentence_ends_with_one_full_stop(
+    company, ana, catalog, language, hour, sentence
+):
+    company.language = language
+    company.save(update_fields=["language"])
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+    local = timezone.localtime(quote.valid_until, company.tz)
+    valid_until = local.replace(hour=hour, minute=43)
+    Quote.objects.filter(pk=quote.pk).update(valid_until=valid_until)
+
+    assert quote_email_deliver(quote_id=quote.pk)
+
+    body = mail.outbox[0].body
+    assert re.search(sentence, body), body
+    assert ".." not in body
 
 
 @pytest.mark.parametrize(
@@ -433,16 +501,64 @@ def test_accepting_a_quote_wins_its_opportunity_at_the_quotes_total(company, ana
     assert opportunity.closed_at is not None
 
 
-def test_a_quote_of_a_lost_opportunity_cannot_be_accepted(company, ana, catalog):
+def test_losing_an_opportunity_expires_its_open_quotes(company, ana, catalog):
+    opportunity = opportunity_create(company=company, contact=ana, title="Cafetería nueva")
+    sent = quote_create(company=company, contact=ana, items=BASKET, opportunity=opportunity)
+    draft = quote_create(
+        company=company, contact=ana, items=BASKET, opportunity=opportunity, send=False
+    )
+    rejected = quote_reject(
+        quote=quote_create(company=company, contact=ana, items=BASKET, opportunity=opportunity)
+    )
+    other = quote_create(company=company, contact=ana, items=BASKET)  # of no opportunity
+
+    opportunity_lose(opportunity=opportunity, reason="Eligió a otro proveedor")
+
+    states = dict(Quote.objects.values_list("pk", "state"))
+    assert states == {
+        sent.pk: Quote.State.EXPIRED,
+        draft.pk: Quote.State.EXPIRED,
+        rejected.pk: Quote.State.REJECTED,
+        other.pk: Quote.State.SENT,
+    }
+    with pytest.raises(ValidationFailed) as caught:
+        quote_accept(quote=sent)
+    assert caught.value.extras["state"] == "expired"
+    assert stock(catalog.coffee) == (10, 0)
+    assert StateLog.objects.filter(object_id=sent.pk, transition="expire").exists()
+
+
+def test_a_quote_of_a_lost_opportunity_left_open_cannot_be_accepted(company, ana, catalog):
+    """A quote still open when its opportunity is lost (lost before losing expired them)."""
     opportunity = opportunity_create(company=company, contact=ana, title="Cafetería nueva")
     quote = quote_create(company=company, contact=ana, items=BASKET, opportunity=opportunity)
     opportunity_lose(opportunity=opportunity, reason="Eligió a otro proveedor")
+    Quote.objects.filter(pk=quote.pk).update(state=Quote.State.SENT, resolved_at=None)
 
     with pytest.raises(ValidationFailed) as caught:
         quote_accept(quote=quote)
 
     assert caught.value.code == "opportunity_lost"
     assert stock(catalog.coffee) == (10, 0)
+
+
+def test_a_draft_of_a_lost_opportunity_is_not_sent(company, ana, catalog):
+    opportunity = opportunity_create(company=company, contact=ana, title="Cafetería nueva")
+    draft = quote_create(
+        company=company, contact=ana, items=BASKET, opportunity=opportunity, send=False
+    )
+    opportunity_lose(opportunity=opportunity, reason="Compró a otro proveedor")
+    with pytest.raises(ValidationFailed) as caught:
+        quote_send(quote=draft)
+    assert caught.value.extras["state"] == "expired"  # losing expired it
+
+    # Even a draft left open (lost before losing expired them) is not sent.
+    Quote.objects.filter(pk=draft.pk).update(state=Quote.State.DRAFT, resolved_at=None)
+    with pytest.raises(ValidationFailed) as caught:
+        quote_send(quote=draft)
+    assert caught.value.extras["state"] == "lost"
+    draft.refresh_from_db()
+    assert (draft.state, draft.sent_at) == (Quote.State.DRAFT, None)
 
 
 def test_a_closed_opportunity_gets_no_new_quotes(company, ana, catalog):

@@ -15,6 +15,7 @@ from sales.services import (
     price_list_item_set,
     quote_accept,
     quote_create,
+    quote_expire,
     quote_reject,
     quotes_expire_due,
 )
@@ -147,7 +148,7 @@ def test_create_quote_prices_it_sends_it_and_emails_the_customer(tool_client, an
         "quantity": 2,
         "unit_price": "4.99",
         "tax_rate": "21.00",
-        "total": "12.08",
+        "subtotal": "9.98",  # before tax, like the unit price: the lines add up to "subtotal"
     }
     assert set(body) == {
         "reference",
@@ -301,6 +302,49 @@ def test_list_my_quotes_refuses_drafts_and_unknown_states_as_a_filter(tool_clien
         assert response.status_code == 422, state
         assert response.json()["code"] == "invalid_arguments"
     assert schema["anyOf"][0]["enum"] == ["sent", "accepted", "rejected", "expired"]
+
+
+def test_a_draft_staff_withdrew_before_sending_is_never_shown_to_the_customer(
+    tool_client, company, ana, anas_chat, no_step_up
+):
+    draft = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)], send=False)
+    quote_expire(quote=draft)  # withdrawn: expired, yet never sent
+
+    listed = tool_client.call("list_my_quotes", {"identifier": ANA}).json()
+    shown = tool_client.call("get_quote", {"identifier": ANA, "quote": draft.reference})
+
+    assert listed["items"] == []
+    assert shown.status_code == 404, shown.json()
+
+
+def test_a_stale_draft_the_sweep_expired_is_not_listed_as_expired(
+    tool_client, company, ana, anas_chat
+):
+    draft = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)], send=False)
+    Quote.objects.filter(pk=draft.pk).update(valid_until=timezone.now() - timedelta(minutes=1))
+    assert quotes_expire_due() == 1
+
+    listed = tool_client.call("list_my_quotes", {"identifier": ANA, "state": "expired"}).json()
+
+    assert listed["items"] == []
+
+
+def test_another_customers_withdrawn_draft_is_unknown_not_someone_elses(
+    tool_client, company, bruno, anas_chat, no_step_up
+):
+    """A reference the customer never received answers as unknown, never as "not yours":
+    that would confirm that staff drafted something for another customer."""
+    draft = quote_create(
+        company=company, contact=bruno, items=[QuoteItem("CAF-001", 1)], send=False
+    )
+    quote_expire(quote=draft)
+
+    response = tool_client.call(
+        "accept_quote", {"identifier": ANA, "quote": draft.reference}, key=key()
+    )
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "reference_not_seen"
 
 
 def test_get_quote_finds_the_customers_quote_by_its_reference(tool_client, company, ana, anas_chat):

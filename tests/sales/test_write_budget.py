@@ -160,10 +160,10 @@ def test_a_first_create_quote_sends_sixteen_statements(gateway):
     assert statements == CREATE
     quote = Quote.objects.get(reference=outcome.body["reference"])
     assert (quote.state, quote.total, outcome.body["total"]) == ("sent", Decimal("53.33"), "53.33")
-    shown = [(line["sku"], line["quantity"], line["total"]) for line in outcome.body["lines"]]
-    stored = [(line.sku, line.quantity, line.total) for line in quote.lines.all()]
-    assert shown == [("CAF-001", 3, "41.25"), ("TAZ-002", 2, "12.08")]
-    assert stored == [("CAF-001", 3, Decimal("41.25")), ("TAZ-002", 2, Decimal("12.08"))]
+    shown = [(line["sku"], line["quantity"], line["subtotal"]) for line in outcome.body["lines"]]
+    stored = [(line.sku, line.quantity, line.subtotal) for line in quote.lines.all()]
+    assert shown == [("CAF-001", 3, "37.50"), ("TAZ-002", 2, "9.98")]
+    assert stored == [("CAF-001", 3, Decimal("37.50")), ("TAZ-002", 2, Decimal("9.98"))]
     assert StateLog.objects.get(object_id=quote.pk).transition == "send"
 
 
