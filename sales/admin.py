@@ -330,6 +330,7 @@ class QuoteAdmin(ServiceTransitionsMixin, CompanyScopedAdmin):
         "sent_at",
         "resolved_at",
         "emailed_at",
+        "email_error",
     ]
 
     @admin.display(description=_("total"), ordering="total")

@@ -293,6 +293,9 @@ class Quote(FSMModelMixin, models.Model):
     sent_at = models.DateTimeField(_("sent"), null=True, blank=True, editable=False)
     resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True, editable=False)
     emailed_at = models.DateTimeField(_("emailed"), null=True, blank=True, editable=False)
+    # Why the mail server refused the email for good (550 no such mailbox): it is not sent
+    # again, and staff see why the customer has no email.
+    email_error = models.CharField(_("email error"), max_length=200, blank=True, editable=False)
 
     class Meta:
         verbose_name = _("quote")

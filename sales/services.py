@@ -5,6 +5,7 @@ Lock order, everywhere, to keep concurrent writers free of deadlocks: quote, the
 opportunity, then its products by ascending primary key.
 """
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,6 +23,7 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
 from core.errors import NotFound, ValidationFailed
+from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation
 from core.references import new_reference
 from core.states import state_shown
@@ -29,6 +31,8 @@ from core.transactions import one_at_a_time, without_savepoint
 from sales import money
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
 from sales.selectors import price_list_current, products_priced
+
+logger = logging.getLogger("garante.sales")
 
 QUOTE_VALIDITY = timedelta(days=15)
 MAX_QUOTE_LINES = 50
@@ -686,7 +690,17 @@ def _quote_email_send(*, quote_id: int) -> bool:
         return False
     with translation.override(quote.company.language), timezone.override(quote.company.tz):
         subject, body = _quote_email(quote)
-    send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [quote.contact.email])
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [quote.contact.email])
+    except OSError as exc:  # SMTPException is one
+        if smtp_error_is_transient(exc):
+            raise  # the task retries it; past its retries, the sweep enqueues it again
+        # Refused for good (550 no such mailbox): sending it again cannot help. Recorded, so
+        # the sweep skips it and staff see why the customer has no email.
+        error = smtp_error_summary(exc)
+        logger.error("quote %s: email refused for good (%s); not retried", quote.reference, error)
+        Quote.objects.filter(pk=quote.pk, emailed_at__isnull=True).update(email_error=error)
+        return False
     Quote.objects.filter(pk=quote.pk, emailed_at__isnull=True).update(emailed_at=timezone.now())
     return True
 
@@ -735,6 +749,7 @@ def quote_emails_pending(*, now: datetime | None = None) -> list[int]:
     return list(
         Quote.objects.filter(
             emailed_at__isnull=True,
+            email_error="",
             sent_at__lte=now - timedelta(minutes=15),
             sent_at__gte=now - timedelta(days=1),
         )

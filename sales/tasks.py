@@ -1,6 +1,5 @@
 """Sales' Celery tasks: email a sent quote, expire quotes past validity, retry lost emails."""
 
-from smtplib import SMTPException
 from typing import Any
 
 from core.celery import app
@@ -11,12 +10,13 @@ EXPIRE_EVERY_SECONDS = 5 * 60
 EMAIL_SWEEP_EVERY_SECONDS = 15 * 60
 
 
-@app.task(
-    autoretry_for=(SMTPException, OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5
-)
+# Only transient errors reach the task: quote_email_deliver records a refusal for good (a 5yz
+# reply) instead of raising. OSError covers SMTPException (4yz replies, a dropped connection).
+@app.task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
 def quote_email_send(quote_id: int) -> bool:
     """Email a sent quote to the customer's own address; retried while mail or the database is
-    down (a database that stops answering fails within GARANTE_DB_ANSWER_SECONDS)."""
+    down (a database that stops answering fails within GARANTE_DB_ANSWER_SECONDS), never for a
+    refusal that retrying cannot change."""
     return quote_email_deliver(quote_id=quote_id)
 
 

@@ -185,6 +185,7 @@ class CaseAdmin(GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin):
         "resolved_at",
         "closed_at",
         "staff_notified_at",
+        "staff_notice_error",
     ]
     # Once open, only triage fields change; the customer's own words and links stay as given.
     change_readonly_fields = [
@@ -200,6 +201,7 @@ class CaseAdmin(GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin):
         "resolved_at",
         "closed_at",
         "staff_notified_at",
+        "staff_notice_error",
     ]
 
     def get_fields(self, request: HttpRequest, obj: Case | None = None) -> list[str]:

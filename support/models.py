@@ -94,6 +94,10 @@ class Case(FSMModelMixin, models.Model):
     staff_notified_at = models.DateTimeField(
         _("staff notified"), null=True, blank=True, editable=False
     )
+    # Set when the mail server refused the staff email for good (it is then settled unsent).
+    staff_notice_error = models.CharField(
+        _("staff notice error"), max_length=200, blank=True, editable=False
+    )
 
     class Meta:
         verbose_name = _("case")
@@ -222,6 +226,10 @@ class CaseComment(models.Model):
     # For a customer's comment: when the staff email about it went out (as on the case).
     staff_notified_at = models.DateTimeField(
         _("staff notified"), null=True, blank=True, editable=False
+    )
+    # Set when the mail server refused the staff email for good (it is then settled unsent).
+    staff_notice_error = models.CharField(
+        _("staff notice error"), max_length=200, blank=True, editable=False
     )
 
     class Meta:

@@ -288,12 +288,11 @@ def _staff_notify(*, case_id: int, comment_id: int | None) -> int:
             raise  # the task retries it; past its retries, the sweep enqueues it again
         # Refused for good (550 no such mailbox, 554 rejected): sending it again cannot
         # help, so the notice is settled like one nobody can receive, and the sweep skips it.
+        error = smtp_error_summary(exc)
         logger.error(
-            "case %s: staff email refused for good (%s); not retried",
-            case.reference,
-            smtp_error_summary(exc),
+            "case %s: staff email refused for good (%s); not retried", case.reference, error
         )
-        _staff_notified(notice)
+        _staff_notified(notice, error=error)
         return 0
     _staff_notified(notice)
     return sent
@@ -313,11 +312,12 @@ def _staff_email(*, subject: str, body: str, recipients: list[str]) -> EmailMess
     )
 
 
-def _staff_notified(notice: Case | CaseComment) -> None:
-    # Settles the notice: sent, nobody to tell, or refused for good; the sweep skips it.
-    # An UPDATE of this one column: telling staff is not a change of the case (updated_at).
+def _staff_notified(notice: Case | CaseComment, *, error: str = "") -> None:
+    # Settles the notice: sent, nobody to tell, or refused for good (`error`, shown to staff);
+    # the sweep skips it. An UPDATE of these columns only: telling staff is not a change of
+    # the case (updated_at).
     type(notice).objects.filter(pk=notice.pk, staff_notified_at__isnull=True).update(
-        staff_notified_at=timezone.now()
+        staff_notified_at=timezone.now(), staff_notice_error=error
     )
 
 

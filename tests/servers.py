@@ -596,3 +596,40 @@ def start_celery_worker(
             client.delete(name)
         client.delete("_kombu.binding_deadlines")
         client.close()
+
+
+@dataclass
+class RefusingSmtp:
+    """A mail server answering recipients with `reply` (the first `times` of them; all, if
+    None), the others accepted (all, with no `reply`); it keeps each message it accepts with
+    its envelope recipients."""
+
+    reply: str | None = None
+    times: int | None = None
+    rcpt_attempts: int = 0
+    messages: list[tuple[list[str], email.message.Message]] = field(default_factory=list)
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        self.rcpt_attempts += 1
+        if self.reply and (self.times is None or self.rcpt_attempts <= self.times):
+            return self.reply
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        message = email.message_from_bytes(envelope.content)
+        self.messages.append((list(envelope.rcpt_tos), message))
+        return "250 Message accepted"
+
+
+@contextmanager
+def refusing_smtp(
+    reply: str | None, times: int | None = None
+) -> Iterator[tuple[str, int, RefusingSmtp]]:
+    handler = RefusingSmtp(reply, times)
+    controller = Controller(handler, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    try:
+        yield controller.hostname, controller.port, handler
+    finally:
+        controller.stop()

@@ -1,6 +1,7 @@
 """Sales services: totals decided by the system, stock reserved at acceptance, guarded states."""
 
 import re
+import smtplib
 from datetime import timedelta
 from decimal import Decimal
 
@@ -28,6 +29,7 @@ from sales.services import (
     quote_send,
     quotes_expire_due,
 )
+from sales.tasks import quote_email_send
 
 pytestmark = pytest.mark.django_db
 
@@ -376,6 +378,37 @@ def test_a_quote_whose_email_never_went_out_is_picked_up_again(company, ana, cat
 
     assert quote_emails_pending(now=timezone.now()) == []
     assert quote_emails_pending(now=timezone.now() + timedelta(minutes=20)) == [quote.pk]
+
+
+def test_a_quote_email_refused_for_good_is_recorded_and_not_sent_again(
+    company, ana, catalog, smtp_refusing, caplog
+):
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+    server = smtp_refusing("550 5.1.1 No such user")
+
+    assert quote_email_send.apply(args=[quote.pk]).get() is False
+
+    assert server.rcpt_attempts == 1 and server.messages == []
+    assert "email refused for good (SMTP recipient refused 550)" in caplog.text
+    quote.refresh_from_db()
+    assert (quote.emailed_at, quote.email_error) == (None, "SMTP recipient refused 550")
+    assert quote_emails_pending(now=timezone.now() + timedelta(minutes=20)) == []
+
+
+def test_a_quote_email_refused_for_now_is_retried_then_delivered(
+    company, ana, catalog, smtp_refusing
+):
+    """451 greylisting: the task retries it (OSError is in its autoretry_for)."""
+    quote = quote_create(company=company, contact=ana, items=BASKET)
+    server = smtp_refusing("451 4.7.1 Greylisted, please try again later", times=1)
+
+    with pytest.raises(smtplib.SMTPRecipientsRefused):
+        quote_email_deliver(quote_id=quote.pk)
+    assert quote_emails_pending(now=timezone.now() + timedelta(minutes=20)) == [quote.pk]
+    assert issubclass(smtplib.SMTPRecipientsRefused, quote_email_send.autoretry_for)
+
+    assert quote_email_deliver(quote_id=quote.pk) is True
+    assert [envelope for envelope, _message in server.messages] == [[ana.email]]
 
 
 def test_accepting_reserves_the_stock_of_tracked_products_only(company, ana, catalog):

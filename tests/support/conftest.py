@@ -1,19 +1,14 @@
 """Fixtures of the support tests: customers and staff of a company, and cases in any state."""
 
-import contextlib
-import email
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import pytest
-from aiosmtpd.controller import Controller
 from django.contrib.auth import get_user_model
 
 from core.models import Company, Contact, StaffMembership
 from core.services import contact_create
 from support import services
 from support.models import Case
-from tests.servers import free_port
 
 # How to reach each state from a new case, through the staff services.
 PATH_TO_STATE: dict[str, list[str]] = {
@@ -75,54 +70,3 @@ def make_case(company: Company, contact: Contact) -> Callable[..., Case]:
         return case
 
     return make
-
-
-@dataclass
-class RefusingSmtp:
-    """A mail server answering recipients with `reply` (the first `times` of them; all, if
-    None), the others accepted (all, with no `reply`); it keeps each message it accepts with
-    its envelope recipients."""
-
-    reply: str | None = None
-    times: int | None = None
-    rcpt_attempts: int = 0
-    messages: list[tuple[list[str], email.message.Message]] = field(default_factory=list)
-
-    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
-        self.rcpt_attempts += 1
-        if self.reply and (self.times is None or self.rcpt_attempts <= self.times):
-            return self.reply
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server, session, envelope):
-        message = email.message_from_bytes(envelope.content)
-        self.messages.append((list(envelope.rcpt_tos), message))
-        return "250 Message accepted"
-
-
-@contextlib.contextmanager
-def refusing_smtp(
-    reply: str | None, times: int | None = None
-) -> Iterator[tuple[str, int, RefusingSmtp]]:
-    handler = RefusingSmtp(reply, times)
-    controller = Controller(handler, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    try:
-        yield controller.hostname, controller.port, handler
-    finally:
-        controller.stop()
-
-
-@pytest.fixture
-def smtp_refusing(settings) -> Iterator[Callable[..., RefusingSmtp]]:
-    """Start a `RefusingSmtp` and send this process's email to it."""
-    with contextlib.ExitStack() as stack:
-
-        def start(reply: str | None = None, times: int | None = None) -> RefusingSmtp:
-            host, port, handler = stack.enter_context(refusing_smtp(reply, times))
-            settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-            settings.EMAIL_HOST, settings.EMAIL_PORT = host, port
-            return handler
-
-        yield start

@@ -14,11 +14,11 @@ from tests.servers import (
     free_port,
     mail_through_a_database_that_stops_answering,
     postgresql_test_database_url,
+    refusing_smtp,
     start_celery_worker,
     start_mail_worker,
     wait_for,
 )
-from tests.support.conftest import refusing_smtp
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest.mark.postgres]
 

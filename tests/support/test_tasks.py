@@ -252,6 +252,8 @@ def test_a_notice_refused_for_good_is_settled_after_one_try_and_not_swept_again(
     assert "staff email refused for good (SMTP recipient refused 550)" in caplog.text
     case.refresh_from_db()
     assert case.staff_notified_at is not None
+    assert case.staff_notice_error == "SMTP recipient refused 550"  # what staff see on the case
+    assert case.staff_notice_error == "SMTP recipient refused 550"  # what staff see on the case
     _written_minutes_ago(case, 20)
     assert selectors.case_staff_notices_pending(now=timezone.now()) == []
 
