@@ -2,7 +2,7 @@
 and appointments whose transition buttons go through agenda.services."""
 
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -19,7 +19,12 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
 
 from agenda import clock, services
-from agenda.availability import describe_instant, slot_validate, working_intervals
+from agenda.availability import (
+    describe_instant,
+    local_instant,
+    slot_validate,
+    working_intervals,
+)
 from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
 from agenda.selectors import appointments_for_day, appointments_within_time_off
 from core.admin import (
@@ -32,37 +37,107 @@ from core.errors import GaranteError
 from core.models import Company
 
 
-def _staff_timezone(request: HttpRequest, obj: Any = None) -> ZoneInfo | None:
-    """The timezone to show times in: the object's company, else the staff member's only one."""
-    company = getattr(obj, "company", None)
-    if company is None:
-        ids = staff_company_ids(request)
-        if ids is not None and len(ids) == 1:
-            company = Company.objects.filter(pk=ids[0]).first()
-    return company.tz if company is not None else None
-
-
 class CompanyLocalTimeMixin:
-    """Shows and reads date-times in the company's timezone, not the server's UTC."""
+    """Shows and reads date-times in the timezone of the company a row belongs to, not the
+    server's UTC: a row's company is found through the admin's `company_path` (a time off's
+    is its professional's), a new row's through what its posted form names (the company, or
+    the professional), and else it is the staff member's only company. For a
+    `CompanyScopedAdmin`."""
+
+    def company_timezone(self, request: HttpRequest, obj: Any = None) -> ZoneInfo | None:
+        if obj is not None:
+            company_id = self.company_id_of(obj)
+        else:
+            company_id = self._posted_company_id(request)
+        if company_id is None:
+            ids = staff_company_ids(request)
+            if ids is None or len(ids) != 1:
+                return None  # several companies and no row to tell which: UTC
+            company_id = ids[0]
+        company = Company.objects.filter(pk=company_id).first()
+        return company.tz if company is not None else None
+
+    def _posted_company_id(self, request: HttpRequest) -> int | None:
+        """The company of the row an add form posts, through the first step of `company_path`
+        (the company itself, or e.g. the professional), if the staff member may add there."""
+        first, *rest = self.company_path.split("__")
+        value = request.POST.get(first, "") if request.method == "POST" else ""
+        if not value.isdigit():
+            return None
+        if rest:
+            related = self.model._meta.get_field(first).related_model
+            rows = related.objects.filter(pk=int(value)).values_list("__".join(rest), flat=True)
+            company_id = rows.first()
+        else:
+            company_id = int(value)
+        allowed = self.allowed_company_ids(request, "add")
+        return company_id if allowed is None or company_id in allowed else None
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs):
+        return _with_local_initial(super().get_form(request, obj, change=change, **kwargs))
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         obj = self.get_object(request, object_id) if object_id else None
-        tz = _staff_timezone(request, obj)
-        if tz is None:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        with timezone.override(tz):
-            return super().changeform_view(request, object_id, form_url, extra_context)
+        return _rendered_in(
+            self.company_timezone(request, obj),
+            lambda: super(CompanyLocalTimeMixin, self).changeform_view(
+                request, object_id, form_url, extra_context
+            ),
+        )
 
     def changelist_view(self, request, extra_context=None):
-        tz = _staff_timezone(request)
-        if tz is None:
-            return super().changelist_view(request, extra_context)
-        with timezone.override(tz):
-            return super().changelist_view(request, extra_context)
+        return _rendered_in(
+            self.company_timezone(request),
+            lambda: super(CompanyLocalTimeMixin, self).changelist_view(request, extra_context),
+        )
+
+
+def _rendered_in(tz: ZoneInfo | None, view: Callable[[], HttpResponse]) -> HttpResponse:
+    """The view's response, with its template rendered while `tz` is the current timezone:
+    an admin page is a TemplateResponse, rendered only after the view returns, and its
+    date-time widgets show their values in the timezone current then."""
+    if tz is None:
+        return view()
+    with timezone.override(tz):
+        response = view()
+        if isinstance(response, TemplateResponse):
+            response.render()
+        return response
+
+
+def _with_local_initial(form_class: type[forms.BaseForm]) -> type[forms.BaseForm]:
+    """`form_class`, whose initial date-times (a row's saved values) are in the timezone
+    current when the form is built: the company's, in these views."""
+
+    def __init__(self: forms.BaseForm, *args: Any, **kwargs: Any) -> None:
+        form_class.__init__(self, *args, **kwargs)
+        for name, value in self.initial.items():
+            if isinstance(value, datetime) and timezone.is_aware(value):
+                self.initial[name] = timezone.localtime(value)
+
+    return type(form_class)(form_class.__name__, (form_class,), {"__init__": __init__})
 
 
 def _local(instant: datetime, company: Company) -> str:
     return instant.astimezone(company.tz).strftime("%Y-%m-%d %H:%M")
+
+
+def _local_start(form: forms.Form, day: date, at: time, tz: ZoneInfo) -> datetime | None:
+    """The instant of a local date and time typed by staff, read as every other path reads it
+    (`local_instant`); a time that does not exist that day (the spring-forward gap) is a form
+    error on `at` rather than silently another hour. A repeated autumn time is its first."""
+    starts_at = local_instant(day, at, tz)
+    if starts_at.astimezone(tz).replace(tzinfo=None) != datetime.combine(day, at):
+        form.add_error(
+            "at",
+            _(
+                "%(time)s does not exist on %(day)s in the company's time zone: the clocks go "
+                "forward then. Choose another time."
+            )
+            % {"time": at.strftime("%H:%M"), "day": day.isoformat()},
+        )
+        return None
+    return starts_at
 
 
 _LISTED_IN_WARNING = 10
@@ -204,9 +279,19 @@ def describe_instant_day(day: date, tz: ZoneInfo) -> str:
 @admin.register(TimeOff)
 class TimeOffAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
     company_path = "professional__company"
-    list_display = ["professional", "starts_at", "ends_at", "reason"]
+    list_display = ["professional", "local_start", "local_end", "reason"]
     list_filter = ["professional__company", "professional"]
+    list_select_related = ["professional__company"]
     date_hierarchy = "starts_at"
+
+    # Each row in its own company's time: the list may hold several companies' time off.
+    @admin.display(description=_("starts (local)"), ordering="starts_at")
+    def local_start(self, time_off: TimeOff) -> str:
+        return _local(time_off.starts_at, time_off.professional.company)
+
+    @admin.display(description=_("ends (local)"), ordering="ends_at")
+    def local_end(self, time_off: TimeOff) -> str:
+        return _local(time_off.ends_at, time_off.professional.company)
 
     def save_model(self, request: HttpRequest, obj: TimeOff, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
@@ -245,7 +330,10 @@ class AppointmentAddForm(forms.ModelForm):
                 self.add_error(name, _("It belongs to another company."))
         if self.errors or data.get("professional") is None or data.get("at") is None:
             return data
-        data["starts_at"] = datetime.combine(data["day"], data["at"], tzinfo=company.tz)
+        starts_at = _local_start(self, data["day"], data["at"], company.tz)
+        if starts_at is None:
+            return data
+        data["starts_at"] = starts_at
         try:
             # The service checks again when it books; here it becomes a form error.
             slot_validate(
@@ -284,8 +372,9 @@ class RescheduleForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if data.get("day") and data.get("at"):
-            tz = self.instance.company.tz
-            data["starts_at"] = datetime.combine(data["day"], data["at"], tzinfo=tz)
+            starts_at = _local_start(self, data["day"], data["at"], self.instance.company.tz)
+            if starts_at is not None:
+                data["starts_at"] = starts_at
         return data
 
 

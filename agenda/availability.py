@@ -433,6 +433,8 @@ def slots_available(
     exclude_appointment_id: int | None = None,
 ) -> list[Slot]:
     """Free slots starting in [starts_at, ends_at), in time order (then by professional).
+    With `exclude_appointment_id`, the slots to move that appointment (of this service) to:
+    its own time counts as free, and the service may have been withdrawn since it was booked.
 
     Searches `roster` when the caller has read it with `search_roster`, else reads it here
     (only `professional`, if given). Honours minimum notice and horizon as of `now`. With
@@ -442,11 +444,13 @@ def slots_available(
     if roster is None:
         roster = search_roster(company, service, professional)
     settings, bookable = roster.settings, roster.bookable
+    moving = exclude_appointment_id is not None
     tz = company.tz
     earliest, horizon = _customer_limits(settings, now)
     first = max(starts_at, earliest)
     last = min(ends_at, horizon + timedelta(microseconds=1))
-    if first >= last or not service.active or not bookable:
+    # A withdrawn service is searched only to move an appointment of it (as `slot_check`).
+    if first >= last or not (service.active or moving) or not bookable:
         return []
     # A slot starting at `start` blocks [start - before, start + after) (`blocked_range`).
     before = timedelta(minutes=service.buffer_before_minutes)
@@ -671,8 +675,9 @@ def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool 
     """Decide on a slot from its facts, read at the instant (`slot_facts`).
 
     Raises ValidationFailed: past, too soon or too far (customer rules), service or
-    professional not bookable, outside working hours or in time off, or overlapping another
-    scheduled appointment (then with the nearest free slots).
+    professional not bookable (a withdrawn service only for a new booking, not for a move),
+    outside working hours or in time off, or overlapping another scheduled appointment (then
+    with the nearest free slots).
     """
     company, service, starts_at = facts.company, facts.service, facts.starts_at
     if starts_at <= now:
@@ -697,7 +702,10 @@ def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool 
                 % {"days": settings.booking_horizon_days},
                 code="slot_beyond_horizon",
             )
-    if not service.active or service.company_id != company.pk:
+    # A withdrawn service takes no new bookings, but the appointments already booked keep it
+    # and can still be moved (`exclude_appointment_id`: the appointment being moved).
+    moving = facts.exclude_appointment_id is not None
+    if service.company_id != company.pk or not (service.active or moving):
         raise ValidationFailed(_("Ese servicio ya no se ofrece."), code="service_inactive")
     if not facts.bookable:
         raise ValidationFailed(
@@ -826,14 +834,16 @@ def search_window(
     *, company: Company, from_text: str, to_text: str | None, now: datetime
 ) -> SearchWindow:
     """The window to search, from loose inputs. Without `to`, two weeks; never more than 31
-    days (a wider request is narrowed, and the listing then says more may exist)."""
+    days (a wider request is narrowed, and the listing then says more may exist). Days are
+    counted on the company's calendar (`_days_later`): across a DST change a day is not 24
+    hours, and a cap added in absolute time would end an hour into a day it barely searched."""
     tz = company.tz
     start = parse_date_bound(from_text, tz=tz, now=now)
     try:
-        widest = start + timedelta(days=MAX_SEARCH_DAYS)
+        widest = _days_later(start, MAX_SEARCH_DAYS, tz)
     except OverflowError:  # a start in the calendar's last month
         raise _invalid_date(from_text) from None
-    end = start + timedelta(days=DEFAULT_SEARCH_DAYS)
+    end = _days_later(start, DEFAULT_SEARCH_DAYS, tz)
     if to_text:
         end = parse_date_bound(to_text, tz=tz, now=now, end=True)
         if end <= start:
@@ -841,3 +851,10 @@ def search_window(
                 _("La fecha final es anterior a la inicial."), code="invalid_date_range"
             )
     return SearchWindow(start, min(end, widest), narrowed=end > widest)
+
+
+def _days_later(instant: datetime, days: int, tz: ZoneInfo) -> datetime:
+    """The same local wall-clock time `days` calendar days after `instant` (`local_instant`
+    reads it: midnight stays midnight across a DST change). OverflowError past year 9999."""
+    local = instant.astimezone(tz)
+    return local_instant(local.date() + timedelta(days=days), local.time(), tz)

@@ -7,9 +7,10 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import QuerySet
+from django.db.models import Case, F, Q, QuerySet, When
 from django.utils.translation import gettext_lazy as _
 
+from agenda import clock
 from agenda.models import (
     MAX_BLOCKED_SPAN,
     AgendaSettings,
@@ -19,6 +20,7 @@ from agenda.models import (
     TimeOff,
 )
 from core.errors import Ambiguous, NotFound
+from core.identity import check_owner
 from core.models import Company, Contact
 from core.process_cache import ProcessCache
 from core.references import normalize_reference
@@ -161,17 +163,47 @@ def professional_pick(professionals: list[Professional], name: str) -> Professio
 
 
 def appointment_list_for_contact(
-    *, contact: Contact, state: str | None = None
+    *, contact: Contact, state: str | None = None, now: datetime | None = None
 ) -> QuerySet[Appointment]:
-    """A contact's appointments: upcoming-first for scheduled ones, newest-first otherwise."""
+    """A contact's appointments, in one order a cursor can page through (pk breaks ties).
+
+    Scheduled ones (`state="scheduled"`): those not yet over at `now` (default: the agenda's
+    clock), soonest first, then those past their end that staff never closed, most recent
+    first, so "my next appointment" is never one of last month's. Otherwise newest first.
+    """
     appointments = Appointment.objects.filter(
         company_id=contact.company_id, contact=contact
     ).select_related("service", "professional")
     if state is not None:
         appointments = appointments.filter(state=state)
-    if state == Appointment.State.SCHEDULED:
-        return appointments.order_by("starts_at", "pk")
-    return appointments.order_by("-starts_at", "-pk")
+    if state != Appointment.State.SCHEDULED:
+        return appointments.order_by("-starts_at", "-pk")
+    over = Q(ends_at__lte=now or clock.now())
+    # Each start is in one of the two keys, the other null: the upcoming ones sort first.
+    return appointments.annotate(
+        upcoming_start=Case(When(~over, then=F("starts_at"))),
+        overdue_start=Case(When(over, then=F("starts_at"))),
+    ).order_by(
+        F("upcoming_start").asc(nulls_last=True),
+        F("overdue_start").desc(nulls_last=True),
+        "pk",
+    )
+
+
+def appointment_get_for_contact(
+    *, company: Company, contact: Contact, reference: str
+) -> Appointment:
+    """The company's appointment with exactly this reference, with its service and
+    professional, if it is the contact's: NotFound, or PermissionRefused for another's."""
+    appointment = (
+        Appointment.objects.select_related("service", "professional")
+        .filter(company=company, reference=normalize_reference(reference))
+        .first()
+    )
+    if appointment is None:
+        raise NotFound(_("No encontré esa cita."), code="appointment_not_found")
+    check_owner(contact=contact, owner_id=appointment.contact_id)
+    return appointment
 
 
 def appointment_owner_id(*, company: Company, reference: str) -> int | None:

@@ -8,6 +8,7 @@ local date and time, state. Never primary keys, never other customers' data.
 from datetime import timedelta
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
 from pydantic import Field
 
 from agenda import clock
@@ -24,14 +25,17 @@ from agenda.availability import (
 )
 from agenda.models import CUSTOMER_STATE_LABELS, Appointment
 from agenda.selectors import (
+    appointment_get_for_contact,
     appointment_list_for_contact,
     appointment_owner_id,
+    fold_text,
     service_catalogue,
     service_resolve,
     service_resolve_cached,
 )
 from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
-from core.identity import contact_for_conversation, require_step_up
+from core.errors import ValidationFailed
+from core.identity import contact_for_conversation, identified_contact, require_step_up
 from core.models import Contact
 from core.states import state_filter, state_shown
 from tooling.context import ToolContext
@@ -67,6 +71,26 @@ def _seen_appointment(ctx: ToolContext, contact: Contact, given: str) -> LedgerE
         contact=contact,
         owner_of=lambda reference: appointment_owner_id(company=ctx.company, reference=reference),
     )
+
+
+def _appointment_to_move(ctx: ToolContext, given: str, service_name: str) -> Appointment:
+    """The appointment a slot search is for: one this conversation saw, of the customer it
+    identified (the search takes no identifier, so it checks against that one), and of the
+    named service (a move keeps its service)."""
+    contact = identified_contact(ctx.conversation)
+    target = _seen_appointment(ctx, contact, given)
+    appointment = appointment_get_for_contact(
+        company=ctx.company, contact=contact, reference=target.reference
+    )
+    if fold_text(service_name) not in fold_text(appointment.service.name):
+        raise ValidationFailed(
+            _(
+                "Una cita cambia de hora, no de servicio. Para otro servicio, reserve una "
+                "cita nueva."
+            ),
+            code="service_mismatch",
+        )
+    return appointment
 
 
 def _appointment_out(ctx: ToolContext, appointment: Appointment) -> dict[str, Any]:
@@ -134,6 +158,15 @@ class FindAvailableSlotsIn(ToolInput):
     professional: str | None = Field(
         default=None, max_length=100, description="Only this professional (name as shown)."
     )
+    appointment: str | None = Field(
+        default=None,
+        max_length=60,
+        description=(
+            "When the customer wants to move an appointment: that appointment, as for "
+            "reschedule_appointment (the customer must be identified). Its own time then counts "
+            "as free, so the slots shown can be used with reschedule_appointment."
+        ),
+    )
     # At most 20: twenty slots stay well inside the 3,000-character answer.
     limit: int = Field(default=10, ge=1, le=20, description="Maximum number of slots.")
 
@@ -144,14 +177,20 @@ class FindAvailableSlotsIn(ToolInput):
     description=(
         "Free start times for a service, soonest first, each with a slot reference to book it, "
         "its local date, weekday and time, and the professional. Only these references can "
-        "be booked in this conversation."
+        "be booked in this conversation. To move an appointment, name it in appointment."
     ),
     input=FindAvailableSlotsIn,
 )
 def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict:
     now, company = clock.now(), ctx.company
-    # A search only shows: the service comes from the process cache (booking checks it again).
-    service = service_resolve_cached(company=company, name=params.service)
+    moving = None
+    if params.appointment:
+        # Its own service, even if withdrawn since: the move keeps it (slot_validate agrees).
+        moving = _appointment_to_move(ctx, params.appointment, params.service)
+        service = moving.service
+    else:
+        # A search only shows: the service comes from the process cache (booking checks it).
+        service = service_resolve_cached(company=company, name=params.service)
     # Rules, professionals and their hours in one read; the named professional picked from it.
     roster = search_roster(company, service, named=params.professional or None)
     window = search_window(company=company, from_text=params.from_, to_text=params.to, now=now)
@@ -163,6 +202,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         now=now,
         roster=roster,
         limit=params.limit + 1,
+        exclude_appointment_id=moving.pk if moving is not None else None,
     )
     slots = found[: params.limit]
     has_more = len(found) > params.limit
@@ -202,7 +242,8 @@ class ListMyAppointmentsIn(ToolInput):
     description=(
         "The identified customer's appointments with their reference, service, professional, "
         "local date, weekday, time, state and state_label (what to tell the customer). "
-        "Scheduled ones soonest first; otherwise newest first."
+        "Scheduled ones: upcoming soonest first, then past ones not yet closed by staff; "
+        "otherwise newest first."
     ),
     input=ListMyAppointmentsIn,
 )
@@ -210,7 +251,7 @@ def list_my_appointments(ctx: ToolContext, params: ListMyAppointmentsIn) -> dict
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     require_step_up(conversation=ctx.conversation, action="list_my_appointments")
     appointments = page(
-        appointment_list_for_contact(contact=contact, state=params.state),
+        appointment_list_for_contact(contact=contact, state=params.state, now=clock.now()),
         params.limit,
         params.cursor,
     )
@@ -269,8 +310,9 @@ class RescheduleAppointmentIn(ToolInput):
     title="Move an appointment to another slot",
     description=(
         "Moves one of the identified customer's scheduled appointments to a slot seen in this "
-        "conversation. Not possible for cancelled or past appointments, nor within the "
-        "company's cut-off before the start."
+        "conversation (search them with find_available_slots naming the appointment). Not "
+        "possible for cancelled or past appointments, nor within the company's cut-off "
+        "before the start."
     ),
     input=RescheduleAppointmentIn,
     write=True,

@@ -302,6 +302,16 @@ def _identity_changed() -> PermissionRefused:
     )
 
 
+def identified_contact(conversation: Conversation) -> Contact:
+    """The contact this conversation identified as; PermissionRefused if it has not yet."""
+    if conversation.contact_id is None:
+        raise PermissionRefused(
+            _("Antes necesito identificarle con su documento, teléfono o correo."),
+            code="identification_required",
+        )
+    return conversation.contact
+
+
 def contact_for_conversation(*, conversation: Conversation, identifier: str) -> Contact:
     """The contact this conversation identified as, if `identifier` is one of theirs.
 
@@ -313,12 +323,7 @@ def contact_for_conversation(*, conversation: Conversation, identifier: str) -> 
     without a limit, every tool taking an identifier told which ones exist. The
     SecurityEvent tells staff which it was.
     """
-    if conversation.contact_id is None:
-        raise PermissionRefused(
-            _("Antes necesito identificarle con su documento, teléfono o correo."),
-            code="identification_required",
-        )
-    contact = conversation.contact
+    contact = identified_contact(conversation)
     readings = identifier_readings(identifier, conversation.company.country)
     if any(getattr(contact, _CONTACT_FIELD[r.kind]) == r.value for r in readings):
         return contact

@@ -1,6 +1,7 @@
 """The agenda admin: scoped lists, transition buttons and staff bookings through the services."""
 
 import re
+from datetime import UTC, datetime, time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -11,7 +12,7 @@ from django_fsm_log.models import StateLog
 
 from agenda import clock
 from agenda.models import Appointment, TimeOff
-from agenda.services import appointment_book, appointment_cancel
+from agenda.services import appointment_book, appointment_cancel, professional_create
 from core.models import StaffMembership
 from core.services import contact_create
 from tests.agenda.conftest import MONDAY_8AM, local
@@ -355,3 +356,164 @@ def test_time_off_added_on_the_professionals_page_warns_too(staff_client, marta,
     ]
     assert TimeOff.objects.filter(professional=marta, reason="Formación").exists()
     assert marta.working_hours.count() == 10  # the hours posted back unchanged
+
+
+@pytest.fixture
+def two_company_client(client, company, make_company):
+    """A receptionist of the Madrid salon and of a clinic in Mexico City."""
+    user = get_user_model().objects.create_user(username="recepcion2", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="agenda"))
+    StaffMembership.objects.create(user=user, company=company, role="admin")
+    clinic = make_company(name="Clínica", timezone="America/Mexico_City")
+    StaffMembership.objects.create(user=user, company=clinic, role="admin")
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def superuser_client(client):
+    client.force_login(get_user_model().objects.create_superuser(username="raiz"))
+    return client
+
+
+TIME_OFF = {
+    "starts_at_0": "2026-12-08",
+    "starts_at_1": "10:00",
+    "ends_at_0": "2026-12-08",
+    "ends_at_1": "13:00",
+    "reason": "Médico",
+}
+
+
+@pytest.mark.parametrize("who", ["two_company_client", "superuser_client"])
+def test_time_off_typed_by_staff_of_several_companies_is_read_in_the_professionals_time(
+    request, who, marta
+):
+    """Nothing on the add page but the professional tells the company: "10:00" typed for
+    Marta is 10:00 in Madrid, not in UTC."""
+    client = request.getfixturevalue(who)
+
+    response = client.post(
+        reverse("admin:agenda_timeoff_add"), {"professional": marta.pk, **TIME_OFF}, follow=True
+    )
+
+    assert response.status_code == 200
+    time_off = TimeOff.objects.get(professional=marta)
+    assert (time_off.starts_at, time_off.ends_at) == (
+        local(2026, 12, 8, 10),
+        local(2026, 12, 8, 13),
+    )
+
+
+def rendered(response, name: str) -> str:
+    """The value a text input of the page shows."""
+    [value] = re.findall(rf'name="{name}" value="([^"]*)"', response.content.decode())
+    return value
+
+
+def test_a_time_off_page_shows_the_professionals_time_to_staff_of_several_companies(
+    two_company_client, marta
+):
+    time_off = TimeOff.objects.create(
+        professional=marta, starts_at=local(2026, 12, 8, 10), ends_at=local(2026, 12, 8, 13)
+    )
+
+    page = two_company_client.get(reverse("admin:agenda_timeoff_change", args=[time_off.pk]))
+    listed = two_company_client.get(reverse("admin:agenda_timeoff_changelist"))
+
+    assert rendered(page, "starts_at_1") == "10:00:00"
+    assert rendered(page, "ends_at_1") == "13:00:00"
+    shown = page.context["adminform"].form["starts_at"].value()
+    assert shown.utcoffset() == local(2026, 12, 8, 10).utcoffset()
+    assert "2026-12-08 10:00" in listed.content.decode()
+
+
+def test_time_off_on_the_professionals_page_is_shown_in_the_companys_time(staff_client, marta):
+    """The page was rendered after the view had left the company's timezone: staff saw, and
+    saved back untouched, UTC times."""
+    TimeOff.objects.create(
+        professional=marta, starts_at=local(2026, 12, 8, 10), ends_at=local(2026, 12, 8, 13)
+    )
+
+    page = staff_client.get(reverse("admin:agenda_professional_change", args=[marta.pk]))
+
+    assert rendered(page, "time_off-0-starts_at_1") == "10:00:00"
+
+
+@pytest.fixture
+def night_owl(company, service):
+    return professional_create(
+        company=company,
+        display_name="Noche",
+        services=[service],
+        weekly_hours=[(6, time(1), time(6))],  # Sundays 01:00-06:00
+    )
+
+
+def test_the_add_form_refuses_a_time_the_spring_change_skips(
+    staff_client, company, service, customer, night_owl
+):
+    """On 28 March 2027 Madrid's clocks jump from 02:00 to 03:00: 02:30 was silently booked
+    at 03:30."""
+    response = staff_client.post(
+        reverse("admin:agenda_appointment_add"),
+        {
+            "company": company.pk,
+            "contact": customer.pk,
+            "service": service.pk,
+            "professional": night_owl.pk,
+            "day": "2027-03-28",
+            "at": "02:30",
+        },
+    )
+
+    assert response.status_code == 200
+    assert "El 2027-03-28 no existe la hora 02:30" in response.content.decode()
+    assert not Appointment.objects.exists()
+
+
+def test_the_reschedule_form_refuses_a_time_the_spring_change_skips(
+    staff_client, company, service, customer, night_owl
+):
+    appointment = appointment_book(
+        company=company,
+        contact=customer,
+        service=service,
+        professional=night_owl,
+        starts_at=local(2027, 3, 28, 4),
+        created_via="staff",
+        now=MONDAY_8AM,
+        enforce_customer_rules=False,
+    )
+    url = reverse(
+        "admin:agenda_appointment_transition",
+        kwargs={"object_id": appointment.pk, "transition_name": "reschedule"},
+    )
+
+    response = staff_client.post(
+        url, {"professional": night_owl.pk, "day": "2027-03-28", "at": "02:30"}, follow=True
+    )
+
+    assert "El 2027-03-28 no existe la hora 02:30" in response.content.decode()
+    appointment.refresh_from_db()
+    assert appointment.starts_at == local(2027, 3, 28, 4)
+
+
+def test_the_add_form_books_the_first_of_a_repeated_autumn_time(
+    staff_client, company, service, customer, night_owl
+):
+    """On 31 October 2027 02:00-03:00 happens twice in Madrid: the first one (summer time)."""
+    response = staff_client.post(
+        reverse("admin:agenda_appointment_add"),
+        {
+            "company": company.pk,
+            "contact": customer.pk,
+            "service": service.pk,
+            "professional": night_owl.pk,
+            "day": "2027-10-31",
+            "at": "02:30",
+        },
+    )
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Appointment.objects.get().starts_at == datetime(2027, 10, 31, 0, 30, tzinfo=UTC)

@@ -328,3 +328,23 @@ def test_an_end_before_the_start_is_rejected(company):
     with pytest.raises(ValidationFailed) as caught:
         search_window(company=company, from_text="2026-12-09", to_text="2026-12-01", now=MONDAY_8AM)
     assert caught.value.code == "invalid_date_range"
+
+
+def test_a_month_long_search_across_the_spring_change_ends_at_a_local_midnight(company):
+    """Madrid's clocks go forward on 28 March 2027: those 31 days are an hour short of 31 times
+    24 hours. Added in absolute time, the cap ended at 01:00 on 5 April, so the answer said
+    the search covered a day it had barely looked at."""
+    window = search_window(
+        company=company, from_text="2027-03-05", to_text="2027-04-30", now=local(2027, 3, 1, 8)
+    )
+
+    assert (window.start, window.end) == (local(2027, 3, 5), local(2027, 4, 5))
+    assert window.narrowed is True
+
+
+def test_the_default_two_weeks_across_the_autumn_change_end_at_a_local_midnight(company):
+    window = search_window(
+        company=company, from_text="2026-10-20", to_text=None, now=local(2026, 10, 19, 8)
+    )
+
+    assert (window.start, window.end) == (local(2026, 10, 20), local(2026, 11, 3))

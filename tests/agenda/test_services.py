@@ -6,6 +6,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from agenda import services
+from agenda.availability import slot_validate
 from agenda.models import Appointment
 from agenda.services import (
     appointment_book,
@@ -311,3 +312,62 @@ def test_a_booking_that_loses_the_race_gets_a_validation_error_with_free_slots(
     assert caught.value.code == "slot_taken"
     assert caught.value.as_dict()["nearest_free_slots"]
     assert Appointment.objects.count() == 1
+
+
+@pytest.fixture
+def withdrawn(book, service):
+    """An appointment booked before its service was withdrawn: the customers already booked
+    keep it."""
+    appointment = book()
+    service.active = False
+    service.save()
+    return appointment
+
+
+def test_staff_can_move_an_appointment_whose_service_was_withdrawn(withdrawn, company):
+    moved = appointment_reschedule(
+        company=company,
+        reference=withdrawn.reference,
+        starts_at=local(2026, 12, 9, 10),
+        enforce_customer_rules=False,
+        now=MONDAY_8AM,
+    )
+
+    assert moved.starts_at == local(2026, 12, 9, 10)
+    assert moved.state == Appointment.State.SCHEDULED
+
+
+def test_a_customer_can_move_an_appointment_whose_service_was_withdrawn(
+    withdrawn, company, customer
+):
+    moved = appointment_reschedule(
+        company=company,
+        reference=withdrawn.reference,
+        contact=customer,
+        starts_at=local(2026, 12, 9, 10),
+        now=MONDAY_8AM,
+    )
+
+    assert moved.starts_at == local(2026, 12, 9, 10)
+
+
+def test_a_withdrawn_service_takes_no_new_booking(withdrawn, book, other_customer):
+    with pytest.raises(ValidationFailed) as caught:
+        book(local(2026, 12, 9, 10), contact=other_customer)
+    assert caught.value.code == "service_inactive"
+
+
+def test_a_service_of_another_company_is_refused_even_for_a_move(
+    withdrawn, company, other_company, service
+):
+    service.company = other_company
+    with pytest.raises(ValidationFailed) as caught:
+        slot_validate(
+            company=company,
+            service=service,
+            professional=withdrawn.professional,
+            starts_at=local(2026, 12, 9, 10),
+            now=MONDAY_8AM,
+            exclude_appointment_id=withdrawn.pk,
+        )
+    assert caught.value.code == "service_inactive"

@@ -8,7 +8,7 @@ from django.contrib.contenttypes.models import ContentType
 from django_fsm_log.models import StateLog
 
 from agenda import clock
-from agenda.models import Appointment, TimeOff
+from agenda.models import Appointment, Service, TimeOff
 from agenda.services import appointment_book, professional_create
 from core.identity import identify_contact
 from core.models import Conversation
@@ -451,3 +451,184 @@ def test_the_largest_slot_listing_fits_the_answer_cap_whole(tool_client, marta, 
     body = response.json()
     assert body["count"] == 20 and "truncated" not in body
     assert len(response.content.decode()) <= 3000
+
+
+def test_a_month_long_search_across_the_spring_change_says_only_what_it_searched(
+    tool_client, marta, frozen_clock
+):
+    """Madrid's clocks go forward on 28 March 2027. Marta is back on Monday 5 April: the
+    answer must not claim 5 April was searched, or the agent's next search skips it."""
+    frozen_clock["now"] = local(2027, 3, 1, 8)
+    TimeOff.objects.create(
+        professional=marta, starts_at=local(2027, 3, 5), ends_at=local(2027, 4, 5)
+    )
+
+    body = find(tool_client, **{"from": "2027-03-05", "to": "2027-04-30"})
+
+    assert body["items"] == [] and body["has_more"] is True
+    assert body["searched_until"] == "2027-04-04"
+    following = find(tool_client, **{"from": "2027-04-05", "to": "2027-04-30"}, limit=1)
+    assert (following["items"][0]["date"], following["items"][0]["time"]) == (
+        "2027-04-05",
+        "09:00",
+    )
+
+
+def test_scheduled_appointments_list_the_upcoming_soonest_first_then_those_never_closed(
+    ana, marta, frozen_clock, company, service, customer
+):
+    """Staff never marked last month's visits attended (automatic no-show is off): "my next
+    appointment" must still be the next one, and paging goes on to the overdue ones, most
+    recent first."""
+
+    def booked(starts_at, now):
+        return appointment_book(
+            company=company,
+            contact=customer,
+            service=service,
+            professional=marta,
+            starts_at=starts_at,
+            created_via="gateway",
+            now=now,
+        ).reference
+
+    older = booked(local(2026, 11, 9, 10), local(2026, 11, 2, 8))
+    recent = booked(local(2026, 11, 16, 10), local(2026, 11, 2, 8))
+    later = booked(local(2026, 12, 9, 10), MONDAY_8AM)
+    next_one = booked(local(2026, 12, 8, 10), MONDAY_8AM)
+
+    def listed(**arguments):
+        arguments = {"identifier": ANA_DOCUMENT, "state": "scheduled", "limit": 2} | arguments
+        response = ana.call("list_my_appointments", arguments)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    first = listed()
+    second = listed(cursor=first["next_cursor"])
+
+    assert [a["appointment"] for a in first["items"]] == [next_one, later]
+    assert [a["appointment"] for a in second["items"]] == [recent, older]
+    assert second["has_more"] is False
+
+
+@pytest.fixture
+def ana_booked(ana, company, service, marta, customer):
+    """Ana's appointment on Tuesday 8 December at 10:00 with Marta, which her conversation
+    has seen."""
+    appointment = appointment_book(
+        company=company,
+        contact=customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 10),
+        created_via="gateway",
+        now=MONDAY_8AM,
+    )
+    assert ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT}).status_code == 200
+    return appointment
+
+
+def test_a_customer_moves_an_appointment_half_an_hour_later_through_a_search_for_it(
+    ana, frozen_clock, ana_booked
+):
+    """10:00 -> 10:30 overlaps the appointment's own time: a plain search counts it busy, a
+    search naming the appointment offers 10:30, and reschedule takes that slot."""
+    plain = [s["time"] for s in find(ana, limit=20)["items"]]
+    for_the_move = find(ana, appointment=ana_booked.reference, limit=20)
+    assert "10:30" not in plain
+    [slot] = [s["slot"] for s in for_the_move["items"] if s["time"] == "10:30"]
+
+    response = ana.call(
+        "reschedule_appointment",
+        {"identifier": ANA_DOCUMENT, "appointment": ana_booked.reference, "slot": slot},
+        key=key(),
+    )
+
+    assert response.status_code == 200, response.text
+    assert (response.json()["appointment"], response.json()["time"]) == (
+        ana_booked.reference,
+        "10:30",
+    )
+
+
+def test_a_search_for_a_move_refuses_another_customers_appointment(
+    ana, frozen_clock, ana_booked, company, service, marta, other_customer
+):
+    theirs = appointment_book(
+        company=company,
+        contact=other_customer,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 11),
+        created_via="staff",
+        now=MONDAY_8AM,
+    )
+
+    response = ana.call(
+        "find_available_slots",
+        {"service": "Corte de pelo", "from": "2026-12-08", "appointment": theirs.reference},
+    )
+
+    assert response.status_code == 403, response.text
+    assert response.json()["error_type"] == "PERMISSION"
+    assert "11:00" not in response.text
+
+
+def test_a_search_for_a_move_needs_the_appointment_seen_and_the_customer_identified(
+    tool_client, identified, frozen_clock, ana_booked
+):
+    stranger = tool_client.call(
+        "find_available_slots",
+        {"service": "Corte de pelo", "from": "2026-12-08", "appointment": ana_booked.reference},
+        conversation_id="conv-anonymous",
+    )
+    identified("conv-unseen", ANA_DOCUMENT)
+    unseen = tool_client.call(
+        "find_available_slots",
+        {"service": "Corte de pelo", "from": "2026-12-08", "appointment": "AP-ZZZZZZ"},
+        conversation_id="conv-unseen",
+    )
+
+    assert stranger.status_code == 403
+    assert stranger.json()["code"] == "identification_required"
+    assert unseen.status_code == 422
+    assert unseen.json()["code"] == "reference_not_seen"
+
+
+def test_a_search_for_a_move_is_for_the_appointments_own_service(
+    ana, frozen_clock, ana_booked, company
+):
+    Service.objects.create(company=company, name="Tinte", duration_minutes=90)
+
+    response = ana.call(
+        "find_available_slots",
+        {"service": "Tinte", "from": "2026-12-08", "appointment": ana_booked.reference},
+    )
+
+    assert response.status_code == 422, response.text
+    assert response.json()["code"] == "service_mismatch"
+
+
+def test_an_appointment_of_a_withdrawn_service_can_still_be_moved_through_the_agent(
+    ana, frozen_clock, ana_booked, service
+):
+    service.active = False
+    service.save()
+
+    assert (
+        ana.call("find_available_slots", {"service": "Corte de pelo", "from": "2026-12-09"}).json()[
+            "error_type"
+        ]
+        == "NOT_FOUND"
+    )
+    slots = find(
+        ana, **{"from": "2026-12-09", "to": "2026-12-09"}, appointment=ana_booked.reference[-4:]
+    )["items"]
+    response = ana.call(
+        "reschedule_appointment",
+        {"identifier": ANA_DOCUMENT, "appointment": ana_booked.reference, "slot": slots[0]["slot"]},
+        key=key(),
+    )
+
+    assert response.status_code == 200, response.text
+    assert (response.json()["date"], response.json()["time"]) == ("2026-12-09", "09:00")
