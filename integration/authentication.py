@@ -19,16 +19,19 @@ from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from core.errors import PermissionRefused
 from core.models import Company, StaffMembership
 from integration.models import IntegrationCredential
 from integration.selectors import integration_credential_authenticate
 
 COMPANY_HEADER = "X-Garante-Company"
+COMPANY_PARAMETER = "company"
 
 
 @dataclass(frozen=True)
 class IntegrationAccess:
-    """What an authenticated request may reach: one company, read or read-write."""
+    """What an authenticated request may reach: one company; `can_write` is a credential's
+    scope (a staff member's writes are decided per action by their role, HasCompanyAccess)."""
 
     company: Company
     can_write: bool
@@ -96,7 +99,7 @@ class IntegrationTokenAuthentication(BaseAuthentication):
 def _staff_company(request: HttpRequest, user: AbstractBaseUser) -> Company:
     """The company a staff member works on: their only one, or the one they name (by slug in
     the X-Garante-Company header or the `company` query parameter) among theirs."""
-    chosen = request.headers.get(COMPANY_HEADER) or request.GET.get("company")
+    chosen = request.headers.get(COMPANY_HEADER) or request.GET.get(COMPANY_PARAMETER)
     companies = Company.objects.all()
     if not user.is_superuser:
         companies = companies.filter(
@@ -108,14 +111,10 @@ def _staff_company(request: HttpRequest, user: AbstractBaseUser) -> Company:
     if len(found) == 1:
         return found[0]
     if not found and chosen:
-        raise exceptions.PermissionDenied(
-            _("No trabaja para esa empresa."), code="company_not_yours"
-        )
+        raise PermissionRefused(_("No trabaja para esa empresa."), code="company_not_yours")
     if not found:
-        raise exceptions.PermissionDenied(
-            _("Su usuario no pertenece a ninguna empresa."), code="no_company"
-        )
-    raise exceptions.PermissionDenied(
+        raise PermissionRefused(_("Su usuario no pertenece a ninguna empresa."), code="no_company")
+    raise PermissionRefused(
         _("Indique la empresa con el parámetro company o la cabecera X-Garante-Company."),
         code="company_required",
     )
@@ -135,20 +134,46 @@ class StaffSessionAuthentication(SessionAuthentication):
         if not user.is_staff:
             return None
         company = _staff_company(request._request, user)
-        return user, IntegrationAccess(company=company, can_write=True, staff_user=user)
+        # What they may change there depends on the action: HasCompanyAccess asks their role.
+        return user, IntegrationAccess(company=company, can_write=False, staff_user=user)
 
 
 class HasCompanyAccess(BasePermission):
-    """Authenticated for a company; writes only with a read-write scope (403 PERMISSION)."""
+    """Authenticated for a company, and allowed this action there (403 PERMISSION).
 
-    message = _("Esta credencial es de solo lectura y no puede hacer cambios.")
-    code = "read_only_credential"
+    A credential writes only with a read-write scope. A staff member may do what their role
+    in the chosen company grants on the view's model (`view.company_permission()`), exactly
+    as the admin decides it (core.admin.staff_company_ids): Django's permissions are global,
+    so the group alone would let an agent here act as the admin they are elsewhere.
+    """
 
     def has_permission(self, request: Request, view: Any) -> bool:
         access = request.auth
         if not isinstance(access, IntegrationAccess):
             raise exceptions.NotAuthenticated(_("Faltan las credenciales."))
-        return request.method in SAFE_METHODS or access.can_write
+        if access.staff_user is not None:
+            return _staff_may(request, view, access)
+        if request.method in SAFE_METHODS or access.can_write:
+            return True
+        raise PermissionRefused(
+            _("Esta credencial es de solo lectura y no puede hacer cambios."),
+            code="read_only_credential",
+        )
+
+
+def _staff_may(request: Request, view: Any, access: IntegrationAccess) -> bool:
+    # Imported here: the admin modules load the whole admin site, which URL loading must not.
+    from core.admin import staff_company_ids
+
+    company_permission = getattr(view, "company_permission", None)
+    if company_permission is None:  # the API root: an index, GET only
+        return True
+    allowed = staff_company_ids(request._request, company_permission())
+    if allowed is None or access.company.pk in allowed:
+        return True
+    raise PermissionRefused(
+        _("Su rol en esta empresa no le permite hacer eso."), code="role_not_allowed"
+    )
 
 
 class CredentialRateThrottle(SimpleRateThrottle):

@@ -7,9 +7,11 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.views import set_rollback
 
@@ -26,6 +28,15 @@ from tooling.http import outcome_response
 logger = logging.getLogger("garante.integration")
 
 MAX_FIELD_ERRORS = 20
+# Field-level codes a client may branch on: the first one found becomes the error's `code`
+# (other field problems answer `invalid_request`, their details in `errors`).
+FIELD_CODES = (
+    "unknown_parameter",
+    "invalid_ordering",
+    "invalid_pagination",
+    "invalid_date",
+    "amount_too_large",
+)
 
 
 def field_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
@@ -49,6 +60,19 @@ def field_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
     return [{"field": prefix or "(body)", "problem": str(detail)}]
 
 
+def _field_code(codes: Any) -> str | None:
+    """The first of FIELD_CODES among a validation error's nested codes."""
+    if isinstance(codes, dict):
+        codes = list(codes.values())
+    if isinstance(codes, list):
+        for item in codes:
+            found = _field_code(item)
+            if found is not None:
+                return found
+        return None
+    return codes if codes in FIELD_CODES else None
+
+
 def _code(exc: exceptions.APIException, default: str) -> str:
     codes = exc.get_codes()
     return codes if isinstance(codes, str) and codes != "error" else default
@@ -65,7 +89,7 @@ def as_garante_error(exc: Exception) -> GaranteError:
     if isinstance(exc, exceptions.ValidationError):
         return ValidationFailed(
             _("Los datos enviados no son válidos."),
-            code="invalid_request",
+            code=_field_code(exc.get_codes()) or "invalid_request",
             errors=field_errors(exc.detail)[:MAX_FIELD_ERRORS],
         )
     if isinstance(exc, exceptions.ParseError):
@@ -77,7 +101,7 @@ def as_garante_error(exc: Exception) -> GaranteError:
             _("Credenciales no válidas."), code="unauthenticated", http_status=exc.status_code
         )
     if isinstance(exc, exceptions.PermissionDenied):
-        return PermissionRefused(str(exc.detail), code=_code(exc, "permission_denied"))
+        return _permission_refused(exc)
     if isinstance(exc, exceptions.NotFound):
         return NotFound(_("No encontré lo que busca."), code="not_found")
     if isinstance(exc, exceptions.Throttled):
@@ -107,11 +131,30 @@ def as_garante_error(exc: Exception) -> GaranteError:
             code=_code(exc, "bad_request"),
             http_status=exc.status_code,
         )
+    if isinstance(exc, RequestDataTooBig):
+        # Django refuses to read a body over DATA_UPLOAD_MAX_MEMORY_SIZE (the tool mirror's 413).
+        return ValidationFailed(
+            _("La petición es demasiado grande."), code="body_too_large", http_status=413
+        )
     if isinstance(exc, DatabaseError):
         logger.exception("database failure in the integration API")
         return SystemUnavailable(code="database_unavailable")
     logger.exception("unexpected failure in the integration API")
     return SystemUnavailable()
+
+
+def _permission_refused(exc: exceptions.PermissionDenied) -> PermissionRefused:
+    """A refusal DRF raised itself: its text is English and internal, so the client gets a
+    fixed translated message (ours raise PermissionRefused, with their own message)."""
+    if "CSRF" in str(exc.detail):
+        return PermissionRefused(
+            _(
+                "Falta el token de seguridad de la sesión. "
+                "Recargue la página y vuelva a intentarlo."
+            ),
+            code="csrf_failed",
+        )
+    return PermissionRefused(_("No tiene permiso para hacer eso."), code="permission_denied")
 
 
 def error_response(error: GaranteError) -> HttpResponse:
@@ -127,6 +170,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
     return error_response(as_garante_error(exc))
 
 
+@csrf_exempt  # it changes nothing: a POST to an unknown path is a 404, not a CSRF page
 def not_found_view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
     """Unknown paths under /api/v1/ answer the JSON 404, not Django's HTML page."""
     return error_response(NotFound(_("No encontré lo que busca."), code="not_found"))

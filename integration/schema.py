@@ -18,7 +18,8 @@ stock rules, and the same idempotency engine.
 **Authentication.** `Authorization: Bearer <token>` of an integration credential (created in
 the staff admin, shown once). A credential belongs to one company and every query is scoped to
 it: another company's reference is simply *not found* (404). A `read` credential cannot write
-(403 PERMISSION). Logged-in staff can use the browsable API on their companies.
+(403 PERMISSION). Logged-in staff can use the browsable API on their companies, doing what
+their role in the chosen company allows, as in the admin (403 `role_not_allowed` otherwise).
 
 **References.** Entities are addressed by public references (`AP-7K2F9Q`, `QT-…`, `OP-…`,
 `CS-…`, `CT-…` for contacts, `SV-…` services, `PR-…` professionals) and products by SKU;
@@ -51,9 +52,14 @@ PERMISSION 401/403/429, AMBIGUOUS 409, CONFLICT 409/410, SYSTEM 503), `user_mess
 for the end customer), a stable `code`, and extras such as `state`, `errors` (field problems)
 or `retry_after_seconds`. A dependency outage is 503 SYSTEM: retry later.
 
-**Lists** take `limit` (at most 100) and `offset`, `ordering`, and filters; dates are local
-days of the company (`date_from`, `date_to`, inclusive). Times are ISO 8601 in the company's
-time zone; a time without an offset is read as the company's local time.
+**Lists** take `limit` (1 to 100, default 20), `ordering` (one of the list's ordering fields,
+`-` for descending), and filters; dates are local days of the company (`date_from`, `date_to`,
+inclusive). An unknown parameter, ordering field or a bad `limit` is refused (422
+`unknown_parameter`, `invalid_ordering`, `invalid_pagination`), never ignored. Pages are
+keyset pages: follow the `next` (and `previous`) links, which carry an opaque `cursor`; rows
+created or changed while you page are neither repeated nor skipped. `count` is the number of
+rows matching the filters. Times are ISO 8601 in the company's time zone; a time without an
+offset is read as the company's local time.
 """
 
 IDEMPOTENCY_KEY = OpenApiParameter(
@@ -82,18 +88,34 @@ RETRY_AFTER_HEADER = OpenApiParameter(
 
 _READ_ERRORS = {
     401: OpenApiResponse(ErrorOut, "Missing or invalid credential."),
-    403: OpenApiResponse(ErrorOut, "Not allowed."),
+    403: OpenApiResponse(
+        ErrorOut, "Not allowed (a staff member's role; csrf_failed without the CSRF token)."
+    ),
     404: OpenApiResponse(ErrorOut, "Not found (or another company's)."),
-    422: OpenApiResponse(ErrorOut, "Invalid parameters."),
+    406: OpenApiResponse(ErrorOut, "not_acceptable: the answer is JSON only."),
+    422: OpenApiResponse(
+        ErrorOut,
+        "Invalid parameters: unknown_parameter, invalid_ordering, invalid_pagination, "
+        "invalid_date, or invalid_request (details in `errors`).",
+    ),
     429: OpenApiResponse(ErrorOut, "Too many requests."),
     503: OpenApiResponse(ErrorOut, "A dependency is down; retry later."),
 }
 _WRITE_ERRORS = {
     **_READ_ERRORS,
-    403: OpenApiResponse(ErrorOut, "Read-only credential, or not the customer's."),
+    400: OpenApiResponse(ErrorOut, "malformed_json: the body is not JSON."),
+    403: OpenApiResponse(
+        ErrorOut,
+        "Read-only credential, a staff member's role, csrf_failed, or not the customer's.",
+    ),
     409: OpenApiResponse(ErrorOut, "idempotency_conflict or request_in_progress."),
     410: OpenApiResponse(ErrorOut, "idempotency_expired."),
-    422: OpenApiResponse(ErrorOut, "Invalid request, key or transition (with `state`)."),
+    413: OpenApiResponse(ErrorOut, "body_too_large."),
+    415: OpenApiResponse(ErrorOut, "unsupported_media_type: send application/json."),
+    422: OpenApiResponse(
+        ErrorOut,
+        "Invalid request, key or transition (with `state`); amount_too_large, invalid_date.",
+    ),
 }
 
 

@@ -4,6 +4,7 @@ fingerprint); outputs carry public references and customer-facing names, never p
 internal notes or tokens."""
 
 from collections.abc import Mapping
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -136,6 +137,33 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+LOCAL_TIME_HELP = "ISO 8601; without an offset it is the company's local time."
+
+
+class InstantField(serializers.DateTimeField):
+    """An instant in ISO 8601 (without an offset: the company's local time), within years
+    FIRST_YEAR..LAST_YEAR: services add durations to it and the fingerprint reads it in UTC,
+    which near the calendar's ends would overflow (answered as an outage, not as bad input)."""
+
+    FIRST_YEAR = 1900
+    LAST_YEAR = 9998
+    default_error_messages = {"invalid_date": _("Esa fecha está fuera del rango admitido.")}
+
+    def to_internal_value(self, value: Any) -> datetime:
+        try:
+            instant = super().to_internal_value(value)
+            in_utc = instant.astimezone(UTC)
+        except OverflowError:
+            self.fail("invalid_date")
+        except serializers.ValidationError as error:
+            if error.get_codes() == ["overflow"]:  # DRF's own: in the company's zone
+                self.fail("invalid_date")
+            raise
+        if not self.FIRST_YEAR <= in_utc.year <= self.LAST_YEAR:
+            self.fail("invalid_date")
+        return instant
+
+
 class ReferenceInput(serializers.RegexField):
     """A public reference given in a body (e.g. "AP-7K2F9Q"), stored upper-case."""
 
@@ -179,6 +207,10 @@ class QueryFilter(serializers.Serializer):
     ones are not refused here."""
 
 
+# The last day a range may end on: the selectors search up to the start of the next day.
+LAST_DAY = date.max - timedelta(days=1)
+
+
 class DateRangeFilter(QueryFilter):
     date_from = serializers.DateField(
         required=False, help_text="First local day (YYYY-MM-DD), inclusive."
@@ -186,6 +218,13 @@ class DateRangeFilter(QueryFilter):
     date_to = serializers.DateField(
         required=False, help_text="Last local day (YYYY-MM-DD), inclusive."
     )
+
+    def validate_date_to(self, value: date) -> date:
+        if value > LAST_DAY:
+            raise serializers.ValidationError(
+                _("Esa fecha está fuera del rango admitido."), code="invalid_date"
+            )
+        return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "date_from" in attrs and "date_to" in attrs and attrs["date_to"] < attrs["date_from"]:
@@ -329,15 +368,11 @@ class AppointmentIn(StrictSerializer):
     contact = ReferenceInput("CT-7K2F9Q")
     service = ReferenceInput("SV-7K2F9Q")
     professional = ReferenceInput("PR-7K2F9Q")
-    starts_at = serializers.DateTimeField(
-        help_text="ISO 8601; without an offset it is the company's local time."
-    )
+    starts_at = InstantField(help_text=LOCAL_TIME_HELP)
 
 
 class AppointmentRescheduleIn(StrictSerializer):
-    starts_at = serializers.DateTimeField(
-        help_text="ISO 8601; without an offset it is the company's local time."
-    )
+    starts_at = InstantField(help_text=LOCAL_TIME_HELP)
     professional = ReferenceInput("PR-7K2F9Q", required=False)
 
 
@@ -486,6 +521,18 @@ class OpportunityIn(StrictSerializer):
         required=False,
     )
     currency = serializers.RegexField(r"^[A-Za-z]{3}$", required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # The service rounds the amount to the currency (half up), which may carry it past
+        # what the column holds: refused here as bad input, not left to the database.
+        if "amount" in attrs:
+            currency = attrs.get("currency") or self.context["company"].currency
+            if money.quantize(attrs["amount"], currency) >= money.STORED_AMOUNT_LIMIT:
+                raise serializers.ValidationError(
+                    {"amount": [_("El importe supera el máximo que podemos registrar.")]},
+                    code="amount_too_large",
+                )
+        return attrs
 
 
 class OpportunityLoseIn(StrictSerializer):

@@ -41,8 +41,8 @@ from core.references import normalize_reference
 from core.services import contact_create
 from integration import selectors
 from integration import serializers as s
-from integration.authentication import IntegrationAccess
-from integration.pagination import StableOrdering
+from integration.authentication import COMPANY_PARAMETER, IntegrationAccess
+from integration.pagination import Pagination, StableOrdering
 from integration.schema import read_schema, write_schema
 from sales.selectors import opportunity_get
 from sales.services import (
@@ -102,6 +102,12 @@ class CompanyViewSet(viewsets.GenericViewSet):
     filter_backends = [StableOrdering]
     ordering_fields: list[str] = []
     filter_class: type[serializers.Serializer] | None = None
+    # Query parameters every list takes besides its filters: the staff member's company and
+    # the browsable API's format.
+    list_parameters: tuple[str, ...] = (COMPANY_PARAMETER, "format")
+    # The model ("app_label.model") whose view/add/change permission a staff member's role
+    # must grant in the company for a read, a creation or a transition (HasCompanyAccess).
+    permission_model = ""
     # kind -> attribute holding the id, for batch-drawing the references a page shows
     reference_sources: dict[str, str] = {}
     resource = ""
@@ -126,17 +132,41 @@ class CompanyViewSet(viewsets.GenericViewSet):
         finally:
             timezone.deactivate()
 
+    def company_permission(self) -> str:
+        """The permission ("app_label.codename") this request's action needs, as the admin
+        names it: view to read, add to create, change for any transition."""
+        if self.action in (None, "list", "retrieve", "metadata"):
+            verb = "view"  # None: a method the view does not serve, answered 405 after this
+        elif self.action == "create":
+            verb = "add"
+        else:
+            verb = "change"
+        app_label, model = self.permission_model.split(".")
+        return f"{app_label}.{verb}_{model}"
+
     @cached_property
     def references(self) -> s.ReferenceBook:
         return s.ReferenceBook(self.company)
 
     def get_serializer_context(self) -> dict[str, Any]:
-        return {**super().get_serializer_context(), "references": self.references}
+        return {
+            **super().get_serializer_context(),
+            "company": self.company,
+            "references": self.references,
+        }
 
     @cached_property
     def filters(self) -> dict[str, Any]:
         if self.filter_class is None:
             return {}
+        known = {*self.filter_class().fields, *self.list_parameters}
+        unknown = sorted(set(self.request.query_params) - known)
+        if unknown:
+            # A mistyped filter must not answer every row as if it matched.
+            raise serializers.ValidationError(
+                {name: [_("Este parámetro no existe.")] for name in unknown},
+                code="unknown_parameter",
+            )
         serializer = self.filter_class(data=dict(self.request.query_params.items()))
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
@@ -202,6 +232,12 @@ class CompanyViewSet(viewsets.GenericViewSet):
 class ResourceViewSet(CompanyViewSet):
     """A resource listed (paginated, filtered, ordered) and retrieved by its reference."""
 
+    list_parameters = (
+        *CompanyViewSet.list_parameters,
+        StableOrdering.ordering_param,
+        *Pagination.query_parameters,
+    )
+
     def list(self, request: Request) -> Response:
         rows = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         self.prefetch_references(rows)
@@ -226,6 +262,7 @@ class ContactViewSet(ResourceViewSet):
     """The company's contacts (customers)."""
 
     resource = "contacts"
+    permission_model = "core.contact"
     serializer_class = s.ContactOut
     filter_class = s.ContactFilter
     ordering_fields = ["created_at", "first_name", "last_name"]
@@ -270,6 +307,7 @@ class ServiceViewSet(ResourceViewSet):
     """Bookable services (managed by staff in the admin)."""
 
     resource = "services"
+    permission_model = "agenda.service"
     serializer_class = s.ServiceOut
     filter_class = s.ServiceFilter
     ordering_fields = ["name", "duration_minutes"]
@@ -291,6 +329,7 @@ class ProfessionalViewSet(ResourceViewSet):
     """Professionals and the services they give (managed by staff in the admin)."""
 
     resource = "professionals"
+    permission_model = "agenda.professional"
     serializer_class = s.ProfessionalOut
     filter_class = s.ProfessionalFilter
     ordering_fields = ["display_name"]
@@ -313,6 +352,7 @@ class SlotViewSet(CompanyViewSet):
     """Free start times of a service, soonest first, validated again when booking."""
 
     resource = "slots"
+    permission_model = "agenda.appointment"
     serializer_class = s.SlotOut
     filter_class = s.SlotFilter
     pagination_class = None
@@ -375,6 +415,7 @@ class AppointmentViewSet(ResourceViewSet):
     cancellation cut-off) and are re-validated at the instant; staff override in the admin."""
 
     resource = "appointments"
+    permission_model = "agenda.appointment"
     serializer_class = s.AppointmentOut
     filter_class = s.AppointmentFilter
     ordering_fields = ["starts_at", "created_at"]
@@ -475,6 +516,7 @@ class ProductViewSet(ResourceViewSet):
     """The catalog with the current price list's prices and available stock, by SKU."""
 
     resource = "products"
+    permission_model = "sales.product"
     serializer_class = s.ProductOut
     filter_class = s.ProductFilter
     lookup_field = "sku"
@@ -507,6 +549,7 @@ class QuoteViewSet(ResourceViewSet):
     reserved at acceptance."""
 
     resource = "quotes"
+    permission_model = "sales.quote"
     serializer_class = s.QuoteOut
     filter_class = s.QuoteFilter
     ordering_fields = ["created_at", "valid_until"]
@@ -592,6 +635,7 @@ class OpportunityViewSet(ResourceViewSet):
     """The sales pipeline: new → qualified → proposal → negotiation → won / lost."""
 
     resource = "opportunities"
+    permission_model = "sales.opportunity"
     serializer_class = s.OpportunityOut
     filter_class = s.OpportunityFilter
     ordering_fields = ["created_at", "closed_at"]
@@ -671,6 +715,7 @@ class CaseViewSet(ResourceViewSet):
     """Support cases: open → in_progress ⇄ waiting_customer → resolved → closed (terminal)."""
 
     resource = "cases"
+    permission_model = "support.case"
     serializer_class = s.CaseOut
     filter_class = s.CaseFilter
     ordering_fields = ["created_at", "updated_at"]

@@ -11,7 +11,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext_lazy as _
-from ninja import Header, NinjaAPI
+from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
@@ -22,7 +22,7 @@ from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
 from tooling.execution import InvalidArguments, argument_errors, call_tool
 from tooling.http import error_response, json_response, loads, outcome_response
-from tooling.idempotency import check_http_key
+from tooling.idempotency import HTTP_KEY_PATTERN, check_http_key
 from tooling.registry import Tool, registry
 
 logger = logging.getLogger("garante.tools")
@@ -111,16 +111,82 @@ def ping(request: HttpRequest) -> dict[str, bool]:
     return {"ok": True}
 
 
+_ERROR_BODY = {
+    "type": "object",
+    "required": ["error_type", "user_message", "code"],
+    "properties": {
+        "error_type": {
+            "type": "string",
+            "enum": ["VALIDATION", "NOT_FOUND", "PERMISSION", "AMBIGUOUS", "CONFLICT", "SYSTEM"],
+        },
+        "user_message": {"type": "string", "description": "For the end customer."},
+        "code": {"type": "string", "description": "Stable machine code."},
+    },
+    "additionalProperties": True,
+}
+_READ_ERRORS = {
+    400: "malformed_json: the body is not JSON.",
+    401: "Missing or invalid token (with WWW-Authenticate: Bearer).",
+    403: "PERMISSION: not the customer's, identity not established, step-up needed.",
+    404: "NOT_FOUND.",
+    409: "AMBIGUOUS (with `candidates`).",
+    413: "body_too_large.",
+    422: "VALIDATION: bad arguments, missing_conversation_id, a terminal state (`state`).",
+    503: "SYSTEM: a dependency is down; retry later.",
+}
+_WRITE_ERRORS = {
+    **_READ_ERRORS,
+    409: "AMBIGUOUS, idempotency_conflict, or request_in_progress (with Retry-After).",
+    410: "idempotency_expired.",
+    422: "VALIDATION: bad arguments, missing or invalid Idempotency-Key, "
+    "missing_conversation_id, a terminal state (`state`).",
+}
+
+
+def _openapi_extra(tool: Tool) -> dict[str, Any]:
+    """The headers and error answers of a tool's route, as the endpoint really demands and
+    answers them (the headers are read by hand so that their absence is answered by the one
+    engine, with its own codes, rather than by ninja's validation)."""
+    parameters = [
+        {
+            "name": "X-Conversation-Id",
+            "in": "header",
+            "required": True,
+            "description": "The conversation the call belongs to (binds identity and ledger).",
+            "schema": {"type": "string"},
+        }
+    ]
+    if tool.write:
+        parameters.append(
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": True,
+                "description": "One key per logical operation; reuse it, unchanged, to retry.",
+                "schema": {"type": "string", "pattern": HTTP_KEY_PATTERN.pattern},
+            }
+        )
+    errors = _WRITE_ERRORS if tool.write else _READ_ERRORS
+    responses = {
+        str(status): {
+            "description": description,
+            "content": {"application/json": {"schema": _ERROR_BODY}},
+        }
+        for status, description in errors.items()
+    }
+    return {"parameters": parameters, "responses": responses}
+
+
 def _tool_endpoint(tool: Tool):
     Input = tool.input
 
     def endpoint(
         request: HttpRequest,
         payload: Input,  # type: ignore[valid-type]
-        # Optional here: call_tool answers its absence as over MCP (missing_conversation_id).
-        conversation_id: str | None = Header(None, alias="X-Conversation-Id"),
-        idempotency_key: str | None = Header(None, alias="Idempotency-Key"),
     ) -> HttpResponse:
+        # call_tool answers a missing conversation as over MCP (missing_conversation_id).
+        conversation_id = request.headers.get("X-Conversation-Id")
+        idempotency_key = request.headers.get("Idempotency-Key")
         if tool.write:
             try:
                 check_http_key(idempotency_key)
@@ -152,6 +218,7 @@ def mount_tools() -> None:
             summary=tool.title,
             description=tool.description,
             operation_id=f"tool_{tool.name}",
+            openapi_extra=_openapi_extra(tool),
         )(_tool_endpoint(tool))
 
 

@@ -3,7 +3,14 @@ routing, methods, bodies, throttling, and a database that is down (503, never a 
 
 import httpx
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from core.models import StaffMembership
+from core.roles import staff_membership_set
+from support.models import Case
+from support.services import case_open
 
 pytestmark = pytest.mark.django_db
 
@@ -99,3 +106,42 @@ def test_a_database_outage_is_a_503_system_error_not_a_500_page(gunicorn_server,
             "database_unavailable",
         )
         assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize("method", ["post", "delete", "put"])
+@pytest.mark.parametrize("path", ["/api/v1/contacts/", "/api/v1/nothing-here"])
+def test_a_write_to_an_unknown_path_is_the_json_404_not_a_csrf_page(rw_token, method, path):
+    client = APIClient(enforce_csrf_checks=True)  # as a real client: Django's CSRF applies
+
+    response = getattr(client, method)(
+        path,
+        {"first_name": "Ana"},
+        format="json",
+        HTTP_AUTHORIZATION=f"Bearer {rw_token}",
+        HTTP_IDEMPOTENCY_KEY="k-1",
+    )
+
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error_type"] == "NOT_FOUND"
+
+
+def test_a_staff_write_without_the_csrf_token_is_a_translated_refusal(company, ana):
+    user = get_user_model().objects.create_user("marta", password="x", is_staff=True)
+    staff_membership_set(user=user, company=company, role=StaffMembership.Role.ADMIN)
+    case = case_open(company=company, contact=ana, subject="Grifo", description="Gotea")
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(user)
+
+    response = client.post(
+        f"/api/v1/cases/{case.reference}/start", {}, format="json", HTTP_IDEMPOTENCY_KEY="k-1"
+    )
+
+    assert response.status_code == 403
+    body = response.json()
+    assert (body["error_type"], body["code"]) == ("PERMISSION", "csrf_failed")
+    assert body["user_message"] == (
+        "Falta el token de seguridad de la sesión. Recargue la página y vuelva a intentarlo."
+    )
+    case.refresh_from_db()
+    assert case.state == Case.State.OPEN

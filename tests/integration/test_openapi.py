@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from rest_framework.test import APIClient
 
 from support.services import case_open
 
@@ -89,3 +90,35 @@ def test_schemathesis_finds_no_server_error_in_any_operation(
     )
 
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+def test_the_document_lists_the_statuses_writes_and_lists_really_answer(api):
+    document = APIClient().get("/api/v1/schema/?format=json").json()
+    create = document["paths"]["/api/v1/contacts"]["post"]
+    listing = document["paths"]["/api/v1/cases"]["get"]
+    malformed = api.client.post(
+        "/api/v1/contacts", data="{", content_type="application/json", HTTP_IDEMPOTENCY_KEY="k-9"
+    )
+    not_json = api.client.post(
+        "/api/v1/contacts", data="a=b", content_type="text/plain", HTTP_IDEMPOTENCY_KEY="k-8"
+    )
+    not_acceptable = api.client.get("/api/v1/cases", HTTP_ACCEPT="text/csv")
+
+    assert (malformed.status_code, not_json.status_code, not_acceptable.status_code) == (
+        400,
+        415,
+        406,
+    )
+    assert {"400", "406", "413", "415", "422"} <= set(create["responses"])
+    assert {"406", "422"} <= set(listing["responses"])
+
+
+def test_lists_document_their_cursor_pages(api):
+    document = APIClient().get("/api/v1/schema/?format=json").json()
+    listing = document["paths"]["/api/v1/cases"]["get"]
+
+    names = {p["name"] for p in listing["parameters"]}
+    page = listing["responses"]["200"]["content"]["application/json"]["schema"]
+    page = document["components"]["schemas"][page["$ref"].rsplit("/", 1)[-1]]
+    assert {"limit", "cursor", "ordering"} <= names and "offset" not in names
+    assert set(page["properties"]) == {"count", "next", "previous", "results"}
