@@ -22,6 +22,7 @@ from django.db.models import Exists, Field, Model, QuerySet
 from django.utils import formats
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from agenda.models import (
     MAX_BLOCKED_SPAN,
@@ -689,9 +690,12 @@ def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool 
         earliest, horizon = _customer_limits(settings, now)
         if starts_at < earliest:
             raise ValidationFailed(
-                _g(
+                ngettext(
                     "Esa franja empieza demasiado pronto: las reservas se hacen con al menos "
-                    "%(minutes)d minutos de antelación."
+                    "%(minutes)d minuto de antelación.",
+                    "Esa franja empieza demasiado pronto: las reservas se hacen con al menos "
+                    "%(minutes)d minutos de antelación.",
+                    settings.minimum_notice_minutes,
                 )
                 % {"minutes": settings.minimum_notice_minutes},
                 code="slot_too_soon",

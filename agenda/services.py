@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Subquery
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from agenda import clock
 from agenda.availability import blocked_range, slot_taken_error, slot_validate
@@ -142,7 +143,7 @@ def _check_cutoff(appointment: Appointment, now: datetime, action: str) -> None:
         span = (
             _g("%(h)d h %(m)02d min") % {"h": hours, "m": minutes}
             if hours
-            else _g("%(m)d minutos") % {"m": minutes}
+            else ngettext("%(m)d minuto", "%(m)d minutos", minutes) % {"m": minutes}
         )
         message = {
             "cancel": _g(

@@ -1,6 +1,5 @@
 """Shared fixtures: companies, contacts, gateway tokens and HTTP clients against live servers."""
 
-import contextlib
 import itertools
 import os
 import uuid
@@ -15,7 +14,6 @@ from django.db import connection
 from core import process_cache
 from core.models import Company
 from core.services import gateway_credential_issue
-from tests.servers import RefusingSmtp, refusing_smtp
 
 pytest_plugins = ["tests.servers"]  # gunicorn_server, sqlite_database (see its docstring)
 
@@ -210,17 +208,3 @@ def cache_clock(monkeypatch) -> dict[str, float]:
     moment = {"now": 1000.0}
     monkeypatch.setattr(process_cache, "_clock", lambda: moment["now"])
     return moment
-
-
-@pytest.fixture
-def smtp_refusing(settings) -> Iterator[Callable[..., RefusingSmtp]]:
-    """Start a `RefusingSmtp` and send this process's email to it."""
-    with contextlib.ExitStack() as stack:
-
-        def start(reply: str | None = None, times: int | None = None) -> RefusingSmtp:
-            host, port, handler = stack.enter_context(refusing_smtp(reply, times))
-            settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-            settings.EMAIL_HOST, settings.EMAIL_PORT = host, port
-            return handler
-
-        yield start

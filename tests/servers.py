@@ -29,6 +29,11 @@ tests/conftest.py (`pytest_plugins = ["tests.servers"]`), so every test can use:
   sends every task not routed elsewhere to queue `q` (a worker's `.queue`);
   `celery_publisher(url, eager=True)` runs tasks in process again (the test settings' way).
 
+- `smtp_refusing` — a fixture: `smtp_refusing("550 5.1.1 No such user", times=None)` starts a
+  mail server answering recipients with that reply (the first `times` of them; all if None;
+  none without a reply) and sends this process's email to it; it returns the `RefusingSmtp`
+  (`.rcpt_attempts`, `.messages`). `refusing_smtp(...)` is the same as a context manager.
+
 - `free_port()` — a TCP port of 127.0.0.1 nothing listens on (a broker or server that is
   down, or one to start there).
 
@@ -71,7 +76,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -633,3 +638,17 @@ def refusing_smtp(
         yield controller.hostname, controller.port, handler
     finally:
         controller.stop()
+
+
+@pytest.fixture
+def smtp_refusing(settings) -> Iterator[Callable[..., RefusingSmtp]]:
+    """Start a `RefusingSmtp` and send this process's email to it."""
+    with ExitStack() as stack:
+
+        def start(reply: str | None = None, times: int | None = None) -> RefusingSmtp:
+            host, port, handler = stack.enter_context(refusing_smtp(reply, times))
+            settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+            settings.EMAIL_HOST, settings.EMAIL_PORT = host, port
+            return handler
+
+        yield start

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.utils import translation
 
 from agenda import services
 from agenda.availability import slot_validate
@@ -61,6 +62,16 @@ def test_a_slot_inside_the_minimum_notice_is_rejected(book):
         book(local(2026, 12, 7, 10), now=local(2026, 12, 7, 9, 30))
 
     assert caught.value.code == "slot_too_soon"
+
+
+def test_a_one_minute_notice_is_said_in_the_singular_in_english(book, company, agenda_settings):
+    agenda_settings.minimum_notice_minutes = 1
+    agenda_settings.save()
+
+    with translation.override("en"), pytest.raises(ValidationFailed) as caught:
+        book(local(2026, 12, 7, 10), now=local(2026, 12, 7, 9, 59) + timedelta(seconds=30))
+
+    assert "at least 1 minute in advance" in str(caught.value.user_message)
 
 
 def test_staff_may_book_inside_the_notice_but_never_in_the_past(book):
