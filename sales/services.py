@@ -708,6 +708,7 @@ def _quote_email_send(*, quote_id: int) -> bool:
 def _quote_email(quote: Quote) -> tuple[str, str]:
     """The quote's email, subject and body, in the active language (amounts formatted in it
     too): call in the company's language and timezone."""
+    state = quote.effective_state(timezone.now())
     context = {
         "quote": quote,
         "contact": quote.contact,
@@ -727,8 +728,10 @@ def _quote_email(quote: Quote) -> tuple[str, str]:
         "tax": money.spoken(quote.tax_total, quote.currency),
         "total": money.spoken(quote.total, quote.currency),
         "validity": _validity_sentence(quote.valid_until),
-        "is_open": quote.state == Quote.State.SENT,
-        "state_label": QUOTE_STATE_LABELS[quote.state],
+        # As the customer would find it now: one past its validity is expired, whether or not
+        # the expiry sweep has run, and no longer invites an answer.
+        "is_open": state == Quote.State.SENT,
+        "state_label": QUOTE_STATE_LABELS[state],
     }
     subject = render_to_string("sales/quote_email_subject.txt", context).strip()
     return subject, render_to_string("sales/quote_email.txt", context)

@@ -352,6 +352,13 @@ def test_the_validity_sentence_ends_with_one_full_stop(
     [
         (lambda quote: quote_accept(quote=quote), "aceptada"),
         (lambda quote: quote_reject(quote=quote), "rechazada"),
+        # Past its validity before the expiry sweep ran: expired all the same.
+        (
+            lambda quote: Quote.objects.filter(pk=quote.pk).update(
+                valid_until=timezone.now() - timedelta(minutes=1)
+            ),
+            "vencida",
+        ),
     ],
 )
 def test_a_quote_settled_before_its_email_left_is_still_emailed_with_its_state(
