@@ -27,14 +27,10 @@ from agenda.availability import (
 )
 from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
 from agenda.selectors import appointments_for_day, appointments_within_time_off
-from core.admin import (
-    CompanyScopedAdmin,
-    GuardedTransitionsMixin,
-    TransitionHistoryInline,
-    staff_company_ids,
-)
+from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, TransitionHistoryInline
 from core.errors import GaranteError
 from core.models import Company
+from core.roles import staff_company_ids
 
 
 class CompanyLocalTimeMixin:

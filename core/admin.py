@@ -4,7 +4,6 @@ import functools
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -12,7 +11,6 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path
 from django.contrib.auth import get_permission_codename, get_user_model
-from django.contrib.auth.models import Permission
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -33,63 +31,9 @@ from core.models import (
     VerificationChallenge,
     default_step_up_actions,
 )
-from core.roles import ROLES, staff_membership_remove, staff_membership_set
+from core.roles import staff_company_ids, staff_membership_remove, staff_membership_set
 from core.services import gateway_credential_issue, gateway_credential_revoke
 from core.verification import challenge_issue, challenge_resend, challenge_revoke
-
-
-@dataclass(frozen=True)
-class _StaffAccess:
-    """A staff user's roles by company, what each role grants, and what they hold besides
-    (permissions of their own or of a custom group, which count in every company of theirs)."""
-
-    roles: dict[int, str]
-    role_permissions: dict[str, frozenset[str]]
-    other_permissions: frozenset[str]
-
-    def companies(self, permission: str | None) -> list[int]:
-        if permission is None or permission in self.other_permissions:
-            return list(self.roles)
-        return [
-            company_id
-            for company_id, role in self.roles.items()
-            if permission in self.role_permissions.get(role, ())
-        ]
-
-
-def _staff_access(request: HttpRequest) -> _StaffAccess:
-    cached = getattr(request, "_garante_staff_access", None)
-    if cached is not None:
-        return cached
-    user = request.user
-    roles = dict(StaffMembership.objects.filter(user=user).values_list("company_id", "role"))
-    granted: dict[str, set[str]] = {}
-    for role, app_label, codename in Permission.objects.filter(
-        group__name__in=set(roles.values())
-    ).values_list("group__name", "content_type__app_label", "codename"):
-        granted.setdefault(role, set()).add(f"{app_label}.{codename}")
-    other = Permission.objects.filter(
-        Q(user=user) | Q(group__in=user.groups.exclude(name__in=ROLES))
-    ).values_list("content_type__app_label", "codename")
-    access = _StaffAccess(
-        roles=roles,
-        role_permissions={role: frozenset(perms) for role, perms in granted.items()},
-        other_permissions=frozenset(f"{app_label}.{codename}" for app_label, codename in other),
-    )
-    request._garante_staff_access = access  # type: ignore[attr-defined]
-    return access
-
-
-def staff_company_ids(request: HttpRequest, permission: str | None = None) -> list[int] | None:
-    """The companies a staff user may see; None means all (superusers). With `permission`
-    ("app_label.codename"), only those where it is granted: by the user's role in that company
-    (a role is a group of the same name, core.roles), or by a permission of their own or of a
-    custom group, which counts in each of their companies. Django's permissions are global,
-    so without this an admin of one company would act as an admin in every other company of
-    theirs, where they may be an agent."""
-    if request.user.is_superuser:
-        return None
-    return _staff_access(request).companies(permission)
 
 
 def _per_company(model: type) -> bool:

@@ -44,8 +44,8 @@ class GaranteAdminSite(admin.AdminSite):
 
     def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None):
         # Imported here: this module is loaded while the app registry is still being filled.
-        from core.admin import staff_company_ids
         from core.dashboard import staff_dashboard
+        from core.roles import staff_company_ids
 
         context = {**staff_dashboard(request, staff_company_ids(request)), **(extra_context or {})}
         response: TemplateResponse = super().index(request, context)
@@ -55,8 +55,8 @@ class GaranteAdminSite(admin.AdminSite):
 def staff_timezone(request: HttpRequest) -> zoneinfo.ZoneInfo | None:
     """The zone of a staff member's only company; None for superusers and multi-company staff
     (pages that show one company's object convert to its zone themselves)."""
-    from core.admin import staff_company_ids
     from core.models import Company
+    from core.roles import staff_company_ids
 
     if not getattr(request.user, "is_staff", False):
         return None

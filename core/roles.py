@@ -7,19 +7,22 @@ later get their permissions without another migration. Edits made to these three
 the admin are overwritten on the next migrate; make another group for a custom set.
 
 Django's permissions are global to a user, so someone who is an admin in one company and an
-agent in another holds both groups. The admin applies them per company
-(core.admin.CompanyScopedAdmin, `staff_company_ids(request, permission)`): in each company
-they may do what their role there grants, and see nothing of companies they are not in.
+agent in another holds both groups. `staff_company_ids(request, permission)` applies them
+per company, for the admin (core.admin.CompanyScopedAdmin) and the integration API's staff
+sessions alike: in each company they may do what their role there grants, and see nothing of
+companies they are not in.
 """
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.apps import apps as global_apps
 from django.apps.registry import Apps
 from django.contrib.auth.management import create_permissions
-from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.auth.models import AbstractBaseUser, Group, Permission
 from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models import Q
+from django.http import HttpRequest
 
 from core.models import Company, StaffMembership
 
@@ -191,3 +194,57 @@ def staff_membership_remove(*, memberships: Iterable[StaffMembership]) -> int:
     for user in users.values():
         staff_roles_sync(user=user)
     return removed
+
+
+@dataclass(frozen=True)
+class _StaffAccess:
+    """A staff user's roles by company, what each role grants, and what they hold besides
+    (permissions of their own or of a custom group, which count in every company of theirs)."""
+
+    roles: dict[int, str]
+    role_permissions: dict[str, frozenset[str]]
+    other_permissions: frozenset[str]
+
+    def companies(self, permission: str | None) -> list[int]:
+        if permission is None or permission in self.other_permissions:
+            return list(self.roles)
+        return [
+            company_id
+            for company_id, role in self.roles.items()
+            if permission in self.role_permissions.get(role, ())
+        ]
+
+
+def _staff_access(request: HttpRequest) -> _StaffAccess:
+    cached = getattr(request, "_garante_staff_access", None)
+    if cached is not None:
+        return cached
+    user = request.user
+    roles = dict(StaffMembership.objects.filter(user=user).values_list("company_id", "role"))
+    granted: dict[str, set[str]] = {}
+    for role, app_label, codename in Permission.objects.filter(
+        group__name__in=set(roles.values())
+    ).values_list("group__name", "content_type__app_label", "codename"):
+        granted.setdefault(role, set()).add(f"{app_label}.{codename}")
+    other = Permission.objects.filter(
+        Q(user=user) | Q(group__in=user.groups.exclude(name__in=ROLES))
+    ).values_list("content_type__app_label", "codename")
+    access = _StaffAccess(
+        roles=roles,
+        role_permissions={role: frozenset(perms) for role, perms in granted.items()},
+        other_permissions=frozenset(f"{app_label}.{codename}" for app_label, codename in other),
+    )
+    request._garante_staff_access = access  # type: ignore[attr-defined]
+    return access
+
+
+def staff_company_ids(request: HttpRequest, permission: str | None = None) -> list[int] | None:
+    """The companies a staff user may see; None means all (superusers). With `permission`
+    ("app_label.codename"), only those where it is granted: by the user's role in that company
+    (a role is a group of the same name, core.roles), or by a permission of their own or of a
+    custom group, which counts in each of their companies. Django's permissions are global,
+    so without this an admin of one company would act as an admin in every other company of
+    theirs, where they may be an agent."""
+    if request.user.is_superuser:
+        return None
+    return _staff_access(request).companies(permission)

@@ -21,6 +21,7 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from core.errors import PermissionRefused
 from core.models import Company, StaffMembership
+from core.roles import staff_company_ids
 from integration.models import IntegrationCredential
 from integration.selectors import integration_credential_authenticate
 
@@ -143,7 +144,7 @@ class HasCompanyAccess(BasePermission):
 
     A credential writes only with a read-write scope. A staff member may do what their role
     in the chosen company grants on the view's model (`view.company_permission()`), exactly
-    as the admin decides it (core.admin.staff_company_ids): Django's permissions are global,
+    as the admin decides it (core.roles.staff_company_ids): Django's permissions are global,
     so the group alone would let an agent here act as the admin they are elsewhere.
     """
 
@@ -162,9 +163,6 @@ class HasCompanyAccess(BasePermission):
 
 
 def _staff_may(request: Request, view: Any, access: IntegrationAccess) -> bool:
-    # Imported here: the admin modules load the whole admin site, which URL loading must not.
-    from core.admin import staff_company_ids
-
     company_permission = getattr(view, "company_permission", None)
     if company_permission is None:  # the API root: an index, GET only
         return True

@@ -17,14 +17,10 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
 
-from core.admin import (
-    CompanyScopedAdmin,
-    GuardedTransitionsMixin,
-    TransitionHistoryInline,
-    staff_company_ids,
-)
+from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, TransitionHistoryInline
 from core.errors import GaranteError
 from core.models import Contact
+from core.roles import staff_company_ids
 from sales import money, services
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
 

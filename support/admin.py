@@ -11,14 +11,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
 
-from core.admin import (
-    CompanyScopedAdmin,
-    GuardedTransitionsMixin,
-    TransitionHistoryInline,
-    staff_company_ids,
-)
+from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, TransitionHistoryInline
 from core.errors import GaranteError
 from core.models import StaffMembership
+from core.roles import staff_company_ids
 from support import services
 from support.models import Case, CaseComment, SupportSettings
 
