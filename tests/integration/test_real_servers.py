@@ -9,13 +9,14 @@ from datetime import time as clock_time
 
 import httpx
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agenda.models import Appointment
 from agenda.services import appointment_book
 from support.models import Case
 from support.services import case_open
+from tests.servers import wait_for
 from tooling.models import IdempotencyRecord
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -75,7 +76,7 @@ def test_a_duplicate_while_the_first_still_runs_is_409_in_progress_with_retry_af
             # idempotency transaction, with its record already inserted.
             Appointment.objects.select_for_update().get(pk=appointment.pk)
             first = pool.submit(first_http.post, path)
-            time.sleep(1)
+            wait_for(_a_request_waits_for_a_lock, timeout=20, interval=0.05)
             with client(server, rw_token, "cancel-1") as twin_http:
                 started = time.monotonic()
                 twin = twin_http.post(path)
@@ -95,3 +96,17 @@ def test_a_duplicate_while_the_first_still_runs_is_409_in_progress_with_retry_af
     assert retry.headers["X-Idempotency-Replayed"] == "true"
     assert retry.content == first.content
     assert IdempotencyRecord.objects.get(company=company, key="cancel-1").replay_count == 1
+
+
+def _a_request_waits_for_a_lock() -> bool:
+    """Whether a server's session waits for a lock (the row the test holds): the first request
+    is inside its idempotency transaction, its record inserted. Polled rather than slept for:
+    a worker's first request on a busy host may take more than a second to get there."""
+    with connection.cursor() as cursor:
+        # Asked inside the test's transaction, which keeps its first view of the statistics.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0
