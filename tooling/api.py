@@ -17,13 +17,19 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
 
-from core.errors import GaranteError, PermissionRefused, SystemUnavailable, ValidationFailed
+from core.errors import (
+    GaranteError,
+    PermissionRefused,
+    SystemUnavailable,
+    ValidationFailed,
+)
+from core.models import Company
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
-from tooling.execution import InvalidArguments, argument_errors, call_tool
+from tooling.execution import call_tool
 from tooling.http import error_response, json_response, loads, outcome_response
 from tooling.idempotency import HTTP_KEY_PATTERN, check_http_key
-from tooling.registry import Tool, registry
+from tooling.registry import Tool, ToolErrorOut, registry
 
 logger = logging.getLogger("garante.tools")
 
@@ -61,16 +67,13 @@ def on_unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 @api.exception_handler(NinjaValidationError)
 def on_invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-    # ninja's paths start at the request's part ("body", then the parameter): the arguments'
-    # own paths, as MCP answers them, follow it.
-    errors = [
-        {**error, "loc": tuple(error.get("loc", ()))[2:]}
-        for error in exc.errors
-        if tuple(error.get("loc", ()))[:2] == ("body", "payload")
-    ]
-    if len(errors) != len(exc.errors):
+    # ninja checks a tool's body against its input schema before the endpoint runs; a body
+    # it refuses takes the tool's own path, so that it is answered (and traced) as over MCP.
+    match = request.resolver_match
+    tool = registry.get(match.url_name.removeprefix(_URL_NAME_PREFIX)) if match else None
+    if tool is None or not isinstance(getattr(request, "auth", None), Company):
         return error_response(ValidationFailed(code="bad_request"))
-    return error_response(InvalidArguments(argument_errors(errors)).as_error())
+    return _tool_response(tool, request)
 
 
 @api.exception_handler(RequestDataTooBig)
@@ -111,19 +114,6 @@ def ping(request: HttpRequest) -> dict[str, bool]:
     return {"ok": True}
 
 
-_ERROR_BODY = {
-    "type": "object",
-    "required": ["error_type", "user_message", "code"],
-    "properties": {
-        "error_type": {
-            "type": "string",
-            "enum": ["VALIDATION", "NOT_FOUND", "PERMISSION", "AMBIGUOUS", "CONFLICT", "SYSTEM"],
-        },
-        "user_message": {"type": "string", "description": "For the end customer."},
-        "code": {"type": "string", "description": "Stable machine code."},
-    },
-    "additionalProperties": True,
-}
 _READ_ERRORS = {
     400: "malformed_json: the body is not JSON.",
     401: "Missing or invalid token (with WWW-Authenticate: Bearer).",
@@ -167,14 +157,36 @@ def _openapi_extra(tool: Tool) -> dict[str, Any]:
             }
         )
     errors = _WRITE_ERRORS if tool.write else _READ_ERRORS
-    responses = {
-        str(status): {
-            "description": description,
-            "content": {"application/json": {"schema": _ERROR_BODY}},
-        }
-        for status, description in errors.items()
-    }
+    # The bodies come from `response=` (mount_tools); these are the statuses' descriptions.
+    responses = {status: {"description": text} for status, text in errors.items()}
+    responses[200] = {"description": "The tool's answer (its MCP structuredContent)."}
     return {"parameters": parameters, "responses": responses}
+
+
+def _tool_response(tool: Tool, request: HttpRequest) -> HttpResponse:
+    """One call of `tool` from its HTTP request: the headers in place of MCP's `_meta`, the
+    raw body as the arguments (call_tool validates them, as for MCP)."""
+    # call_tool answers a missing conversation as over MCP (missing_conversation_id).
+    conversation_id = request.headers.get("X-Conversation-Id")
+    idempotency_key = request.headers.get("Idempotency-Key")
+    if tool.write:
+        try:
+            check_http_key(idempotency_key)
+        except GaranteError as error:
+            return error_response(error)
+    try:
+        arguments = loads(request.body or b"{}")
+    except ValueError:
+        return error_response(
+            ValidationFailed(
+                _("El cuerpo de la petición no es JSON válido."),
+                code="malformed_json",
+                http_status=400,
+            )
+        )
+    meta = CallMeta(conversation_id=conversation_id, idempotency_key=idempotency_key)
+    outcome = call_tool(tool, company=request.auth, arguments=arguments, meta=meta, surface="rest")
+    return outcome_response(outcome)
 
 
 def _tool_endpoint(tool: Tool):
@@ -182,31 +194,15 @@ def _tool_endpoint(tool: Tool):
 
     def endpoint(
         request: HttpRequest,
-        payload: Input,  # type: ignore[valid-type]
+        payload: Input,  # type: ignore[valid-type]  (documents the body; call_tool validates)
     ) -> HttpResponse:
-        # call_tool answers a missing conversation as over MCP (missing_conversation_id).
-        conversation_id = request.headers.get("X-Conversation-Id")
-        idempotency_key = request.headers.get("Idempotency-Key")
-        if tool.write:
-            try:
-                check_http_key(idempotency_key)
-            except GaranteError as error:
-                return error_response(error)
-        try:
-            arguments = loads(request.body or b"{}")
-        except ValueError:
-            arguments = payload.model_dump(exclude_unset=True)
-        meta = CallMeta(conversation_id=conversation_id, idempotency_key=idempotency_key)
-        try:
-            outcome = call_tool(
-                tool, company=request.auth, arguments=arguments, meta=meta, surface="rest"
-            )
-        except InvalidArguments as exc:
-            return error_response(exc.as_error())
-        return outcome_response(outcome)
+        return _tool_response(tool, request)
 
     endpoint.__name__ = f"tool_{tool.name.replace('.', '_').replace('-', '_')}"
     return endpoint
+
+
+_URL_NAME_PREFIX = "tool-"
 
 
 def mount_tools() -> None:
@@ -218,6 +214,11 @@ def mount_tools() -> None:
             summary=tool.title,
             description=tool.description,
             operation_id=f"tool_{tool.name}",
+            url_name=f"{_URL_NAME_PREFIX}{tool.name}",
+            response={
+                200: tool.output,
+                frozenset(_WRITE_ERRORS if tool.write else _READ_ERRORS): ToolErrorOut,
+            },
             openapi_extra=_openapi_extra(tool),
         )(_tool_endpoint(tool))
 

@@ -242,11 +242,9 @@ def test_fuzzed_mcp_envelopes_headers_and_tool_arguments_never_break_the_endpoin
         }
         response = http.post("/mcp", json=body, headers=headers)
         check_mcp_answer(response)
-        # A tool that ran answers a tool result; only malformed arguments are JSON-RPC errors.
+        # Every call of a known tool is answered as a tool result, malformed arguments too.
         answer = response.json()
-        if "error" in answer:
-            assert answer["error"]["code"] == -32602, answer
-            return
+        assert "error" not in answer, answer
         # The database is up and no fault is asked for: bad input is the caller's mistake and
         # must never be answered as an outage (which tells the agent to try again later).
         assert answer["result"]["structuredContent"].get("error_type") != "SYSTEM", (
