@@ -143,5 +143,6 @@ RULE_CODES = frozenset(
         "invalid_date_range",
         "invalid_period",
         "invalid_pagination",
+        "invalid_cursor",
     }
 )
