@@ -18,16 +18,23 @@ from ninja.parser import Parser
 from ninja.security import HttpBearer
 
 from core.errors import (
+    RULE_CODES,
     GaranteError,
     PermissionRefused,
     SystemUnavailable,
     ValidationFailed,
 )
-from core.models import Company
+from core.models import Company, Conversation
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
 from tooling.execution import call_tool
-from tooling.http import error_response, json_response, loads, outcome_response
+from tooling.http import (
+    error_response,
+    is_json_media_type,
+    json_response,
+    loads,
+    outcome_response,
+)
 from tooling.idempotency import HTTP_KEY_PATTERN, check_http_key
 from tooling.registry import Tool, ToolErrorOut, registry
 
@@ -41,10 +48,22 @@ class GatewayBearer(HttpBearer):
         return company
 
 
+class UnsupportedMediaType(ValidationFailed):
+    def __init__(self) -> None:
+        super().__init__(
+            _("Envíe el cuerpo como application/json."),
+            code="unsupported_media_type",
+            http_status=415,
+        )
+
+
 class StrictJSONParser(Parser):
-    """Bodies parsed as MCP's are (tooling.http.loads): NaN and Infinity are malformed JSON."""
+    """Bodies parsed as MCP's are (tooling.http.loads): NaN and Infinity are malformed JSON,
+    and only a body sent as application/json (UTF-8) is read at all."""
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        if not is_json_media_type(request.META.get("CONTENT_TYPE")):
+            raise UnsupportedMediaType()
         return loads(request.body)
 
 
@@ -54,6 +73,8 @@ api = NinjaAPI(
     description="Every Gateway tool as a plain HTTP endpoint, with Idempotency-Key semantics.",
     urls_namespace="api",
     parser=StrictJSONParser(),
+    # The 422 codes a well-formed call may still get: the data's state, not the call's shape.
+    openapi_extra={"info": {"x-rule-codes": sorted(RULE_CODES)}},
 )
 
 
@@ -87,7 +108,9 @@ def on_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    # ninja raises HttpError(400) when the body is not JSON; other statuses pass through typed.
+    # ninja raises HttpError(400) when the parser fails, whatever it raised (kept as the cause).
+    if isinstance(exc.__cause__, UnsupportedMediaType):
+        return error_response(exc.__cause__)
     message = (
         _("El cuerpo de la petición no es JSON válido.")
         if exc.status_code == 400
@@ -114,6 +137,9 @@ def ping(request: HttpRequest) -> dict[str, bool]:
     return {"ok": True}
 
 
+# What a conversation's row holds, as call_tool checks it (invalid_conversation_id beyond).
+CONVERSATION_ID_MAX_LENGTH = Conversation._meta.get_field("external_id").max_length
+
 _READ_ERRORS = {
     400: "malformed_json: the body is not JSON.",
     401: "Missing or invalid token (with WWW-Authenticate: Bearer).",
@@ -121,6 +147,7 @@ _READ_ERRORS = {
     404: "NOT_FOUND.",
     409: "AMBIGUOUS (with `candidates`).",
     413: "body_too_large.",
+    415: "unsupported_media_type: send the body as application/json (UTF-8).",
     422: "VALIDATION: bad arguments, missing_conversation_id, a terminal state (`state`).",
     503: "SYSTEM: a dependency is down; retry later.",
 }
@@ -143,7 +170,9 @@ def _openapi_extra(tool: Tool) -> dict[str, Any]:
             "in": "header",
             "required": True,
             "description": "The conversation the call belongs to (binds identity and ledger).",
-            "schema": {"type": "string"},
+            # As call_tool checks it: present and not empty (missing_conversation_id), at most
+            # what its row holds (invalid_conversation_id).
+            "schema": {"type": "string", "minLength": 1, "maxLength": CONVERSATION_ID_MAX_LENGTH},
         }
     ]
     if tool.write:

@@ -66,7 +66,7 @@ from core.models import Company
 from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
 from tooling.execution import Outcome, call_tool, company_language, error_outcome
-from tooling.http import json_response, loads, text_response
+from tooling.http import is_json_media_type, json_response, loads, text_response
 from tooling.output import dumps
 from tooling.registry import registry
 
@@ -231,6 +231,17 @@ def _answer(request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification)
 
 
 def _read_body(request: HttpRequest) -> bytes | HttpResponse:
+    # The transport's one body type (as the reference SDK, which answers 415 too): a body
+    # sent as text, form data or another charset is not JSON-RPC, whatever it holds.
+    if not is_json_media_type(request.META.get("CONTENT_TYPE")):
+        return _error_response(
+            None,
+            RpcError(
+                INVALID_REQUEST,
+                "Unsupported Media Type: Content-Type must be application/json",
+                status=415,
+            ),
+        )
     limit = settings.GARANTE_MCP_MAX_BODY_BYTES
     too_large = RpcError(INVALID_REQUEST, "Request body too large", status=413)
     try:

@@ -28,7 +28,7 @@ ENVELOPES = int(os.environ.get("GARANTE_FUZZ_ENVELOPES", "200"))
 ARGUMENT_SETS = int(os.environ.get("GARANTE_FUZZ_ARGUMENTS", "250"))
 OPENAPI_EXAMPLES = int(os.environ.get("GARANTE_FUZZ_OPENAPI", "4"))
 # What a JSON-RPC endpoint may answer: never a server error.
-MCP_STATUSES = {200, 202, 400, 401, 403, 404, 405, 413}
+MCP_STATUSES = {200, 202, 400, 401, 403, 404, 405, 413, 415}  # 415: not application/json
 
 
 def bounded(examples: int) -> settings:
