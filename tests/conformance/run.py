@@ -233,12 +233,17 @@ def run_scenario(scenario: str, mcp_url: str, results: Path) -> Outcome:
     output = results / scenario
     shutil.rmtree(output, ignore_errors=True)
     output.mkdir(parents=True)
-    done = subprocess.run(
-        [str(NODE), str(SUITE), "server", "--url", mcp_url, "--scenario", scenario, "-o", output],
-        capture_output=True,
-        text=True,
-        timeout=SCENARIO_TIMEOUT_SECONDS,
-    )
+    command = [str(NODE), str(SUITE), "server", "--url", mcp_url, "--scenario", scenario]
+    try:
+        done = subprocess.run(
+            [*command, "--output-dir", str(output)],
+            capture_output=True,
+            text=True,
+            timeout=SCENARIO_TIMEOUT_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        print(f"{scenario}: no verdict within {SCENARIO_TIMEOUT_SECONDS} s", file=sys.stderr)
+        return Outcome(scenario, exit_code=-1, checks=[])
     print(done.stdout, end="", flush=True)
     print(done.stderr, end="", file=sys.stderr, flush=True)
     checks: list[dict] = []
