@@ -35,19 +35,22 @@ from agenda.selectors import (
 )
 from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
 from core.errors import ValidationFailed
-from core.identity import contact_for_conversation, identified_contact, require_step_up
+from core.identity import identified_contact
 from core.models import Contact
 from core.states import state_filter, state_shown
-from tooling.context import ToolContext
-from tooling.ledger import (
+from tooling.toolkit import (
+    Cursor,
     LedgerEntry,
     LedgerKind,
-    ledger_resolve,
-    ledger_resolve_owned,
-    ledger_show,
+    ListOutput,
+    PagedListOutput,
+    ToolContext,
+    ToolInput,
+    ToolOutput,
+    listing,
+    page,
+    tool,
 )
-from tooling.output import Cursor, ListOutput, PagedListOutput, listing, page
-from tooling.registry import ToolInput, ToolOutput, tool
 
 IDENTIFIER_HELP = (
     "The customer's document number, phone or email: the same one used with identify_contact."
@@ -107,12 +110,11 @@ class AppointmentsOut(PagedListOutput):
 
 def _seen_appointment(ctx: ToolContext, contact: Contact, given: str) -> LedgerEntry:
     """An appointment this conversation saw; another customer's exact reference is PERMISSION."""
-    return ledger_resolve_owned(
-        ctx,
+    return ctx.seen(
         LedgerKind.APPOINTMENT,
         given,
+        owner=lambda reference: appointment_owner_id(company=ctx.company, reference=reference),
         contact=contact,
-        owner_of=lambda reference: appointment_owner_id(company=ctx.company, reference=reference),
     )
 
 
@@ -148,8 +150,7 @@ def _appointment_out(ctx: ToolContext, appointment: Appointment) -> dict[str, An
 
 def _show_appointments(ctx: ToolContext, appointments: list[Appointment]) -> None:
     tz = ctx.company.tz
-    ledger_show(
-        ctx,
+    ctx.show(
         LedgerKind.APPOINTMENT,
         [LedgerEntry(a.reference, local_label(a.starts_at, tz)) for a in appointments],
     )
@@ -259,7 +260,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         )
         for s in slots
     ]
-    ledger_show(ctx, LedgerKind.SLOT, entries)
+    ctx.show(LedgerKind.SLOT, entries)
     items = [
         {"slot": e.reference, **described}
         for e, described in zip(entries, describe_slots(slots, company.tz), strict=True)
@@ -292,12 +293,12 @@ class ListMyAppointmentsIn(ToolInput):
     ),
     input=ListMyAppointmentsIn,
     output=AppointmentsOut,
+    identified=True,
+    step_up=True,
 )
 def list_my_appointments(ctx: ToolContext, params: ListMyAppointmentsIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="list_my_appointments")
     appointments = page(
-        appointment_list_for_contact(contact=contact, state=params.state, now=clock.now()),
+        appointment_list_for_contact(contact=ctx.contact, state=params.state, now=clock.now()),
         params.limit,
         params.cursor,
     )
@@ -326,16 +327,16 @@ class BookAppointmentIn(ToolInput):
     input=BookAppointmentIn,
     output=AppointmentOut,
     write=True,
+    identified=True,
+    step_up=True,
 )
 def book_appointment(ctx: ToolContext, params: BookAppointmentIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="book_appointment")
-    slot = ledger_resolve(ctx, LedgerKind.SLOT, params.slot)
+    slot = ctx.seen(LedgerKind.SLOT, params.slot)
     service = service_resolve(company=ctx.company, name=params.service)
     professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
     appointment = appointment_book(
         company=ctx.company,
-        contact=contact,
+        contact=ctx.contact,
         service=service,
         professional=professional,
         starts_at=starts_at,
@@ -364,17 +365,17 @@ class RescheduleAppointmentIn(ToolInput):
     input=RescheduleAppointmentIn,
     output=AppointmentOut,
     write=True,
+    identified=True,
+    step_up=True,
 )
 def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="reschedule_appointment")
-    target = _seen_appointment(ctx, contact, params.appointment)
-    slot = ledger_resolve(ctx, LedgerKind.SLOT, params.slot)
+    target = _seen_appointment(ctx, ctx.contact, params.appointment)
+    slot = ctx.seen(LedgerKind.SLOT, params.slot)
     professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
     appointment = appointment_reschedule(
         company=ctx.company,
         reference=target.reference,
-        contact=contact,
+        contact=ctx.contact,
         professional=professional,
         starts_at=starts_at,
     )
@@ -398,12 +399,12 @@ class CancelAppointmentIn(ToolInput):
     output=AppointmentOut,
     write=True,
     destructive=True,
+    identified=True,
+    step_up=True,
 )
 def cancel_appointment(ctx: ToolContext, params: CancelAppointmentIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="cancel_appointment")
-    target = _seen_appointment(ctx, contact, params.appointment)
+    target = _seen_appointment(ctx, ctx.contact, params.appointment)
     appointment = appointment_cancel(
-        company=ctx.company, reference=target.reference, contact=contact
+        company=ctx.company, reference=target.reference, contact=ctx.contact
     )
     return _appointment_out(ctx, appointment)

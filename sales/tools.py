@@ -14,8 +14,8 @@ from django.utils import timezone
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from core.errors import ValidationFailed
-from core.identity import check_owner, contact_for_conversation, require_step_up
-from core.models import Company, Contact
+from core.identity import check_owner
+from core.models import Company
 from core.normalize import mask_email
 from core.references import normalize_reference
 from core.states import state_filter, state_shown
@@ -37,16 +37,19 @@ from sales.services import (
     quote_create,
     quote_reject,
 )
-from tooling.context import ToolContext
-from tooling.ledger import (
+from tooling.toolkit import (
+    Cursor,
     LedgerEntry,
     LedgerKind,
-    ledger_resolve,
-    ledger_resolve_owned,
-    ledger_show,
+    PagedListOutput,
+    ToolContext,
+    ToolInput,
+    ToolOutput,
+    dumps,
+    listing,
+    page,
+    tool,
 )
-from tooling.output import Cursor, PagedListOutput, dumps, listing, page
-from tooling.registry import ToolInput, ToolOutput, tool
 
 # A quote's detail stays well inside the central 3,000-character cap; past this its lines are
 # summarised, so a write never loses its answer (the reference) to truncation.
@@ -199,22 +202,21 @@ def _ledger_entry(quote: Quote) -> LedgerEntry:
     return LedgerEntry(reference=quote.reference, label=created)
 
 
-def _quote_seen(ctx: ToolContext, contact: Contact, given: str) -> Quote:
-    """The quote `given` designates among those this conversation saw, owned by `contact`,
-    row-locked until the call's transaction ends (the transition reads it no more).
+def _quote_seen(ctx: ToolContext, given: str) -> Quote:
+    """The quote `given` designates among those this conversation saw, owned by the
+    identified customer, row-locked until the call's transaction ends (the transition reads
+    it no more).
 
     A reference the conversation never saw is refused; when it names another customer's
     quote the refusal is PERMISSION, so the agent escalates instead of asking again.
     """
-    entry = ledger_resolve_owned(
-        ctx,
+    entry = ctx.seen(
         LedgerKind.QUOTE,
         given,
-        contact=contact,
-        owner_of=lambda reference: quote_owner_id(company=ctx.company, reference=reference),
+        owner=lambda reference: quote_owner_id(company=ctx.company, reference=reference),
     )
     quote = quote_get(company=ctx.company, reference=entry.reference, for_update=True)
-    check_owner(contact=contact, owner_id=quote.contact_id)
+    check_owner(contact=ctx.contact, owner_id=quote.contact_id)
     return quote
 
 
@@ -284,19 +286,19 @@ class CreateQuoteIn(ToolInput):
     input=CreateQuoteIn,
     output=QuoteDetailOut,
     write=True,
+    identified=True,
+    step_up=True,
 )
 def create_quote(ctx: ToolContext, params: CreateQuoteIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="create_quote")
     quote = quote_create(
         company=ctx.company,
-        contact=contact,
+        contact=ctx.contact,
         items=[QuoteItem(sku=i.sku, quantity=i.quantity) for i in params.items],
         expected_total=params.expected_total,
         conversation=ctx.conversation,
     )
-    ledger_show(ctx, LedgerKind.QUOTE, [_ledger_entry(quote)])
-    return _quote_detail(quote, timezone.now(), emailed_to=mask_email(contact.email) or None)
+    ctx.show(LedgerKind.QUOTE, [_ledger_entry(quote)])
+    return _quote_detail(quote, timezone.now(), emailed_to=mask_email(ctx.contact.email) or None)
 
 
 # --- list_my_quotes / get_quote -----------------------------------------------------------------
@@ -327,14 +329,14 @@ class ListMyQuotesIn(ToolInput):
     ),
     input=ListMyQuotesIn,
     output=QuotesOut,
+    identified=True,
+    step_up=True,
 )
 def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="list_my_quotes")
     now = timezone.now()
-    rows = quote_list(contact=contact, state=params.state, now=now).select_related("company")
+    rows = quote_list(contact=ctx.contact, state=params.state, now=now).select_related("company")
     quotes = page(rows, params.limit, params.cursor)
-    ledger_show(ctx, LedgerKind.QUOTE, [_ledger_entry(q) for q in quotes.rows])
+    ctx.show(LedgerKind.QUOTE, [_ledger_entry(q) for q in quotes.rows])
     return listing(
         [_quote_summary(q, now) for q in quotes.rows], has_more=quotes.has_more, start=quotes.start
     )
@@ -354,19 +356,19 @@ class GetQuoteIn(ToolInput):
     ),
     input=GetQuoteIn,
     output=QuoteDetailOut,
+    identified=True,
+    step_up=True,
 )
 def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="get_quote")
     try:
-        reference = ledger_resolve(ctx, LedgerKind.QUOTE, params.quote).reference
+        reference = ctx.seen(LedgerKind.QUOTE, params.quote).reference
     except ValidationFailed as error:
         if error.code != "reference_not_seen":
             raise
         reference = normalize_reference(params.quote)  # e.g. read from the quote's email
     quote = quote_get(company=ctx.company, reference=reference)
-    check_owner(contact=contact, owner_id=quote.contact_id)
-    ledger_show(ctx, LedgerKind.QUOTE, [_ledger_entry(quote)])
+    check_owner(contact=ctx.contact, owner_id=quote.contact_id)
+    ctx.show(LedgerKind.QUOTE, [_ledger_entry(quote)])
     return _quote_detail(quote, timezone.now())
 
 
@@ -389,14 +391,18 @@ class AcceptQuoteIn(ToolInput):
     input=AcceptQuoteIn,
     output=QuoteSummaryOut,
     write=True,
+    identified=True,
+    step_up=True,
+    step_up_deferred=True,
 )
 def accept_quote(ctx: ToolContext, params: AcceptQuoteIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    quote = _quote_seen(ctx, contact, params.quote)
     quote = quote_accept(
-        quote=quote,
+        quote=_quote_seen(ctx, params.quote),
         expected_total=params.expected_total,
-        authorize=lambda: require_step_up(conversation=ctx.conversation, action="accept_quote"),
+        # The step-up comes after the quote's state, validity and total checks (a quote that
+        # cannot be accepted anyway says why without asking for a code first), so the tool
+        # defers it to the service, which asks it before any effect.
+        authorize=ctx.require_step_up,
         locked=True,
     )
     return _quote_summary(quote, timezone.now())
@@ -415,13 +421,11 @@ class RejectQuoteIn(ToolInput):
     input=RejectQuoteIn,
     output=QuoteSummaryOut,
     write=True,
+    identified=True,
+    step_up=True,
 )
 def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="reject_quote")
-    quote = quote_reject(
-        quote=_quote_seen(ctx, contact, params.quote), reason=params.reason, locked=True
-    )
+    quote = quote_reject(quote=_quote_seen(ctx, params.quote), reason=params.reason, locked=True)
     return _quote_summary(quote, timezone.now())
 
 
@@ -441,20 +445,18 @@ class RequestSalesContactIn(ToolInput):
     input=RequestSalesContactIn,
     output=OpportunityOut,
     write=True,
+    identified=True,
+    step_up=True,
 )
 def request_sales_contact(ctx: ToolContext, params: RequestSalesContactIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="request_sales_contact")
     opportunity = opportunity_create(
         company=ctx.company,
-        contact=contact,
+        contact=ctx.contact,
         title=params.topic,
         notes=params.notes,
         conversation=ctx.conversation,
     )
-    ledger_show(
-        ctx, LedgerKind.OPPORTUNITY, [LedgerEntry(opportunity.reference, label=opportunity.title)]
-    )
+    ctx.show(LedgerKind.OPPORTUNITY, [LedgerEntry(opportunity.reference, label=opportunity.title)])
     return {
         "reference": opportunity.reference,
         **state_shown(opportunity.state, OPPORTUNITY_STATE_LABELS),

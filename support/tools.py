@@ -14,22 +14,23 @@ from django.utils.translation import gettext_lazy as _
 from pydantic import Field
 
 from core.errors import NotFound, ValidationFailed
-from core.identity import check_owner, contact_for_conversation, require_step_up
-from core.models import Contact
+from core.identity import check_owner
 from core.states import state_filter, state_shown
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
 from support.selectors import case_get, case_list, case_owner_id, case_public_comments
 from support.services import case_close, case_comment_add, case_open, case_reopen
-from tooling.context import ToolContext
-from tooling.ledger import (
+from tooling.toolkit import (
+    Cursor,
     LedgerEntry,
     LedgerKind,
-    ledger_resolve,
-    ledger_resolve_owned,
-    ledger_show,
+    PagedListOutput,
+    ToolContext,
+    ToolInput,
+    ToolOutput,
+    listing,
+    page,
+    tool,
 )
-from tooling.output import Cursor, PagedListOutput, listing, page
-from tooling.registry import ToolInput, ToolOutput, tool
 
 # Long texts are clipped so a case with its latest comments fits the 3,000-character cap.
 DESCRIPTION_CHARS = 500
@@ -125,19 +126,20 @@ class CommentedCaseOut(CaseOut):
     input=OpenCaseIn,
     output=OpenedCaseOut,
     write=True,
+    identified=True,
+    step_up=True,
 )
 def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
-    contact = _speaker(ctx, params.identifier, action="open_case")
-    related = _seen_case(ctx, contact, params.related_case) if params.related_case else None
+    related = _seen_case(ctx, params.related_case) if params.related_case else None
     case = case_open(
         company=ctx.company,
-        contact=contact,
+        contact=ctx.contact,
         subject=params.subject,
         description=params.description,
         related_case=related,
         conversation=ctx.conversation,
     )
-    ledger_show(ctx, LedgerKind.CASE, [_ledger_entry(case)])
+    ctx.show(LedgerKind.CASE, [_ledger_entry(case)])
     return _case_summary(ctx, case) | {"related_case": related.reference if related else None}
 
 
@@ -150,15 +152,16 @@ def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
     ),
     input=ListMyCasesIn,
     output=CasesOut,
+    identified=True,
+    step_up=True,
 )
 def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
-    contact = _speaker(ctx, params.identifier, action="list_my_cases")
     cases = page(
-        case_list(company=ctx.company, contact=contact, state=params.state),
+        case_list(company=ctx.company, contact=ctx.contact, state=params.state),
         params.limit,
         params.cursor,
     )
-    ledger_show(ctx, LedgerKind.CASE, [_ledger_entry(case) for case in cases.rows])
+    ctx.show(LedgerKind.CASE, [_ledger_entry(case) for case in cases.rows])
     return listing(
         [_case_summary(ctx, case) for case in cases.rows],
         has_more=cases.has_more,
@@ -175,14 +178,15 @@ def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
     ),
     input=CaseIn,
     output=CaseDetailOut,
+    identified=True,
+    step_up=True,
 )
 def get_case(ctx: ToolContext, params: CaseIn) -> dict:
-    contact = _speaker(ctx, params.identifier, action="get_case")
     case = _case_for_reading(ctx, params.case)
-    check_owner(contact=contact, owner_id=case.contact_id)
+    check_owner(contact=ctx.contact, owner_id=case.contact_id)
     comments, more = case_public_comments(case=case, limit=COMMENTS_SHOWN)
     related = case.related_case
-    ledger_show(ctx, LedgerKind.CASE, [_ledger_entry(c) for c in (case, related) if c is not None])
+    ctx.show(LedgerKind.CASE, [_ledger_entry(c) for c in (case, related) if c is not None])
     return _case_summary(ctx, case) | {
         "description": _clip(case.description, DESCRIPTION_CHARS),
         "handled_by": case.assignee.first_name or None if case.assignee else None,
@@ -203,11 +207,12 @@ def get_case(ctx: ToolContext, params: CaseIn) -> dict:
     input=CaseMessageIn,
     output=CommentedCaseOut,
     write=True,
+    identified=True,
+    step_up=True,
 )
 def add_case_comment(ctx: ToolContext, params: CaseMessageIn) -> dict:
-    contact = _speaker(ctx, params.identifier, action="add_case_comment")
-    case = _seen_case(ctx, contact, params.case)
-    comment = case_comment_add(case=case, body=params.message, author_contact=contact)
+    case = _seen_case(ctx, params.case)
+    comment = case_comment_add(case=case, body=params.message, author_contact=ctx.contact)
     return _case_summary(ctx, comment.case) | {"message_added": True}
 
 
@@ -219,10 +224,11 @@ def add_case_comment(ctx: ToolContext, params: CaseMessageIn) -> dict:
     output=CaseOut,
     write=True,
     destructive=True,
+    identified=True,
+    step_up=True,
 )
 def confirm_case_resolved(ctx: ToolContext, params: CaseIn) -> dict:
-    contact = _speaker(ctx, params.identifier, action="confirm_case_resolved")
-    case = case_close(case=_seen_case(ctx, contact, params.case), contact=contact)
+    case = case_close(case=_seen_case(ctx, params.case), contact=ctx.contact)
     return _case_summary(ctx, case)
 
 
@@ -236,36 +242,28 @@ def confirm_case_resolved(ctx: ToolContext, params: CaseIn) -> dict:
     input=CaseMessageIn,
     output=CaseOut,
     write=True,
+    identified=True,
+    step_up=True,
 )
 def report_case_not_fixed(ctx: ToolContext, params: CaseMessageIn) -> dict:
-    contact = _speaker(ctx, params.identifier, action="report_case_not_fixed")
-    case = _seen_case(ctx, contact, params.case)
-    case = case_reopen(case=case, contact=contact, message=params.message)
+    case = _seen_case(ctx, params.case)
+    case = case_reopen(case=case, contact=ctx.contact, message=params.message)
     return _case_summary(ctx, case)
 
 
 # Reference resolution and output shaping shared by the tools above.
 
 
-def _speaker(ctx: ToolContext, identifier: str, *, action: str) -> Contact:
-    """The identified customer, once the company's step-up policy for `action` is met."""
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=identifier)
-    require_step_up(conversation=ctx.conversation, action=action)
-    return contact
-
-
-def _seen_case(ctx: ToolContext, contact: Contact, given: str) -> Case:
+def _seen_case(ctx: ToolContext, given: str) -> Case:
     """A case this conversation was shown (or created), and the speaker's own; another
     customer's exact reference is PERMISSION."""
-    entry = ledger_resolve_owned(
-        ctx,
+    entry = ctx.seen(
         LedgerKind.CASE,
         given,
-        contact=contact,
-        owner_of=lambda reference: case_owner_id(company=ctx.company, reference=reference),
+        owner=lambda reference: case_owner_id(company=ctx.company, reference=reference),
     )
     case = case_get(company=ctx.company, reference=entry.reference)
-    check_owner(contact=contact, owner_id=case.contact_id)
+    check_owner(contact=ctx.contact, owner_id=case.contact_id)
     return case
 
 
@@ -276,7 +274,7 @@ def _case_for_reading(ctx: ToolContext, given: str) -> Case:
     except NotFound:
         pass
     try:
-        entry = ledger_resolve(ctx, LedgerKind.CASE, given)
+        entry = ctx.seen(LedgerKind.CASE, given)
     except ValidationFailed as error:
         if error.code != "reference_not_seen":
             raise

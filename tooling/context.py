@@ -1,12 +1,26 @@
-"""What a tool handler knows about the call it serves."""
+"""What a tool handler knows about the call it serves, and what it may ask of the platform
+(the identified customer, the step-up check, the exposure ledger)."""
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
+from typing import TYPE_CHECKING
 
 from django.db import connection
 
+from core.identity import contact_for_conversation, require_step_up
 from core.models import Company, Contact, Conversation
 from core.sql import column, insert_unless_conflict, selected
+from tooling.ledger import (
+    LedgerEntry,
+    LedgerKind,
+    ledger_resolve,
+    ledger_resolve_owned,
+    ledger_show,
+)
+
+if TYPE_CHECKING:
+    from tooling.registry import Tool
 
 
 @dataclass
@@ -24,9 +38,14 @@ class ToolContext:
     meta: CallMeta
     surface: str = "mcp"
     extra: dict = field(default_factory=dict)
+    # The tool being called: its declaration names the step-up action (Tool.run sets it).
+    tool: "Tool | None" = field(default=None, repr=False)
     # What the handler's answer shows, for the exposure ledger (tooling.ledger.ledger_show).
     shown: list = field(default_factory=list, repr=False)
     _conversation_inserted: bool = field(default=False, init=False, repr=False)
+    _contact: Contact | None = field(default=None, init=False, repr=False)
+    # Whether this call's step-up check ran (a deferred one is held to it: Tool.run).
+    step_up_checked: bool = field(default=False, init=False, repr=False)
 
     @cached_property
     def conversation(self) -> Conversation:
@@ -48,6 +67,60 @@ class ToolContext:
         until that transaction ends the row is this call's alone and holds what was inserted.
         Ask within that transaction only; the flag is not cleared when it ends."""
         return self.conversation is not None and self._conversation_inserted
+
+    @property
+    def contact(self) -> Contact:
+        """The customer this conversation identified as, checked against the call's
+        `identifier` before the handler runs (a tool declared `identified=True`)."""
+        if self._contact is None:
+            raise RuntimeError("ctx.contact is for tools declared with identified=True")
+        return self._contact
+
+    def identify(self, identifier: str) -> Contact:
+        """Check `identifier` against the conversation's identified customer and keep them as
+        `contact` (core.identity.contact_for_conversation: PERMISSION when it is not theirs).
+        The platform calls it for a tool declared `identified=True`."""
+        self._contact = contact_for_conversation(
+            conversation=self.conversation, identifier=identifier
+        )
+        return self._contact
+
+    def require_step_up(self) -> None:
+        """PERMISSION `verification_required` when the company's policy lists this tool's
+        step-up action and the conversation is not verified now. The platform asks it before
+        the handler; a tool declared `step_up_deferred=True` asks it itself, where its own
+        order needs (e.g. passed as a service's `authorize`)."""
+        action = self.tool.step_up if self.tool is not None else None
+        if action is None:
+            raise RuntimeError("ctx.require_step_up is for tools declared with step_up")
+        self.step_up_checked = True
+        require_step_up(conversation=self.conversation, action=action)
+
+    def show(self, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
+        """Say that the answer shows these references: those still in it once capped become
+        resolvable by `seen` in later calls of this conversation."""
+        ledger_show(self, kind, entries)
+
+    def seen(
+        self,
+        kind: LedgerKind,
+        given: str,
+        *,
+        owner: Callable[[str], int | None] | None = None,
+        contact: Contact | None = None,
+    ) -> LedgerEntry:
+        """The entry of `kind` this conversation was shown that `given` designates: its
+        reference, a unique ending of it or its label (VALIDATION `reference_not_seen`
+        otherwise, AMBIGUOUS when several match).
+
+        With `owner` (a reference's owner's contact id, or None), for a mutation of the
+        speaker's own entity: a reference never seen that is exactly another customer's is
+        PERMISSION instead, so the agent escalates. The speaker is `contact`, by default the
+        identified `self.contact`. The caller still checks the owner of what it resolves."""
+        if owner is None:
+            return ledger_resolve(self, kind, given)
+        speaker = contact if contact is not None else self.contact
+        return ledger_resolve_owned(self, kind, given, contact=speaker, owner_of=owner)
 
 
 @cache

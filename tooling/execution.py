@@ -229,7 +229,7 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
 
     def answer() -> tuple[dict[str, Any], str]:
         """The handler's answer capped, and then what it still shows recorded as seen."""
-        body, text = capped(tool.handler(ctx, params))
+        body, text = capped(tool.run(ctx, params))
         ledger_record_shown(ctx, text)
         return body, text
 

@@ -94,15 +94,52 @@ class Tool:
     # One of the tools through which a customer gets verified (a code asked for, a code
     # checked): no step-up policy can ask a code for them.
     verification: bool = False
+    # It acts for the identified customer: its `identifier` argument is checked against the
+    # conversation's identified contact before the handler runs, which reads it as ctx.contact.
+    identified: bool = False
+    # The step-up action a company's policy may list for it (None: none), checked after the
+    # identity and before the handler, unless `step_up_deferred`: then the handler asks it
+    # (ctx.require_step_up) where its own order needs, and a call that never did fails.
+    step_up: str | None = None
+    step_up_deferred: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def takes_step_up(self) -> bool:
-        """Whether a company's step-up policy may list this tool: it acts for an identified
-        customer (an `identifier` argument) and is not a verification tool. Each such tool
-        asks for the verification itself (`core.identity.require_step_up`), after checking
-        the identifier (tests/tooling/test_step_up_tools.py holds every one of them to it)."""
-        return "identifier" in self.input.model_fields and not self.verification
+        """Whether a company's step-up policy may list this tool: it declares a step-up
+        action, which the platform enforces (`run`). Every tool acting for an identified
+        customer, verification tools aside, declares one (tests/tooling/test_step_up_tools.py)."""
+        return self.step_up is not None
+
+    def run(self, ctx: "ToolContext", params: Any) -> dict[str, Any]:
+        """The handler's answer, behind what the tool declares, in this order: the identity
+        (`identifier` checked, ctx.contact), then the company's step-up policy for its action.
+        A handler that defers the step-up and returns without having asked it is a bug, and
+        fails the call (a write is then rolled back) rather than act unverified."""
+        ctx.tool = self
+        if self.identified:
+            ctx.identify(params.identifier)
+        if self.step_up is not None and not self.step_up_deferred:
+            ctx.require_step_up()
+        answer = self.handler(ctx, params)
+        if self.step_up_deferred and not ctx.step_up_checked:
+            raise RuntimeError(f"tool {self.name!r} defers its step-up and never asked it")
+        return answer
+
+    def check_declaration(self) -> None:
+        """ValueError for a declaration the platform could not enforce as written."""
+        takes_identifier = "identifier" in self.input.model_fields
+        if self.identified != takes_identifier:
+            # An identifier the platform does not check would be checked by hand, or not at all.
+            raise ValueError(
+                f"tool {self.name!r}: identified=True goes with an `identifier` argument"
+            )
+        if self.step_up is not None and (not self.identified or self.verification):
+            raise ValueError(
+                f"tool {self.name!r}: step-up is for identified, non-verification tools"
+            )
+        if self.step_up_deferred and self.step_up is None:
+            raise ValueError(f"tool {self.name!r}: step_up_deferred without a step_up action")
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -155,6 +192,7 @@ class ToolRegistry:
     def register(self, tool: Tool) -> Tool:
         if not tool.name or len(tool.name) > 128 or set(tool.name) - TOOL_NAME_CHARS:
             raise ValueError(f"invalid tool name {tool.name!r}")
+        tool.check_declaration()
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is registered twice")
         self._tools[tool.name] = tool
@@ -185,8 +223,17 @@ def tool(
     destructive: bool = False,
     idempotent: bool | None = None,
     verification: bool = False,
+    identified: bool = False,
+    step_up: bool | str = False,
+    step_up_deferred: bool = False,
 ) -> Callable[[Handler], Handler]:
-    """Register the decorated function as a tool handler: `handler(ctx, params) -> dict`."""
+    """Register the decorated function as a tool handler: `handler(ctx, params) -> dict`.
+
+    `identified=True`: the tool acts for the identified customer named by its `identifier`
+    argument; the platform checks it and the handler reads `ctx.contact`. `step_up`: the
+    action a company's step-up policy may list (True: the tool's name), checked by the
+    platform after the identity; with `step_up_deferred=True` the handler calls
+    `ctx.require_step_up()` itself, for a tool whose checks must come first."""
 
     def decorator(handler: Handler) -> Handler:
         registry.register(
@@ -201,6 +248,9 @@ def tool(
                 destructive=destructive,
                 idempotent=idempotent,
                 verification=verification,
+                identified=identified,
+                step_up=name if step_up is True else step_up or None,
+                step_up_deferred=step_up_deferred,
             )
         )
         return handler

@@ -9,12 +9,11 @@ from typing import Any, Literal
 from django.conf import settings
 from pydantic import Field, model_validator
 
-from core.identity import contact_for_conversation, identify_contact, require_step_up
+from core.identity import identify_contact
 from core.normalize import mask_email, mask_phone
 from core.services import contact_update_details
 from core.verification import challenge_issue, challenge_verify
-from tooling.context import ToolContext
-from tooling.registry import ToolInput, ToolOutput, tool
+from tooling.toolkit import ToolContext, ToolInput, ToolOutput, tool
 
 IDENTIFIER_DESCRIPTION = (
     "The document number, phone or email the customer identified with in identify_contact."
@@ -125,11 +124,11 @@ class CodeSentOut(ToolOutput):
     output=CodeSentOut,
     write=True,
     verification=True,
+    identified=True,
 )
 def request_verification_code(ctx: ToolContext, params: RequestVerificationCodeIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
     challenge = challenge_issue(
-        contact=contact, channel=params.channel, conversation=ctx.conversation
+        contact=ctx.contact, channel=params.channel, conversation=ctx.conversation
     )
     minutes = int(settings.GARANTE_VERIFICATION_CODE_TTL.total_seconds() // 60)
     return {
@@ -161,11 +160,10 @@ class VerifiedOut(ToolOutput):
     output=VerifiedOut,
     write=True,
     verification=True,
+    identified=True,
 )
 def verify_code(ctx: ToolContext, params: VerifyCodeIn) -> dict:
-    conversation = ctx.conversation
-    contact = contact_for_conversation(conversation=conversation, identifier=params.identifier)
-    challenge_verify(conversation=conversation, contact=contact, code=params.code)
+    challenge_verify(conversation=ctx.conversation, contact=ctx.contact, code=params.code)
     minutes = int(settings.GARANTE_VERIFICATION_VALID_FOR.total_seconds() // 60)
     return {"verified": True, "valid_for_minutes": minutes}
 
@@ -193,11 +191,11 @@ class ContactDetailsOut(ToolOutput):
     input=UpdateContactDetailsIn,
     output=ContactDetailsOut,
     write=True,
+    identified=True,
+    step_up=True,
 )
 def update_contact_details(ctx: ToolContext, params: UpdateContactDetailsIn) -> dict:
-    contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
-    require_step_up(conversation=ctx.conversation, action="update_contact_details")
-    contact = contact_update_details(contact=contact, phone=params.phone, email=params.email)
+    contact = contact_update_details(contact=ctx.contact, phone=params.phone, email=params.email)
     return {
         "updated": True,
         "phone": mask_phone(contact.phone) or None,

@@ -9,8 +9,7 @@ from core.errors import ValidationFailed
 from core.references import normalize_reference
 from tests.testapp import services
 from tests.testapp.models import Counter
-from tooling.context import ToolContext
-from tooling.registry import ToolInput, ToolOutput, tool
+from tooling.toolkit import ToolContext, ToolInput, ToolOutput, tool
 
 
 class ReservationOut(ToolOutput):
