@@ -1,17 +1,24 @@
 """The company's step-up policy holds for every tool it may list: each tool acting for an
-identified customer asks for the verification itself, and the policy lists nothing else."""
+identified customer declares its step-up on `@tool`, the platform asks for the verification
+after checking the identifier and before the handler runs, and the policy lists nothing else."""
 
 import uuid
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from pydantic import Field
 
 from core.models import StepUpPolicy
+from core.services import contact_create
 from tests.reliability.test_tenant_isolation import ANA, arguments_for, seeded_sandbox, snapshot
+from tests.testapp import services
+from tests.testapp.models import Counter
 from tooling.context import CallMeta
 from tooling.execution import call_tool
-from tooling.registry import registry
+from tooling.registry import Tool, registry
+from tooling.toolkit import ToolContext, ToolInput, ToolOutput
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,3 +80,134 @@ def test_every_tool_a_policy_may_list_asks_for_the_code_before_it_acts():
         for name, outcome in answers.items()
     } == dict.fromkeys(listed, ("PERMISSION", "verification_required"))
     assert snapshot(company) == before
+
+
+def test_every_tool_acting_for_an_identified_customer_declares_a_step_up():
+    """Verification tools aside, a tool that takes the customer's identifier declares the
+    step-up action the platform checks, so a policy can list it; only those can be listed."""
+    identified = {t.name for t in registry.all() if t.identified and not t.verification}
+    declared = {t.name for t in registry.all() if t.step_up is not None}
+    listable = {t.name for t in registry.all() if t.takes_step_up}
+
+    assert identified == declared == listable
+    assert {t.name for t in registry.all() if "identifier" in t.input.model_fields} == {
+        t.name for t in registry.all() if t.identified
+    }
+    assert "accept_quote" in declared and "update_contact_details" in declared
+    assert not {t.name for t in registry.all() if t.verification} & declared
+
+
+class SpeakerIn(ToolInput):
+    identifier: str = Field(min_length=1, max_length=120)
+
+
+class SpeakerOut(ToolOutput):
+    first_name: str
+
+
+@pytest.fixture
+def ana(company):
+    return contact_create(company=company, first_name="Ana", document_number=ANA, phone="600111222")
+
+
+@pytest.fixture
+def declared_tool() -> Iterator[tuple[list[str], Callable[..., Tool]]]:
+    """Registers test tools for one test: `declare(name, handler=None, **declaration)`; the
+    default handler notes who it served in the list it yields first."""
+    served: list[str] = []
+    names: list[str] = []
+
+    def handler(ctx: ToolContext, params: SpeakerIn) -> dict:
+        served.append(ctx.contact.first_name)
+        return {"first_name": ctx.contact.first_name}
+
+    def declare(name: str, handler=handler, **declaration) -> Tool:
+        names.append(name)
+        tool = Tool(
+            name=name,
+            title=name,
+            description="Test-only.",
+            input=SpeakerIn,
+            output=SpeakerOut,
+            handler=handler,
+            **declaration,
+        )
+        return registry.register(tool)
+
+    yield served, declare
+    for name in names:
+        registry.unregister(name)
+
+
+def test_the_platform_checks_the_identifier_then_the_step_up_before_the_handler(
+    company, ana, declared_tool
+):
+    """The order the tools relied on when each checked by hand: a wrong identifier is
+    refused as such (not as a missing code), a listed action waits for the code, and only
+    then does the handler run, for the customer the conversation identified."""
+    served, declare = declared_tool
+    declare("test_speaker", identified=True, step_up="test_speaker")
+    assert call(company, "identify_contact", {"document": ANA}).is_error is False
+    StepUpPolicy.objects.update_or_create(company=company, defaults={"actions": ["test_speaker"]})
+
+    wrong = call(company, "test_speaker", {"identifier": "X1234567L"})
+    unverified = call(company, "test_speaker", {"identifier": ANA})
+    StepUpPolicy.objects.update_or_create(company=company, defaults={"actions": []})
+    unlisted = call(company, "test_speaker", {"identifier": ANA})
+
+    assert wrong.body["code"] == "identity_mismatch"
+    assert unverified.body["code"] == "verification_required"
+    assert unlisted.is_error is False and unlisted.body == {"first_name": "Ana"}
+    assert served == ["Ana"]
+
+
+def test_a_tool_that_defers_its_step_up_and_never_asks_it_fails_and_writes_nothing(
+    company, ana, declared_tool
+):
+    """A handler declared to ask for the code itself (after checks of its own) that returns
+    without asking is a bug: the call fails as SYSTEM and its write is rolled back, rather
+    than act for a customer the policy wanted verified."""
+    _served, declare = declared_tool
+
+    def forgetful(ctx: ToolContext, params: SpeakerIn) -> dict:
+        services.counter_increment(company=ctx.company, name="forgetful")
+        return {"first_name": ctx.contact.first_name}
+
+    def careful(ctx: ToolContext, params: SpeakerIn) -> dict:
+        services.counter_increment(company=ctx.company, name="careful")
+        ctx.require_step_up()
+        return {"first_name": ctx.contact.first_name}
+
+    for name, handler in [("test_forgetful", forgetful), ("test_careful", careful)]:
+        declare(
+            name, handler, write=True, identified=True, step_up="test_any", step_up_deferred=True
+        )
+    assert call(company, "identify_contact", {"document": ANA}).is_error is False
+
+    forgot = call(company, "test_forgetful", {"identifier": ANA})
+    asked = call(company, "test_careful", {"identifier": ANA})
+
+    assert forgot.body["error_type"] == "SYSTEM"
+    assert asked.is_error is False
+    assert dict(Counter.objects.values_list("name", "value")) == {"careful": 1}
+
+
+@pytest.mark.parametrize(
+    ("declaration", "problem"),
+    [
+        ({}, "identified=True goes with an `identifier` argument"),
+        ({"identified": True, "verification": True, "step_up": "x"}, "step-up is for"),
+        ({"identified": True, "step_up_deferred": True}, "without a step_up action"),
+    ],
+)
+def test_a_declaration_the_platform_cannot_enforce_is_refused_at_registration(
+    declared_tool, declaration, problem
+):
+    """A tool taking an identifier must let the platform check it; a step-up goes with an
+    identified customer outside the verification tools; a deferred one needs an action."""
+    _served, declare = declared_tool
+
+    with pytest.raises(ValueError, match=problem):
+        declare("test_undeclared", **declaration)
+
+    assert registry.get("test_undeclared") is None
