@@ -563,7 +563,7 @@ class StepUpPolicyForm(forms.ModelForm):
                 _("Not a tool name: %(names)s"), params={"names": ", ".join(invalid)}
             )
         # A name the tools do not check would protect nothing while seeming to.
-        unable = [n for n in names if not ((t := registry.get(n)) and t.takes_step_up)]
+        unable = [n for n in names if n not in registry.step_up_actions()]
         if unable:
             raise forms.ValidationError(
                 _(

@@ -208,6 +208,10 @@ class ToolRegistry:
         """Every tool, in a fixed order (by name) so listings are stable."""
         return [self._tools[name] for name in sorted(self._tools)]
 
+    def step_up_actions(self) -> set[str]:
+        """The actions a company's step-up policy may list: those the tools declare."""
+        return {tool.step_up for tool in self._tools.values() if tool.step_up is not None}
+
 
 registry = ToolRegistry()
 

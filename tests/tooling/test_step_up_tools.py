@@ -89,7 +89,7 @@ def test_every_tool_acting_for_an_identified_customer_declares_a_step_up():
     declared = {t.name for t in registry.all() if t.step_up is not None}
     listable = {t.name for t in registry.all() if t.takes_step_up}
 
-    assert identified == declared == listable
+    assert identified == declared == listable == registry.step_up_actions()
     assert {t.name for t in registry.all() if "identifier" in t.input.model_fields} == {
         t.name for t in registry.all() if t.identified
     }
