@@ -47,6 +47,7 @@ from tooling.idempotency import IdempotentResult
 from tooling.models import ExposedReference, IdempotencyRecord
 from tooling.output import dumps
 from tooling.registry import ToolOutput, registry
+from tooling.toolkit import ToolContext
 
 ANA = Contact("Ana", "García", "12345678Z", "+34600111222", "ana@example.com")
 BRUNO = Contact("Bruno", "López", "X1234567L", "+34600333444", "bruno@example.com")
@@ -179,11 +180,17 @@ def test_check_1_fails_when_the_server_forgets_idempotency_keys(live_server, tmp
 @pytest.mark.django_db(transaction=True)
 def test_check_2_fails_when_a_tool_ignores_the_identifier(live_server, tmp_path, monkeypatch):
     token = seeded_token()
-    # Agenda tools that take whoever the conversation identified as, whatever identifier comes.
-    monkeypatch.setattr(
-        "agenda.tools.contact_for_conversation",
-        lambda *, conversation, identifier: conversation.contact,
-    )
+    # Agenda tools served for whoever the conversation identified as, whatever identifier
+    # comes (the identity check the platform makes for them skipped).
+    checked = ToolContext.identify
+
+    def careless(ctx: ToolContext, identifier: str) -> Any:
+        if ctx.tool.handler.__module__ != "agenda.tools":
+            return checked(ctx, identifier)
+        ctx._contact = ctx.conversation.contact
+        return ctx._contact
+
+    monkeypatch.setattr(ToolContext, "identify", careless)
 
     code, _, report = certify(live_server.url, token, tmp_path)
 
