@@ -65,7 +65,10 @@ OVERSIZED: dict[str, Callable[[Any, Any], dict]] = {
 
 
 def oversized(tool: Tool, handler: Callable[[Any, Any], dict]) -> Tool:
-    return dataclasses.replace(tool, input=NoArguments, handler=handler)
+    """The tool answering `handler`'s result, without arguments (so without an identifier
+    to check or a step-up to ask: the cap is what is under test)."""
+    undeclared = {"identified": False, "step_up": None, "step_up_deferred": False}
+    return dataclasses.replace(tool, input=NoArguments, handler=handler, **undeclared)
 
 
 def assert_capped(body: dict[str, Any], kind: str) -> None:
