@@ -138,6 +138,11 @@ RULE_CODES = frozenset(
         "identification_required",
         "identity_mismatch",
         "identity_switch",
+        # a value JSON Schema cannot check: a document's check digit, a phone number's
+        # validity in its country (phonenumbers), an email address as our validator reads it
+        "invalid_document",
+        "invalid_phone",
+        "invalid_email",
         # time and position
         "invalid_date",
         "invalid_date_range",
