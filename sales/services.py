@@ -426,7 +426,7 @@ def _guard_quote(quote: Quote, transition: Callable[..., Any], now: datetime) ->
     """
     if not can_proceed(transition):
         raise _quote_state_error(quote.state)
-    if quote.state in Quote.OPEN_STATES and quote.valid_until <= now:
+    if quote.is_lapsed(now):
         # Past validity it is expired at this instant, whether or not the beat task ran yet.
         raise _quote_state_error(Quote.State.EXPIRED)
 
@@ -642,17 +642,13 @@ def quotes_expire_due(*, now: datetime | None = None, batch: int = 500) -> int:
     skipping quotes another transaction holds (an acceptance checks the instant itself)."""
     now = now or timezone.now()
     due = list(
-        Quote.objects.filter(state__in=Quote.OPEN_STATES, valid_until__lte=now)
-        .order_by("valid_until")
-        .values_list("pk", flat=True)[:batch]
+        Quote.objects.lapsed(now).order_by("valid_until").values_list("pk", flat=True)[:batch]
     )
     expired = 0
     for pk in due:
         with transaction.atomic():
             quote = (
-                Quote.objects.select_for_update(skip_locked=True)
-                .filter(pk=pk, state__in=Quote.OPEN_STATES, valid_until__lte=now)
-                .first()
+                Quote.objects.select_for_update(skip_locked=True).lapsed(now).filter(pk=pk).first()
             )
             if quote is None:
                 continue
