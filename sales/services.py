@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Case, F, IntegerField, OuterRef, Subquery, Sum, Value, When
 from django.template.loader import render_to_string
 from django.utils import formats, timezone, translation
@@ -25,7 +25,7 @@ from django_fsm import can_proceed
 from core.errors import NotFound, ValidationFailed
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation
-from core.references import new_reference
+from core.references import insert_with_fresh_reference
 from core.states import state_shown
 from core.transactions import one_at_a_time, without_savepoint
 from sales import money
@@ -37,7 +37,6 @@ logger = logging.getLogger("garante.sales")
 QUOTE_VALIDITY = timedelta(days=15)
 MAX_QUOTE_LINES = 50
 MAX_LINE_QUANTITY = 10_000
-_REFERENCE_ATTEMPTS = 5
 
 
 # --- Catalog and stock -------------------------------------------------------------------------
@@ -312,19 +311,6 @@ def _insufficient_stock(product: Product) -> ValidationFailed:
     )
 
 
-def _save_with_new_reference(instance: Quote | Opportunity, prefix: str) -> None:
-    """Insert with a fresh random reference, drawing again on the (rare) collision."""
-    for attempt in range(_REFERENCE_ATTEMPTS):
-        instance.reference = new_reference(prefix)
-        try:
-            with transaction.atomic():
-                instance.save(force_insert=True)
-            return
-        except IntegrityError:
-            if attempt == _REFERENCE_ATTEMPTS - 1:
-                raise
-
-
 def quote_create(
     *,
     company: Company,
@@ -376,7 +362,7 @@ def quote_create(
             opportunity=locked_opportunity,
             conversation=conversation,
         )
-        _save_with_new_reference(quote, "QT")
+        insert_with_fresh_reference(quote, prefix="QT")
         lines = QuoteLine.objects.bulk_create(
             QuoteLine(
                 quote=quote,
@@ -805,7 +791,7 @@ def opportunity_create(
     )
     # No transaction of its own: the one INSERT has its savepoint (a reference collision is
     # drawn again), and it is atomic by itself.
-    _save_with_new_reference(opportunity, "OP")
+    insert_with_fresh_reference(opportunity, prefix="OP")
     return opportunity
 
 

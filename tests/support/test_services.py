@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from core import references
 from core.errors import PermissionRefused, ValidationFailed
 from core.models import Company
 from core.services import contact_create
@@ -27,7 +28,7 @@ def test_a_new_case_is_open_with_a_public_reference_unique_in_the_company(compan
 def test_a_reference_collision_draws_another_reference(company, contact, monkeypatch):
     taken = services.case_open(company=company, contact=contact, subject="A", description="a")
     draws = iter([taken.reference, "CS-NEWONE"])
-    monkeypatch.setattr(services, "new_reference", lambda prefix: next(draws))
+    monkeypatch.setattr(references, "new_reference", lambda prefix: next(draws))
 
     case = services.case_open(company=company, contact=contact, subject="B", description="b")
 
