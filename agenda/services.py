@@ -26,7 +26,7 @@ from agenda.models import (
     WorkingHours,
 )
 from agenda.selectors import agenda_settings_for
-from core.errors import NotFound, ValidationFailed
+from core.errors import NotFound, NotInCompany, ValidationFailed
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.references import insert_with_fresh_reference, normalize_reference
@@ -55,12 +55,14 @@ def professional_create(
 ) -> Professional:
     """Create a professional, the services they give and their weekly hours
     (weekday 0 = Monday, local times)."""
+    services = list(services)
+    for service in services:
+        NotInCompany.check(
+            service.company_id, company.pk, _("No encontré ese servicio."), code="service_not_found"
+        )
     professional = Professional.objects.create(
         company=company, display_name=display_name.strip(), active=active
     )
-    services = list(services)
-    if any(s.company_id != company.pk for s in services):
-        raise ValueError("services of another company")
     professional.services.set(services)
     WorkingHours.objects.bulk_create(
         WorkingHours(professional=professional, weekday=day, start_time=start, end_time=end)
@@ -218,8 +220,9 @@ def appointment_book(
     exclusion constraint's verdict becomes VALIDATION, a reference collision is drawn again).
     """
     now = now or clock.now()
-    if contact.company_id != company.pk:
-        raise ValueError("contact of another company")
+    NotInCompany.check(
+        contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
+    )
 
     def book() -> Appointment:
         slot_validate(

@@ -22,7 +22,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
-from core.errors import NotFound, ValidationFailed
+from core.errors import NotFound, NotInCompany, ValidationFailed
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation
 from core.references import insert_with_fresh_reference
@@ -330,17 +330,21 @@ def quote_create(
     Every check comes before the first write; the quote comes back with its lines.
     """
     now = now or timezone.now()
-    if contact.company_id != company.pk:
-        raise ValueError("the contact belongs to another company")
+    NotInCompany.check(
+        contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
+    )
 
     def create() -> Quote:
         locked_opportunity = None
         if opportunity is not None:
             locked_opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
-            if (
-                locked_opportunity.company_id != company.pk
-                or locked_opportunity.contact_id != contact.pk
-            ):
+            NotInCompany.check(
+                locked_opportunity.company_id,
+                company.pk,
+                _("No encontré esa oportunidad."),
+                code="opportunity_not_found",
+            )
+            if locked_opportunity.contact_id != contact.pk:
                 raise ValueError("the opportunity belongs to another contact")
             if locked_opportunity.is_closed:
                 raise _opportunity_state_error(locked_opportunity)
@@ -773,8 +777,9 @@ def opportunity_create(
     conversation: Conversation | None = None,
 ) -> Opportunity:
     """Open an opportunity for the sales team (state new)."""
-    if contact.company_id != company.pk:
-        raise ValueError("the contact belongs to another company")
+    NotInCompany.check(
+        contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
+    )
     title = title.strip()
     if not title:  # refused before any transaction: nothing to leave usable
         raise ValidationFailed(_("Indique de qué se trata."), code="title_required")

@@ -15,7 +15,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
-from core.errors import PermissionRefused, ValidationFailed
+from core.errors import NotInCompany, PermissionRefused, ValidationFailed
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation, StaffMembership
 from core.references import insert_unless_reference_taken, insert_with_fresh_reference
@@ -70,12 +70,15 @@ def case_open(
             _("Describa el problema para poder abrir el caso."), code="description_required"
         )
     _check_lengths(subject=subject, description=description)
-    if contact.company_id != company.pk:
-        raise PermissionRefused(code="contact_of_another_company")
-    if related_case is not None and (
-        related_case.company_id != company.pk or related_case.contact_id != contact.pk
-    ):
-        raise _not_owner_error()
+    NotInCompany.check(
+        contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
+    )
+    if related_case is not None:
+        NotInCompany.check(
+            related_case.company_id, company.pk, _("No encontré ese caso."), code="case_not_found"
+        )
+        if related_case.contact_id != contact.pk:
+            raise _not_owner_error()
     if assignee is not None:
         _check_staff_of(company=company, user=assignee)
     case = Case(
