@@ -7,7 +7,7 @@ DEMO_ENV := DATABASE_URL=sqlite:///db.sqlite3 CELERY_TASK_ALWAYS_EAGER=1 \
 	EMAIL_BACKEND=django.core.mail.backends.console.EmailBackend GARANTE_SMS_BACKEND=console \
 	DJANGO_DEBUG=1
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test lint format bench clean conformance conformance-install
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,23 @@ lint: install
 format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# The official MCP conformance suite (docs/conformance.md), pinned in tests/conformance/package.json
+# with the Node 22 binary it needs; npm itself may be older. No lock file: it would name the
+# registry host.
+CONFORMANCE_DIR := tests/conformance
+CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/node_modules/.installed-stamp
+
+$(CONFORMANCE_STAMP): $(CONFORMANCE_DIR)/package.json
+	cd $(CONFORMANCE_DIR) && npm install --no-package-lock --no-audit --no-fund \
+		--loglevel=error --engine-strict=false
+	touch $(CONFORMANCE_STAMP)
+
+conformance-install: $(CONFORMANCE_STAMP)
+
+# Seeds a sandbox database, starts gunicorn and the bearer proxy, runs each applicable scenario.
+conformance: install conformance-install
+	$(BIN)/python -m tests.conformance.run
 
 bench: install
 	$(BIN)/python bench/idempotency.py

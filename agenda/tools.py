@@ -46,8 +46,8 @@ from tooling.ledger import (
     ledger_resolve_owned,
     ledger_show,
 )
-from tooling.output import Cursor, listing, page
-from tooling.registry import ToolInput, tool
+from tooling.output import Cursor, ListOutput, PagedListOutput, listing, page
+from tooling.registry import ToolInput, ToolOutput, tool
 
 IDENTIFIER_HELP = (
     "The customer's document number, phone or email: the same one used with identify_contact."
@@ -60,6 +60,49 @@ SLOT_HELP = (
     "A slot reference returned by find_available_slots in this conversation (e.g. SL-3NQ8RT), "
     "or its date and time as shown ('YYYY-MM-DD HH:MM')."
 )
+
+
+class LocalTimeOut(ToolOutput):
+    date: str = Field(description="Local date, YYYY-MM-DD, in the company's time zone.")
+    weekday: str = Field(description="The date's weekday, named in the company's language.")
+    time: str = Field(description="Local time, HH:MM.")
+
+
+class AppointmentOut(LocalTimeOut):
+    appointment: str = Field(description="The appointment's reference.")
+    service: str
+    professional: str
+    state: str = Field(description="Machine state: scheduled, cancelled, attended, no_show.")
+    state_label: str = Field(description="The state as the customer is told it.")
+
+
+class ServiceOut(ToolOutput):
+    name: str
+    description: str
+    duration_minutes: int
+
+
+class ServicesOut(PagedListOutput):
+    items: list[ServiceOut]
+
+
+class SlotOut(LocalTimeOut):
+    slot: str = Field(description="The slot's reference, to book it in this conversation.")
+    professional: str
+
+
+class SlotsOut(ListOutput):
+    items: list[SlotOut]
+    service: str = Field(description="The service searched, as named in the catalogue.")
+    searched_until: str | None = Field(
+        default=None,
+        description="Present when the range asked for was longer than searched: the last day "
+        "searched (YYYY-MM-DD); search again from the day after it for more.",
+    )
+
+
+class AppointmentsOut(PagedListOutput):
+    items: list[AppointmentOut]
 
 
 def _seen_appointment(ctx: ToolContext, contact: Contact, given: str) -> LedgerEntry:
@@ -125,6 +168,7 @@ class ListServicesIn(ToolInput):
         "Use the service name with find_available_slots."
     ),
     input=ListServicesIn,
+    output=ServicesOut,
 )
 def list_services(ctx: ToolContext, params: ListServicesIn) -> dict:
     services = page(service_catalogue(company=ctx.company), params.limit, params.cursor)
@@ -180,6 +224,7 @@ class FindAvailableSlotsIn(ToolInput):
         "be booked in this conversation. To move an appointment, name it in appointment."
     ),
     input=FindAvailableSlotsIn,
+    output=SlotsOut,
 )
 def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict:
     now, company = clock.now(), ctx.company
@@ -246,6 +291,7 @@ class ListMyAppointmentsIn(ToolInput):
         "otherwise newest first."
     ),
     input=ListMyAppointmentsIn,
+    output=AppointmentsOut,
 )
 def list_my_appointments(ctx: ToolContext, params: ListMyAppointmentsIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
@@ -278,6 +324,7 @@ class BookAppointmentIn(ToolInput):
         "the nearest free times; call find_available_slots again to get their references."
     ),
     input=BookAppointmentIn,
+    output=AppointmentOut,
     write=True,
 )
 def book_appointment(ctx: ToolContext, params: BookAppointmentIn) -> dict:
@@ -315,6 +362,7 @@ class RescheduleAppointmentIn(ToolInput):
         "before the start."
     ),
     input=RescheduleAppointmentIn,
+    output=AppointmentOut,
     write=True,
 )
 def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) -> dict:
@@ -347,6 +395,7 @@ class CancelAppointmentIn(ToolInput):
         "cut-off before the start has not passed."
     ),
     input=CancelAppointmentIn,
+    output=AppointmentOut,
     write=True,
     destructive=True,
 )

@@ -337,6 +337,25 @@ class CompanyAdmin(CompanyScopedAdmin):
     # fault switch works) are the platform operator's: a company's admin edits the rest. An
     # editable slug also told them, by its "already exists" error, other companies' slugs.
     operator_fields = ("slug", "environment")
+    fieldsets = [
+        (None, {"fields": ["name", "slug", "timezone", "language", "currency", "country"]}),
+        (_("Environment"), {"fields": ["environment"]}),
+        (
+            _("Limits on failed identifications"),
+            {
+                "description": _(
+                    "Each limit counts failed identifications in a sliding window. Past "
+                    "one, identification answers 'too many attempts' with the seconds to "
+                    "wait, the same for every identifier."
+                ),
+                "fields": [
+                    ("identify_failures_per_conversation", "identify_conversation_window_minutes"),
+                    ("identify_failures_per_credential", "identify_credential_window_minutes"),
+                    ("identify_failures_per_identifier", "identify_identifier_window_minutes"),
+                ],
+            },
+        ),
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser
@@ -570,14 +589,17 @@ class SecurityEventAdmin(CompanyScopedAdmin):
         "conversation_key",
         "contact",
         "claimed_contact",
+        "credential",
     ]
     list_filter = ["kind", "company"]
     search_fields = ["conversation_key"]
-    list_select_related = ["company", "contact", "claimed_contact"]
+    list_select_related = ["company", "contact", "claimed_contact", "credential"]
+    # The digest counts failures per identifier value; it means nothing to a reader.
+    exclude = ["identifier_digest"]
     date_hierarchy = "created_at"
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
-        return [f.name for f in SecurityEvent._meta.fields]
+        return [f.name for f in SecurityEvent._meta.fields if f.name != "identifier_digest"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

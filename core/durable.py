@@ -9,6 +9,11 @@ connection of its own, in its own transaction, and commits before returning.
 Rules for `fn` (a second connection waits on any row lock the caller holds, so a careless `fn`
 would wait on its own caller): insert rows, or update rows the caller has not locked or
 written. A bounded lock timeout turns any mistake into an error instead of a hang.
+
+SQLite (the one-command demo) allows one writer at a time, so a second connection would wait
+on the caller's own lock: there `fn` runs in the caller's transaction, and runs again right
+after should that transaction roll back (core.sqlite3). `fn` must therefore decide afresh
+from what it reads, as it does on PostgreSQL: the write then stands either way, as there.
 """
 
 import contextvars
@@ -25,11 +30,16 @@ _LOCK_TIMEOUT = "5s"
 
 def durably(fn: Callable[[], T]) -> T:
     """Run `fn` in a transaction that commits now, whatever the caller's transaction does."""
-    if not connection.in_atomic_block or connection.vendor != "postgresql":
-        # In autocommit the write commits by itself. SQLite (the one-command demo) allows one
-        # writer at a time, so a second connection would wait on our own lock: write in place.
+    if not connection.in_atomic_block:
+        # In autocommit the write commits by itself.
         with transaction.atomic():
             return fn()
+    if connection.vendor != "postgresql":
+        # SQLite: in place, and again after a rollback of the caller's transaction.
+        with transaction.atomic():
+            value = fn()
+        connection.on_rollback(fn)
+        return value
     outcome: dict[str, object] = {}
 
     def run() -> None:

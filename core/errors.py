@@ -117,3 +117,50 @@ class SystemUnavailable(GaranteError):
         "Nuestro sistema no está disponible en este momento. Por favor, inténtelo más tarde."
     )
     default_code = "unavailable"
+
+
+# VALIDATION codes (422) that a request well formed by the API's documents may still get:
+# the stored data's state (a closed case, a taken slot, stock), a rule across fields or over
+# time (a range's order, a cutoff, the calendar's supported years), or a cursor that is not
+# this list's. Both OpenAPI documents publish them (`x-rule-codes` in `info`), so a client
+# knows such a 422 is an answer about the data, not about the request's shape; any other 422
+# to a request the document calls valid is a deviation of the document.
+RULE_CODES = frozenset(
+    {
+        # states and transitions
+        "invalid_transition",
+        "invalid_state",
+        "case_closed",
+        "opportunity_lost",
+        "cutoff_passed",
+        "appointment_not_started",
+        "nothing_to_change",
+        # availability, catalogue and prices as stored
+        "slot_unavailable",
+        "slot_too_soon",
+        "slot_in_past",
+        "slot_beyond_horizon",
+        "professional_unavailable",
+        "service_mismatch",
+        "service_inactive",
+        "total_mismatch",
+        "price_list_outdated",
+        "no_price_list",
+        "insufficient_stock",
+        "stock_below_reserved",
+        "amount_too_large",
+        # who is who
+        "contact_exists",
+        "identifier_taken",
+        "opportunity_of_another_contact",
+        "identification_required",
+        "identity_mismatch",
+        "identity_switch",
+        # time and position
+        "invalid_date",
+        "invalid_date_range",
+        "invalid_period",
+        "invalid_pagination",
+        "invalid_cursor",
+    }
+)

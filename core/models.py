@@ -6,6 +6,7 @@ import zoneinfo
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -39,7 +40,46 @@ class Company(models.Model):
     environment = models.CharField(
         _("environment"), max_length=16, choices=Environment.choices, default=Environment.PRODUCTION
     )
+    # Failed identifications allowed in a sliding window, per conversation, per gateway
+    # credential (all its conversations) and per identifier value tried (all conversations
+    # and credentials of the company): core.identity, and docs/identity-limits.md for how
+    # the defaults were sized and what they cost an attacker.
+    identify_failures_per_conversation = models.PositiveSmallIntegerField(
+        _("failed identifications per conversation"),
+        default=5,
+        validators=[MinValueValidator(1)],
+    )
+    identify_conversation_window_minutes = models.PositiveIntegerField(
+        _("conversation window (minutes)"), default=15, validators=[MinValueValidator(1)]
+    )
+    identify_failures_per_credential = models.PositiveIntegerField(
+        _("failed identifications per gateway credential"),
+        default=50,
+        validators=[MinValueValidator(1)],
+        help_text=_(
+            "All conversations of one gateway token together. Reaching it raises a security "
+            "event and emails staff; conversations already identified keep working."
+        ),
+    )
+    identify_credential_window_minutes = models.PositiveIntegerField(
+        _("credential window (minutes)"), default=60, validators=[MinValueValidator(1)]
+    )
+    identify_failures_per_identifier = models.PositiveSmallIntegerField(
+        _("failed identifications per identifier"),
+        default=10,
+        validators=[MinValueValidator(1)],
+        help_text=_("The same document, phone or email, across every conversation."),
+    )
+    identify_identifier_window_minutes = models.PositiveIntegerField(
+        _("identifier window (minutes)"), default=60, validators=[MinValueValidator(1)]
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    # Not a column: the gateway credential that authenticated the request this instance
+    # serves. core.selectors.gateway_company_authenticate hands each request a fresh instance
+    # and sets it there, so the identification limits per credential reach core.identity
+    # through the company every tool call already carries.
+    gateway_credential_id: int | None = None
 
     class Meta:
         verbose_name = _("company")
@@ -234,6 +274,10 @@ class SecurityEvent(models.Model):
         IDENTIFIER_MISMATCH = "identifier_mismatch", _("Identifier of nobody known")
         VERIFICATION_FAILED = "verification_failed", _("Wrong verification code")
         VERIFICATION_LOCKED = "verification_locked", _("Verification locked")
+        IDENTIFICATION_BURST = (
+            "identification_burst",
+            _("Burst of failed identifications on a gateway credential"),
+        )
 
     company = models.ForeignKey(
         Company, on_delete=models.CASCADE, db_constraint=False, related_name="security_events"
@@ -258,8 +302,29 @@ class SecurityEvent(models.Model):
         related_name="+",
         verbose_name=_("claimed contact"),
     )
+    credential = models.ForeignKey(
+        GatewayCredential,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        db_constraint=False,
+        related_name="+",
+        verbose_name=_("gateway credential"),
+    )
+    # An HMAC of the identifier tried (core.identity.identifier_digest), to count failures per
+    # identifier value without storing it.
+    identifier_digest = models.CharField(max_length=64, blank=True, editable=False)
     detail = models.JSONField(_("detail"), default=dict, blank=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now)
+    # Only for the events staff are emailed about (a burst of failed identifications).
+    staff_notified_at = models.DateTimeField(_("staff notified"), null=True, blank=True)
+
+    # The kinds that count as failed identifications (core.identity's limits).
+    IDENTIFICATION_FAILURES = (
+        Kind.IDENTIFICATION_FAILED,
+        Kind.IDENTITY_SWITCH,
+        Kind.IDENTIFIER_MISMATCH,
+    )
 
     class Meta:
         verbose_name = _("security event")
@@ -269,6 +334,27 @@ class SecurityEvent(models.Model):
             models.Index(
                 fields=["company", "conversation_key", "kind", "created_at"],
                 name="security_event_lookup",
+            ),
+            # The failures of one credential, and of one identifier value, in a window.
+            models.Index(
+                fields=["credential", "created_at"],
+                name="security_event_credential",
+                condition=Q(
+                    kind__in=["identification_failed", "identity_switch", "identifier_mismatch"]
+                ),
+            ),
+            models.Index(
+                fields=["company", "identifier_digest", "created_at"],
+                name="security_event_identifier",
+                condition=Q(
+                    kind__in=["identification_failed", "identity_switch", "identifier_mismatch"]
+                ),
+            ),
+            # The bursts of a credential (one per window), and those whose email never left.
+            models.Index(
+                fields=["credential", "created_at"],
+                name="security_event_burst",
+                condition=Q(kind="identification_burst"),
             ),
         ]
 

@@ -27,7 +27,8 @@ authentications = ProcessCache("gateway authentications")
 
 
 def gateway_company_authenticate(token: str) -> Company | None:
-    """The company a bearer token belongs to, or None if unknown or revoked.
+    """The company a bearer token belongs to, or None if unknown or revoked; the instance
+    knows which credential authenticated it (`Company.gateway_credential_id`).
 
     Every tool call starts here, so a valid token's answer is kept in the process cache
     (core.process_cache): revoking a credential or saving a company takes effect at once in the
@@ -42,7 +43,10 @@ def gateway_company_authenticate(token: str) -> Company | None:
         return None
     _touch(entry)
     # A fresh instance per request: nothing a request caches on it leaks into the next one.
-    return Company.from_db(DEFAULT_DB_ALIAS, _COMPANY_FIELDS, entry.company_values)
+    company = Company.from_db(DEFAULT_DB_ALIAS, _COMPANY_FIELDS, entry.company_values)
+    # For the identification limits per credential (core.identity).
+    company.gateway_credential_id = entry.credential_id
+    return company
 
 
 def _authenticate_in_database(token_hash: str) -> tuple[int, _Authenticated] | None:

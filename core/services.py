@@ -1,12 +1,20 @@
 """Writes of the core app: companies' contacts and gateway credentials."""
 
+import logging
+
+from django.core.mail import EmailMessage
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import ValidationFailed
+from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, GatewayCredential
 from core.normalize import normalize_document, normalize_email, normalize_phone
+from core.sms import SmsPermanentError, sms_send
+
+logger = logging.getLogger("garante.contacts")
 
 
 @transaction.atomic
@@ -37,8 +45,13 @@ def contact_update_details(
     *, contact: Contact, phone: str | None = None, email: str | None = None
 ) -> Contact:
     """Change a contact's phone and/or email (normalised). Another contact of the company
-    already holding the new value is VALIDATION, without saying whose it is."""
+    already holding the new value is VALIDATION, without saying whose it is.
+
+    Each channel that changes is told at its old value, once the change commits (an SMS to
+    the old phone, an email to the old address, through Celery): a takeover that changes
+    them cannot go unnoticed by the customer."""
     contact = Contact.objects.select_for_update().get(pk=contact.pk)
+    previous = {"phone": contact.phone, "email": contact.email}
     changes: dict[str, str] = {}
     if phone:
         changes["phone"] = normalize_phone(phone, contact.company.country)
@@ -60,8 +73,71 @@ def contact_update_details(
                 code="identifier_taken",
             )
         setattr(contact, field, value)
+    changed = sorted(f for f in changes if previous[f] != changes[f])
     contact.save(update_fields=list(changes))
+    for field in changed:
+        if previous[field]:
+            _notify_old_channel_on_commit(
+                contact_id=contact.pk,
+                channel="sms" if field == "phone" else "email",
+                destination=previous[field],
+                changed=changed,
+            )
     return contact
+
+
+def _notify_old_channel_on_commit(
+    *, contact_id: int, channel: str, destination: str, changed: list[str]
+) -> None:
+    # robust: a broker outage after the commit must not turn the saved change into an error.
+    from core.tasks import contact_change_notify  # the tasks import this module
+
+    def notify() -> None:
+        contact_change_notify.delay(
+            contact_id=contact_id, channel=channel, destination=destination, changed=changed
+        )
+
+    transaction.on_commit(notify, robust=True)
+
+
+def contact_change_notice_send(
+    *, contact_id: int, channel: str, destination: str, changed: list[str]
+) -> bool:
+    """Tell a contact, at their old phone or email, that their contact details changed;
+    whether a message left. A transient failure is raised for the task to retry; a refusal
+    for good is logged and dropped (retrying cannot change it)."""
+    contact = Contact.objects.select_related("company").filter(pk=contact_id).first()
+    if contact is None:
+        return False
+    company = contact.company
+    with translation.override(company.language):
+        what = {
+            ("phone",): _g("su teléfono"),
+            ("email",): _g("su correo electrónico"),
+            ("email", "phone"): _g("su teléfono y su correo electrónico"),
+        }[tuple(changed)]
+        subject = _g("%(company)s: cambio de sus datos de contacto") % {"company": company.name}
+        body = _g(
+            "%(company)s: se ha cambiado %(what)s en su ficha de cliente. Si no lo ha pedido "
+            "usted, contacte con nosotros cuanto antes."
+        ) % {"company": company.name, "what": what}
+    if channel == "sms":
+        try:
+            sms_send(to=destination, body=body)
+        except SmsPermanentError as exc:
+            logger.error("contact %s: change notice refused by SMS (%s)", contact_id, exc)
+            return False
+        return True
+    try:
+        EmailMessage(subject=subject, body=body, to=[destination]).send()
+    except OSError as exc:  # SMTPException is one
+        if smtp_error_is_transient(exc):
+            raise
+        logger.error(
+            "contact %s: change notice refused by email (%s)", contact_id, smtp_error_summary(exc)
+        )
+        return False
+    return True
 
 
 def gateway_credential_issue(*, company: Company, name: str) -> tuple[GatewayCredential, str]:

@@ -87,6 +87,9 @@ DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The same backend, able to write the evidence of a failed call again after the call's
+    # rollback (core.durable).
+    DATABASES["default"]["ENGINE"] = "core.sqlite3"
     # IMMEDIATE takes the write lock at BEGIN, so concurrent writers queue instead of failing
     # later with "database is locked"; the timeout bounds that queue.
     DATABASES["default"]["OPTIONS"] = {
@@ -173,8 +176,7 @@ EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "Garante <no-reply@garante.local>")
 
 # Identity and step-up verification (core.identity, core.verification, core.sms).
-GARANTE_IDENTIFY_MAX_FAILURES = 5
-GARANTE_IDENTIFY_FAILURE_WINDOW = timedelta(minutes=15)
+# The limits on failed identifications are set per company (Company.identify_*).
 GARANTE_STEP_UP_DEFAULT_ACTIONS = ["accept_quote", "update_contact_details"]
 GARANTE_VERIFICATION_CODE_TTL = timedelta(minutes=10)
 GARANTE_VERIFICATION_MAX_ATTEMPTS = 5

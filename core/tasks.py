@@ -1,5 +1,6 @@
 """Celery tasks of the core app: delivery of verification codes, and settling the deliveries
-no worker will finish."""
+no worker will finish; staff emails about security events (and the sweep that resends lost
+ones); telling a customer at their old channel that their contact details changed."""
 
 import logging
 import random
@@ -7,8 +8,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
+from django.utils import timezone
 
 from core.celery import app
+from core.security import security_event_notices_pending, security_event_staff_notify
+from core.services import contact_change_notice_send
+from core.sms import SmsTransientError
 from core.verification import (
     DeliveryOutcome,
     challenge_deliver_once,
@@ -21,6 +26,7 @@ logger = logging.getLogger("garante.verification")
 DATABASE_FAILURES = (OperationalError, InterfaceError)
 SETTLE_EVERY_SECONDS = 15 * 60
 SETTLE_TASK_NAME = "core: settle deliveries of expired verification codes"
+SECURITY_NOTICE_SWEEP_EVERY_SECONDS = 15 * 60
 
 
 def retry_countdown(retries: int) -> float:
@@ -67,8 +73,44 @@ def challenge_deliveries_settle_task() -> int:
     return challenge_deliveries_settle()
 
 
+# Only transient errors reach these tasks: a refusal for good is settled by the service.
+# OSError covers SMTPException (4yz replies, a dropped connection) and the network.
+@app.task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
+def security_event_notify_staff(event_id: int) -> int:
+    """Email the company's staff about a security event (a burst of failed identifications)."""
+    return security_event_staff_notify(event_id=event_id)
+
+
+@app.task
+def security_event_notices_resend() -> int:
+    """Enqueue again the security emails that never went out (the broker was down)."""
+    pending = security_event_notices_pending(now=timezone.now())
+    for event_id in pending:
+        security_event_notify_staff.delay(event_id=event_id)
+    return len(pending)
+
+
+@app.task(
+    autoretry_for=(OSError, SmsTransientError, *DATABASE_FAILURES),
+    retry_backoff=True,
+    max_retries=5,
+)
+def contact_change_notify(
+    contact_id: int, channel: str, destination: str, changed: list[str]
+) -> bool:
+    """Tell the customer at their old phone or email that their contact details changed."""
+    return contact_change_notice_send(
+        contact_id=contact_id, channel=channel, destination=destination, changed=changed
+    )
+
+
 @app.on_after_finalize.connect
 def register_periodic_tasks(sender: Any, **kwargs: Any) -> None:
     sender.add_periodic_task(
         SETTLE_EVERY_SECONDS, challenge_deliveries_settle_task.s(), name=SETTLE_TASK_NAME
+    )
+    sender.add_periodic_task(
+        SECURITY_NOTICE_SWEEP_EVERY_SECONDS,
+        security_event_notices_resend.s(),
+        name="core: resend security emails that never went out",
     )

@@ -51,9 +51,9 @@ def one_at_a_time(model: type[models.Model], pk: int) -> Iterator[None]:
 def advisory_keys(model: type[models.Model], pk: int) -> tuple[int, int]:
     """The two 32-bit keys of a record's advisory lock (`one_at_a_time`): the table, and the
     id (wrapped; a collision only serialises two pieces of work that need not be)."""
-    return _int32(zlib.crc32(model._meta.db_table.encode())), _int32(pk)
+    return int32(zlib.crc32(model._meta.db_table.encode())), int32(pk)
 
 
-def _int32(value: int) -> int:
+def int32(value: int) -> int:
     value &= 0xFFFFFFFF
     return value - (1 << 32) if value >= 1 << 31 else value

@@ -81,9 +81,12 @@ def _mask(channel: str, destination: str) -> str:
 
 
 def _send_limit_retry_after(queryset, limit: int, period: timedelta, now: datetime) -> int | None:
+    # A code revoked before it left (the broker unreachable, staff) does not count; one
+    # superseded before its worker sent it does: requests sent at once each supersede the
+    # last, and would otherwise each make room for another past the limit.
     recent = list(
         queryset.filter(created_at__gt=now - period)
-        .exclude(delivery_status=Delivery.NOT_SENT)
+        .exclude(status=Status.REVOKED, delivery_status=Delivery.NOT_SENT)
         .order_by("-created_at")
         .values_list("created_at", flat=True)[:limit]
     )

@@ -35,6 +35,7 @@ FIELD_CODES = (
     "invalid_ordering",
     "invalid_pagination",
     "invalid_date",
+    "invalid_date_range",
     "amount_too_large",
 )
 

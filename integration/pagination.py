@@ -55,6 +55,20 @@ class StableOrdering(OrderingFilter):
         descending = bool(ordering) and ordering[-1].startswith("-")
         return [*ordering, "-pk" if descending else "pk"]
 
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        # One field, ascending or descending (several, comma-separated, are taken too, but
+        # the schema lists the single ones rather than a pattern that allows repeats).
+        fields = getattr(view, "ordering_fields", None) or []
+        return [
+            {
+                "name": self.ordering_param,
+                "required": False,
+                "in": "query",
+                "description": "The field to order by; `-` in front for descending.",
+                "schema": {"type": "string", "enum": [*fields, *(f"-{f}" for f in fields)]},
+            }
+        ]
+
 
 @dataclass(frozen=True)
 class _Key:

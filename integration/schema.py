@@ -7,6 +7,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
+from core.errors import RULE_CODES
 from integration.serializers import ErrorOut
 from tooling.idempotency import HTTP_KEY_PATTERN
 
@@ -131,6 +132,12 @@ def write_schema(request: Any, response: Any, *, status: int = 200, **kwargs: An
         parameters=parameters + kwargs.pop("parameters", []),
         **kwargs,
     )
+
+
+def declare_rule_codes(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Postprocessing hook: the 422 codes a well-formed request may still get (core.errors)."""
+    result["info"]["x-rule-codes"] = sorted(RULE_CODES)
+    return result
 
 
 def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

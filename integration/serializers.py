@@ -3,6 +3,7 @@ refused, nothing is defaulted, so an omitted field stays omitted in the idempote
 fingerprint); outputs carry public references and customer-facing names, never primary keys,
 internal notes or tokens."""
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -10,8 +11,9 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.drainage import set_override
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from agenda.models import CUSTOMER_STATE_LABELS as APPOINTMENT_STATE_LABELS
@@ -124,8 +126,52 @@ class QuoteStateLabelField(StateLabelField):
         return super().to_representation(_quote_state_now(quote))
 
 
+class DecimalInput(serializers.DecimalField):
+    """A non-negative amount given as a JSON string of plain digits ("53.33"), as the document
+    says: DRF alone would also take a number, an exponent ("1e2"), spaces or a sign."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=Decimal(0), **kwargs)
+        whole = self.max_digits - self.decimal_places
+        self.pattern = rf"^[0-9]{{1,{whole}}}(?:\.[0-9]{{1,{self.decimal_places}}})?$"
+        set_override(
+            self,
+            "field",
+            {"type": "string", "format": "decimal", "pattern": self.pattern, "example": "53.33"},
+        )
+
+    def to_internal_value(self, data: Any) -> Decimal:
+        if not isinstance(data, str) or not re.fullmatch(self.pattern, data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+# The JSON type each kind of input field takes (DRF would turn 0 into "0", "1" into 1 and
+# "yes" into true): a body that does not match its document is refused, not coerced.
+_JSON_TYPES: tuple[tuple[type[serializers.Field], tuple[type, ...]], ...] = (
+    (serializers.BooleanField, (bool,)),
+    (serializers.IntegerField, (int,)),
+    (serializers.CharField, (str,)),
+    (serializers.ChoiceField, (str,)),
+    (serializers.DateTimeField, (str,)),
+    (serializers.DateField, (str,)),
+)
+
+
+def _has_json_type(field: serializers.Field, value: Any) -> bool:
+    if value is None:
+        return True  # the field's allow_null decides
+    for kind, types in _JSON_TYPES:
+        if isinstance(field, kind):
+            return isinstance(value, types) and not (bool not in types and type(value) is bool)
+    return True
+
+
 class StrictSerializer(serializers.Serializer):
-    """Refuses fields it does not know, so a typo is an error rather than silently ignored."""
+    """Refuses fields it does not know, so a typo is an error rather than silently ignored,
+    and values of another JSON type than the field's (strings are strings)."""
+
+    default_error_messages = {"wrong_type": _("Este valor no es del tipo esperado.")}
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
@@ -134,6 +180,14 @@ class StrictSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {name: [_("Este campo no existe.")] for name in unknown}
                 )
+            mistyped = sorted(
+                name
+                for name, field in self.fields.items()
+                if name in data and not field.read_only and not _has_json_type(field, data[name])
+            )
+            if mistyped:
+                message = self.error_messages["wrong_type"]
+                raise serializers.ValidationError({name: [message] for name in mistyped})
         return super().to_internal_value(data)
 
 
@@ -228,7 +282,9 @@ class DateRangeFilter(QueryFilter):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "date_from" in attrs and "date_to" in attrs and attrs["date_to"] < attrs["date_from"]:
-            raise serializers.ValidationError({"date_to": [_("Es anterior a date_from.")]})
+            raise serializers.ValidationError(
+                {"date_to": [_("Es anterior a date_from.")]}, code="invalid_date_range"
+            )
         return attrs
 
 
@@ -339,6 +395,7 @@ class SlotOut(serializers.Serializer):
     professional_name = serializers.CharField(source="professional.display_name")
 
 
+@extend_schema_serializer(many=False)  # the list action answers one object around its slots
 class SlotListOut(serializers.Serializer):
     service = serializers.CharField()
     results = SlotOut(many=True)
@@ -464,20 +521,19 @@ class QuoteItemIn(StrictSerializer):
     quantity = serializers.IntegerField(min_value=1, max_value=MAX_LINE_QUANTITY)
 
 
-class ExpectedTotal(serializers.DecimalField):
+class ExpectedTotal(DecimalInput):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault(
             "help_text",
             "The total (tax included) the caller believes; refused with the real one if not.",
         )
-        super().__init__(
-            max_digits=17, decimal_places=3, min_value=Decimal(0), required=False, **kwargs
-        )
+        super().__init__(max_digits=17, decimal_places=3, required=False, **kwargs)
 
 
 class QuoteIn(StrictSerializer):
     contact = ReferenceInput("CT-7K2F9Q")
-    items = QuoteItemIn(many=True, min_length=1, max_length=MAX_QUOTE_LINES)
+    # A ListField, not many=True, so that the document states its bounds (minItems, maxItems).
+    items = serializers.ListField(child=QuoteItemIn(), min_length=1, max_length=MAX_QUOTE_LINES)
     expected_total = ExpectedTotal()
     opportunity = ReferenceInput("OP-7K2F9Q", required=False)
     send = serializers.BooleanField(
@@ -514,10 +570,9 @@ class OpportunityIn(StrictSerializer):
     contact = ReferenceInput("CT-7K2F9Q")
     title = serializers.CharField(max_length=200)
     notes = serializers.CharField(max_length=4000, required=False, allow_blank=True)
-    amount = serializers.DecimalField(
+    amount = DecimalInput(
         max_digits=money.STORED_MAX_DIGITS,
         decimal_places=money.STORED_DECIMAL_PLACES,
-        min_value=Decimal(0),
         required=False,
     )
     currency = serializers.RegexField(r"^[A-Za-z]{3}$", required=False)

@@ -42,6 +42,7 @@ urlpatterns = [
                 "POSTPROCESSING_HOOKS": [
                     "drf_spectacular.hooks.postprocess_schema_enums",
                     "integration.schema.strict_request_bodies",
+                    "integration.schema.declare_rule_codes",
                 ],
             },
         ),

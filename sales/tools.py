@@ -5,11 +5,13 @@ conversation's identified contact; mutations act only on quotes this conversatio
 Amounts travel as strings in the currency's minor units, never as floats.
 """
 
+import re
 from datetime import datetime
 from decimal import Decimal
+from typing import Annotated, Any
 
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from core.errors import ValidationFailed
 from core.identity import check_owner, contact_for_conversation, require_step_up
@@ -43,8 +45,8 @@ from tooling.ledger import (
     ledger_resolve_owned,
     ledger_show,
 )
-from tooling.output import Cursor, dumps, listing, page
-from tooling.registry import ToolInput, tool
+from tooling.output import Cursor, PagedListOutput, dumps, listing, page
+from tooling.registry import ToolInput, ToolOutput, tool
 
 # A quote's detail stays well inside the central 3,000-character cap; past this its lines are
 # summarised, so a write never loses its answer (the reference) to truncation.
@@ -60,13 +62,95 @@ QuoteReference = Field(
     max_length=64,
     description="The quote's reference as shown to the customer (e.g. QT-7K2F9Q), or its end.",
 )
+# An amount sent as text: plain digits and an optional decimal part, as the schema's pattern
+# says (pydantic's own Decimal parsing also takes exponents, signs and blanks).
+AMOUNT_TEXT = r"^[0-9]{1,12}(\.[0-9]{1,6})?$"
+
+
+def _amount_text(value: Any) -> Any:
+    if isinstance(value, str) and not re.fullmatch(AMOUNT_TEXT, value):
+        raise ValueError('an amount as plain digits with an optional decimal part, like "53.33"')
+    return value
+
+
+# The schema written out: pydantic cannot render bounds set after a validator of its own.
+Amount = Annotated[
+    Decimal,
+    BeforeValidator(_amount_text),
+    Field(ge=0, lt=10**12),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0, "exclusiveMaximum": 10**12},
+                {"type": "string", "pattern": AMOUNT_TEXT},
+            ]
+        }
+    ),
+]
 ExpectedTotal = Field(
     default=None,
-    ge=0,
-    lt=10**12,
     description='The total (tax included) you told the customer, as a string like "53.33". '
     "If it differs from the real total the call fails and states the real one.",
 )
+
+
+class StateOut(ToolOutput):
+    state: str = Field(description="Machine state.")
+    state_label: str = Field(description="The state as the customer is told it.")
+
+
+class QuoteSummaryOut(StateOut):
+    reference: str = Field(description="The quote's reference.")
+    total: str = Field(description="Total, tax included, in the currency's units (e.g. 53.33).")
+    currency: str = Field(description="ISO 4217 code.")
+    valid_until: str = Field(description="Local date and time the quote expires (ISO 8601).")
+    created: str = Field(description="Local date it was created (YYYY-MM-DD).")
+
+
+class QuoteLineOut(ToolOutput):
+    sku: str
+    name: str
+    quantity: int
+    unit_price: str = Field(description="Unit price before tax.")
+    tax_rate: str = Field(description="Tax rate as a fraction (0.21).")
+    subtotal: str = Field(description="Quantity times unit price, before tax.")
+
+
+class QuoteDetailOut(QuoteSummaryOut):
+    lines: list[QuoteLineOut] | None = Field(
+        default=None, description="The lines; absent (see line_count) when too many to show."
+    )
+    line_count: int | None = Field(
+        default=None, description="Present instead of lines when the lines do not fit."
+    )
+    subtotal: str = Field(description="Sum of the lines before tax.")
+    tax: str = Field(description="Total tax.")
+    emailed_to: str | None = Field(
+        default=None, description="Masked email the new quote was sent to (create_quote)."
+    )
+
+
+class ProductOut(ToolOutput):
+    sku: str
+    name: str
+    unit: str
+    unit_price: str = Field(description="Current unit price before tax.")
+    in_stock: bool
+
+
+class ProductsOut(PagedListOutput):
+    items: list[ProductOut]
+    currency: str | None = Field(
+        default=None, description="ISO 4217 code of the prices (absent without a price list)."
+    )
+
+
+class QuotesOut(PagedListOutput):
+    items: list[QuoteSummaryOut]
+
+
+class OpportunityOut(StateOut):
+    reference: str = Field(description="The sales request's reference.")
 
 
 def _when(moment: datetime, company: Company) -> str:
@@ -153,6 +237,7 @@ class SearchProductsIn(ToolInput):
         "they are in stock. Availability is confirmed only when a quote is accepted."
     ),
     input=SearchProductsIn,
+    output=ProductsOut,
 )
 def search_products(ctx: ToolContext, params: SearchProductsIn) -> dict:
     price_list = price_list_current(company=ctx.company)
@@ -178,9 +263,7 @@ def search_products(ctx: ToolContext, params: SearchProductsIn) -> dict:
 # --- create_quote -------------------------------------------------------------------------------
 
 
-class QuoteItemIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
+class QuoteItemIn(ToolInput):
     sku: str = Field(min_length=1, max_length=64, description="The product's SKU.")
     quantity: int = Field(ge=1, le=10_000)
 
@@ -188,7 +271,7 @@ class QuoteItemIn(BaseModel):
 class CreateQuoteIn(ToolInput):
     identifier: str = Identifier
     items: list[QuoteItemIn] = Field(min_length=1, max_length=20)
-    expected_total: Decimal | None = ExpectedTotal
+    expected_total: Amount | None = ExpectedTotal
 
 
 @tool(
@@ -199,6 +282,7 @@ class CreateQuoteIn(ToolInput):
         "and emails it to the customer's registered email. Totals are always computed here."
     ),
     input=CreateQuoteIn,
+    output=QuoteDetailOut,
     write=True,
 )
 def create_quote(ctx: ToolContext, params: CreateQuoteIn) -> dict:
@@ -242,6 +326,7 @@ class ListMyQuotesIn(ToolInput):
         "to tell the customer) and total."
     ),
     input=ListMyQuotesIn,
+    output=QuotesOut,
 )
 def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
@@ -268,6 +353,7 @@ class GetQuoteIn(ToolInput):
         "total and validity."
     ),
     input=GetQuoteIn,
+    output=QuoteDetailOut,
 )
 def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
     contact = contact_for_conversation(conversation=ctx.conversation, identifier=params.identifier)
@@ -290,7 +376,7 @@ def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
 class AcceptQuoteIn(ToolInput):
     identifier: str = Identifier
     quote: str = QuoteReference
-    expected_total: Decimal | None = ExpectedTotal
+    expected_total: Amount | None = ExpectedTotal
 
 
 @tool(
@@ -301,6 +387,7 @@ class AcceptQuoteIn(ToolInput):
         "now. May require a verification code (request_verification_code) first."
     ),
     input=AcceptQuoteIn,
+    output=QuoteSummaryOut,
     write=True,
 )
 def accept_quote(ctx: ToolContext, params: AcceptQuoteIn) -> dict:
@@ -326,6 +413,7 @@ class RejectQuoteIn(ToolInput):
     title="Reject a quote",
     description="Rejects one of the customer's quotes shown in this conversation.",
     input=RejectQuoteIn,
+    output=QuoteSummaryOut,
     write=True,
 )
 def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
@@ -351,6 +439,7 @@ class RequestSalesContactIn(ToolInput):
     title="Ask the sales team to contact the customer",
     description="Opens a sales opportunity so the sales team contacts the identified customer.",
     input=RequestSalesContactIn,
+    output=OpportunityOut,
     write=True,
 )
 def request_sales_contact(ctx: ToolContext, params: RequestSalesContactIn) -> dict:

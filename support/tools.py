@@ -28,8 +28,8 @@ from tooling.ledger import (
     ledger_resolve_owned,
     ledger_show,
 )
-from tooling.output import Cursor, listing, page
-from tooling.registry import ToolInput, tool
+from tooling.output import Cursor, PagedListOutput, listing, page
+from tooling.registry import ToolInput, ToolOutput, tool
 
 # Long texts are clipped so a case with its latest comments fits the 3,000-character cap.
 DESCRIPTION_CHARS = 500
@@ -79,6 +79,42 @@ class CaseMessageIn(CaseIn):
     message: str = Message
 
 
+class CaseOut(ToolOutput):
+    reference: str = Field(description="The case's reference.")
+    subject: str
+    state: str = Field(description="Machine state.")
+    state_label: str = Field(description="The state as the customer is told it.")
+    opened_at: str = Field(description="Local date and time, YYYY-MM-DD HH:MM.")
+    updated_at: str = Field(description="Local date and time, YYYY-MM-DD HH:MM.")
+
+
+class OpenedCaseOut(CaseOut):
+    related_case: str | None = Field(description="The earlier case this one follows up.")
+
+
+class CasesOut(PagedListOutput):
+    items: list[CaseOut]
+
+
+class CaseMessageOut(ToolOutput):
+    from_: str = Field(alias="from", description="Who wrote it: the customer or staff's name.")
+    at: str = Field(description="Local date and time, YYYY-MM-DD HH:MM.")
+    text: str
+
+
+class CaseDetailOut(CaseOut):
+    description: str
+    handled_by: str | None = Field(description="First name of who handles it.")
+    related_case: str | None
+    resolved_at: str | None = Field(description="Local date and time it was resolved.")
+    messages: list[CaseMessageOut] = Field(description="The latest messages, oldest first.")
+    earlier_messages: bool = Field(description="Whether older messages exist.")
+
+
+class CommentedCaseOut(CaseOut):
+    message_added: bool
+
+
 @tool(
     name="open_case",
     title="Open a support case",
@@ -87,6 +123,7 @@ class CaseMessageIn(CaseIn):
         "To follow up a closed case, pass its reference as related_case."
     ),
     input=OpenCaseIn,
+    output=OpenedCaseOut,
     write=True,
 )
 def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
@@ -112,6 +149,7 @@ def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
         "state_label (what to tell the customer)."
     ),
     input=ListMyCasesIn,
+    output=CasesOut,
 )
 def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
     contact = _speaker(ctx, params.identifier, action="list_my_cases")
@@ -136,6 +174,7 @@ def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
         "and the latest messages the customer can read."
     ),
     input=CaseIn,
+    output=CaseDetailOut,
 )
 def get_case(ctx: ToolContext, params: CaseIn) -> dict:
     contact = _speaker(ctx, params.identifier, action="get_case")
@@ -162,6 +201,7 @@ def get_case(ctx: ToolContext, params: CaseIn) -> dict:
         "offer to open a new case linked to it."
     ),
     input=CaseMessageIn,
+    output=CommentedCaseOut,
     write=True,
 )
 def add_case_comment(ctx: ToolContext, params: CaseMessageIn) -> dict:
@@ -176,6 +216,7 @@ def add_case_comment(ctx: ToolContext, params: CaseMessageIn) -> dict:
     title="Confirm a support case is solved",
     description="The customer confirms a resolved case is solved; the case is closed for good.",
     input=CaseIn,
+    output=CaseOut,
     write=True,
     destructive=True,
 )
@@ -193,6 +234,7 @@ def confirm_case_resolved(ctx: ToolContext, params: CaseIn) -> dict:
         "with the customer's explanation."
     ),
     input=CaseMessageIn,
+    output=CaseOut,
     write=True,
 )
 def report_case_not_fixed(ctx: ToolContext, params: CaseMessageIn) -> dict:

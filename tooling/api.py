@@ -17,13 +17,26 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
 
-from core.errors import GaranteError, PermissionRefused, SystemUnavailable, ValidationFailed
+from core.errors import (
+    RULE_CODES,
+    GaranteError,
+    PermissionRefused,
+    SystemUnavailable,
+    ValidationFailed,
+)
+from core.models import Company, Conversation
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
-from tooling.execution import InvalidArguments, argument_errors, call_tool
-from tooling.http import error_response, json_response, loads, outcome_response
+from tooling.execution import call_tool
+from tooling.http import (
+    error_response,
+    is_json_media_type,
+    json_response,
+    loads,
+    outcome_response,
+)
 from tooling.idempotency import HTTP_KEY_PATTERN, check_http_key
-from tooling.registry import Tool, registry
+from tooling.registry import Tool, ToolErrorOut, registry
 
 logger = logging.getLogger("garante.tools")
 
@@ -35,10 +48,22 @@ class GatewayBearer(HttpBearer):
         return company
 
 
+class UnsupportedMediaType(ValidationFailed):
+    def __init__(self) -> None:
+        super().__init__(
+            _("Envíe el cuerpo como application/json."),
+            code="unsupported_media_type",
+            http_status=415,
+        )
+
+
 class StrictJSONParser(Parser):
-    """Bodies parsed as MCP's are (tooling.http.loads): NaN and Infinity are malformed JSON."""
+    """Bodies parsed as MCP's are (tooling.http.loads): NaN and Infinity are malformed JSON,
+    and only a body sent as application/json (UTF-8) is read at all."""
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        if not is_json_media_type(request.META.get("CONTENT_TYPE")):
+            raise UnsupportedMediaType()
         return loads(request.body)
 
 
@@ -48,6 +73,8 @@ api = NinjaAPI(
     description="Every Gateway tool as a plain HTTP endpoint, with Idempotency-Key semantics.",
     urls_namespace="api",
     parser=StrictJSONParser(),
+    # The 422 codes a well-formed call may still get: the data's state, not the call's shape.
+    openapi_extra={"info": {"x-rule-codes": sorted(RULE_CODES)}},
 )
 
 
@@ -61,16 +88,13 @@ def on_unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 @api.exception_handler(NinjaValidationError)
 def on_invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-    # ninja's paths start at the request's part ("body", then the parameter): the arguments'
-    # own paths, as MCP answers them, follow it.
-    errors = [
-        {**error, "loc": tuple(error.get("loc", ()))[2:]}
-        for error in exc.errors
-        if tuple(error.get("loc", ()))[:2] == ("body", "payload")
-    ]
-    if len(errors) != len(exc.errors):
+    # ninja checks a tool's body against its input schema before the endpoint runs; a body
+    # it refuses takes the tool's own path, so that it is answered (and traced) as over MCP.
+    match = request.resolver_match
+    tool = registry.get(match.url_name.removeprefix(_URL_NAME_PREFIX)) if match else None
+    if tool is None or not isinstance(getattr(request, "auth", None), Company):
         return error_response(ValidationFailed(code="bad_request"))
-    return error_response(InvalidArguments(argument_errors(errors)).as_error())
+    return _tool_response(tool, request)
 
 
 @api.exception_handler(RequestDataTooBig)
@@ -84,7 +108,9 @@ def on_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    # ninja raises HttpError(400) when the body is not JSON; other statuses pass through typed.
+    # ninja raises HttpError(400) when the parser fails, whatever it raised (kept as the cause).
+    if isinstance(exc.__cause__, UnsupportedMediaType):
+        return error_response(exc.__cause__)
     message = (
         _("El cuerpo de la petición no es JSON válido.")
         if exc.status_code == 400
@@ -111,19 +137,9 @@ def ping(request: HttpRequest) -> dict[str, bool]:
     return {"ok": True}
 
 
-_ERROR_BODY = {
-    "type": "object",
-    "required": ["error_type", "user_message", "code"],
-    "properties": {
-        "error_type": {
-            "type": "string",
-            "enum": ["VALIDATION", "NOT_FOUND", "PERMISSION", "AMBIGUOUS", "CONFLICT", "SYSTEM"],
-        },
-        "user_message": {"type": "string", "description": "For the end customer."},
-        "code": {"type": "string", "description": "Stable machine code."},
-    },
-    "additionalProperties": True,
-}
+# What a conversation's row holds, as call_tool checks it (invalid_conversation_id beyond).
+CONVERSATION_ID_MAX_LENGTH = Conversation._meta.get_field("external_id").max_length
+
 _READ_ERRORS = {
     400: "malformed_json: the body is not JSON.",
     401: "Missing or invalid token (with WWW-Authenticate: Bearer).",
@@ -131,6 +147,7 @@ _READ_ERRORS = {
     404: "NOT_FOUND.",
     409: "AMBIGUOUS (with `candidates`).",
     413: "body_too_large.",
+    415: "unsupported_media_type: send the body as application/json (UTF-8).",
     422: "VALIDATION: bad arguments, missing_conversation_id, a terminal state (`state`).",
     503: "SYSTEM: a dependency is down; retry later.",
 }
@@ -153,7 +170,9 @@ def _openapi_extra(tool: Tool) -> dict[str, Any]:
             "in": "header",
             "required": True,
             "description": "The conversation the call belongs to (binds identity and ledger).",
-            "schema": {"type": "string"},
+            # As call_tool checks it: present and not empty (missing_conversation_id), at most
+            # what its row holds (invalid_conversation_id).
+            "schema": {"type": "string", "minLength": 1, "maxLength": CONVERSATION_ID_MAX_LENGTH},
         }
     ]
     if tool.write:
@@ -167,14 +186,36 @@ def _openapi_extra(tool: Tool) -> dict[str, Any]:
             }
         )
     errors = _WRITE_ERRORS if tool.write else _READ_ERRORS
-    responses = {
-        str(status): {
-            "description": description,
-            "content": {"application/json": {"schema": _ERROR_BODY}},
-        }
-        for status, description in errors.items()
-    }
+    # The bodies come from `response=` (mount_tools); these are the statuses' descriptions.
+    responses = {status: {"description": text} for status, text in errors.items()}
+    responses[200] = {"description": "The tool's answer (its MCP structuredContent)."}
     return {"parameters": parameters, "responses": responses}
+
+
+def _tool_response(tool: Tool, request: HttpRequest) -> HttpResponse:
+    """One call of `tool` from its HTTP request: the headers in place of MCP's `_meta`, the
+    raw body as the arguments (call_tool validates them, as for MCP)."""
+    # call_tool answers a missing conversation as over MCP (missing_conversation_id).
+    conversation_id = request.headers.get("X-Conversation-Id")
+    idempotency_key = request.headers.get("Idempotency-Key")
+    if tool.write:
+        try:
+            check_http_key(idempotency_key)
+        except GaranteError as error:
+            return error_response(error)
+    try:
+        arguments = loads(request.body or b"{}")
+    except ValueError:
+        return error_response(
+            ValidationFailed(
+                _("El cuerpo de la petición no es JSON válido."),
+                code="malformed_json",
+                http_status=400,
+            )
+        )
+    meta = CallMeta(conversation_id=conversation_id, idempotency_key=idempotency_key)
+    outcome = call_tool(tool, company=request.auth, arguments=arguments, meta=meta, surface="rest")
+    return outcome_response(outcome)
 
 
 def _tool_endpoint(tool: Tool):
@@ -182,31 +223,15 @@ def _tool_endpoint(tool: Tool):
 
     def endpoint(
         request: HttpRequest,
-        payload: Input,  # type: ignore[valid-type]
+        payload: Input,  # type: ignore[valid-type]  (documents the body; call_tool validates)
     ) -> HttpResponse:
-        # call_tool answers a missing conversation as over MCP (missing_conversation_id).
-        conversation_id = request.headers.get("X-Conversation-Id")
-        idempotency_key = request.headers.get("Idempotency-Key")
-        if tool.write:
-            try:
-                check_http_key(idempotency_key)
-            except GaranteError as error:
-                return error_response(error)
-        try:
-            arguments = loads(request.body or b"{}")
-        except ValueError:
-            arguments = payload.model_dump(exclude_unset=True)
-        meta = CallMeta(conversation_id=conversation_id, idempotency_key=idempotency_key)
-        try:
-            outcome = call_tool(
-                tool, company=request.auth, arguments=arguments, meta=meta, surface="rest"
-            )
-        except InvalidArguments as exc:
-            return error_response(exc.as_error())
-        return outcome_response(outcome)
+        return _tool_response(tool, request)
 
     endpoint.__name__ = f"tool_{tool.name.replace('.', '_').replace('-', '_')}"
     return endpoint
+
+
+_URL_NAME_PREFIX = "tool-"
 
 
 def mount_tools() -> None:
@@ -218,6 +243,11 @@ def mount_tools() -> None:
             summary=tool.title,
             description=tool.description,
             operation_id=f"tool_{tool.name}",
+            url_name=f"{_URL_NAME_PREFIX}{tool.name}",
+            response={
+                200: tool.output,
+                frozenset(_WRITE_ERRORS if tool.write else _READ_ERRORS): ToolErrorOut,
+            },
             openapi_extra=_openapi_extra(tool),
         )(_tool_endpoint(tool))
 

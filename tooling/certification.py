@@ -245,6 +245,18 @@ def verdict_error(exchange: Exchange, *types: str, codes: tuple[str, ...] = ()) 
     return True, got
 
 
+def verdict_names_field(exchange: Exchange, field: str) -> Verdict:
+    """An argument the tool's schema refuses: a VALIDATION tool result (not a protocol error,
+    which clients seldom show the model) whose problems name the field."""
+    passed, got = verdict_error(exchange, ErrorType.VALIDATION, codes=("invalid_arguments",))
+    if not passed:
+        return passed, got
+    named = [p.get("field") for p in exchange.body.get("problems") or [] if isinstance(p, dict)]
+    if field not in named:
+        return False, f"{got}; the problems name {named or 'no field'}, not {field}"
+    return True, f"{got}; names {field}"
+
+
 def verdict_once(first: Exchange, second: Exchange, before: int, after: int) -> Verdict:
     """Two calls with the same key: both succeed with the same answer, and a read counts
     exactly one new effect."""
@@ -1370,6 +1382,14 @@ class Certification:
                 {"email": f"nadie-{self.run_id}@example.com"},
             )
             self.judge(row, verdict_error(attempt, ErrorType.NOT_FOUND), attempt)
+
+        with self.probe(
+            7,
+            "bad arguments: list_services",
+            "an argument outside the tool's schema is VALIDATION naming it, for the model to fix",
+        ) as row:
+            attempt = await gw.call(self.a1, "list_services", {"limit": 0})
+            self.judge(row, verdict_names_field(attempt, "limit"), attempt)
 
         outage = self.conversation("outage")
         args = {"document": ana.document_number}

@@ -30,18 +30,27 @@ logger = logging.getLogger("garante.tools")
 
 
 class InvalidArguments(Exception):
-    """The arguments do not match the tool's input schema (MCP -32602, REST 422)."""
+    """The arguments do not match the tool's input schema: a VALIDATION result listing each
+    problem, so that the model can correct its call (MCP 2025-11-25, SEP-1303; REST 422)."""
 
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
-        self.errors = errors
+    def __init__(self, problems: list[dict[str, str]], *, omitted: int = 0) -> None:
+        self.problems = problems
+        self.omitted = omitted
         super().__init__("invalid tool arguments")
 
     def as_error(self) -> ValidationFailed:
+        # The output cap shortens `problems` further if the answer would exceed it.
         return ValidationFailed(
-            _("Los argumentos de la herramienta no son válidos."),
+            INVALID_ARGUMENTS_MESSAGE,
             code="invalid_arguments",
-            errors=self.errors,
+            problems=self.problems,
+            problems_omitted=self.omitted or None,
         )
+
+
+INVALID_ARGUMENTS_MESSAGE = _("Falta algún dato o alguno no es válido.")
+# Problems listed at most; the answer says how many more there were.
+MAX_PROBLEMS = 20
 
 
 @dataclass(frozen=True)
@@ -67,29 +76,75 @@ def parse_arguments(tool: Tool, arguments: Any) -> Any:
         # PostgreSQL cannot store the character, so a write would fail as if the database
         # were down: the caller's mistake is answered as one instead.
         raise InvalidArguments(
-            [{"field": nul[:128], "problem": "Text must not contain NUL characters"}]
+            [{"field": _field_text(nul), "message": "Text must not contain NUL characters."}]
         )
     try:
         return tool.input.model_validate(arguments)
     except pydantic.ValidationError as exc:
-        raise InvalidArguments(
-            argument_errors(
-                exc.errors(include_url=False, include_context=False, include_input=False)
-            )
+        raise invalid_arguments(
+            tool.input_schema,
+            exc.errors(include_url=False, include_context=False, include_input=False),
         ) from None
 
 
-def argument_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """The first ten problems of a validation as {"field", "problem"}: the field's dotted path
-    within the arguments (at most 128 characters: an argument's name is the caller's, as long
-    as they like) and pydantic's message. The one shape of both surfaces' answers."""
-    return [
-        {
-            "field": (".".join(str(part) for part in error["loc"]) or "(arguments)")[:128],
-            "problem": str(error["msg"])[:200],
-        }
-        for error in itertools.islice(errors, 10)
+def invalid_arguments(
+    schema: Mapping[str, Any], errors: list[Mapping[str, Any]]
+) -> InvalidArguments:
+    """The problems of a failed validation, as both surfaces answer them: each with the
+    field's dotted path within the arguments and what is wrong and what is accepted. The
+    caller's input itself is never echoed, only the names of its fields, shortened."""
+    problems = [
+        {"field": _field_text(_dotted(error["loc"])), "message": _problem_message(schema, error)}
+        for error in itertools.islice(errors, MAX_PROBLEMS)
     ]
+    return InvalidArguments(problems, omitted=max(0, len(errors) - MAX_PROBLEMS))
+
+
+def _dotted(loc: Iterable[Any]) -> str:
+    return ".".join(str(part) for part in loc) or "(arguments)"
+
+
+def _field_text(path: str) -> str:
+    """A field path as it can be shown: an argument's name is the caller's, as long and as
+    strange as they like, so control characters are replaced and the path shortened."""
+    printable = "".join(c if c.isprintable() else "?" for c in path[: _FIELD_CHARS + 1])
+    return printable if len(printable) <= _FIELD_CHARS else printable[: _FIELD_CHARS - 1] + "…"
+
+
+_FIELD_CHARS = 128
+_MESSAGE_CHARS = 300
+# pydantic's prefixes of a validator's own message, which only repeat the type of failure.
+_VALIDATOR_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def _problem_message(schema: Mapping[str, Any], error: Mapping[str, Any]) -> str:
+    kind, message, loc = error["type"], str(error["msg"]), tuple(error["loc"])
+    if kind == "missing":
+        message = "Required: this argument is missing."
+    elif kind == "extra_forbidden":
+        accepted = _accepted_names(schema, loc[:-1])
+        message = "Unknown argument. Accepted: " + (", ".join(accepted) or "none") + "."
+    else:
+        for prefix in _VALIDATOR_PREFIXES:
+            message = message.removeprefix(prefix)
+        if kind in ("model_type", "model_attributes_type", "dict_type") and not loc:
+            message = "The arguments must be a JSON object."
+    return message if len(message) <= _MESSAGE_CHARS else message[: _MESSAGE_CHARS - 1] + "…"
+
+
+def _accepted_names(schema: Mapping[str, Any], loc: tuple[Any, ...]) -> list[str]:
+    """The argument names the object at `loc` accepts, read from the tool's input schema."""
+    node: Mapping[str, Any] = schema
+    for part in (*loc, None):
+        while "$ref" in node:  # "#/$defs/Name", the only references pydantic writes
+            node = schema.get("$defs", {}).get(node["$ref"].rsplit("/", 1)[-1], {})
+        if part is None:
+            break
+        if isinstance(part, int):
+            node = node.get("items", {})
+        else:
+            node = node.get("properties", {}).get(part, {})
+    return list(node.get("properties", {}))
 
 
 def _nul_character_at(arguments: Any) -> str | None:
@@ -123,14 +178,15 @@ def company_language(company: Company) -> contextlib.AbstractContextManager:
 def call_tool(
     tool: Tool, *, company: Company, arguments: Any, meta: CallMeta, surface: str
 ) -> Outcome:
-    """Execute one tool call and return its shaped outcome. Raises only InvalidArguments."""
+    """Execute one tool call and return its shaped outcome, error included: arguments that
+    fail the tool's input schema are a VALIDATION outcome like any other, run nothing and
+    store nothing (no idempotency record: the same key may carry the corrected call)."""
     started = time.monotonic()
-    invalid: InvalidArguments | None = None
     with company_language(company):
         try:
             params = parse_arguments(tool, arguments)
-        except InvalidArguments as exc:  # raised below, once the call is traced
-            invalid, outcome = exc, error_outcome(exc.as_error())
+        except InvalidArguments as exc:
+            outcome = error_outcome(exc.as_error())
         except GaranteError as error:  # a validator that normalises (a phone, a document)
             outcome = error_outcome(error)
         except Exception:
@@ -159,8 +215,6 @@ def call_tool(
         outcome=outcome,
         latency_ms=elapsed_ms,
     )
-    if invalid is not None:
-        raise invalid
     return outcome
 
 

@@ -98,7 +98,7 @@ def canonical_json(value: Any) -> bytes:
         # Integers beyond IEEE-754 doubles, NaN, non-JSON values or a key with a lone
         # surrogate (which UTF-16 ordering cannot sort) have no canonical form.
         raise ValidationFailed(
-            _("Los argumentos de la herramienta no son válidos."), code="invalid_arguments"
+            _("Falta algún dato o alguno no es válido."), code="invalid_arguments"
         ) from exc
 
 

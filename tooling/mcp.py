@@ -18,7 +18,10 @@ are 400 in both eras. Dispatch errors follow each era's clients: modern maps -32
 -32022 to 400 and -32601 to 404 (the 2026-07-28 table); legacy answers them with 200, because
 older clients drop the JSON-RPC body of a 4xx. A missing, wrong or revoked token is 401 with
 `WWW-Authenticate: Bearer` and JSON-RPC error -32010 (an implementation-defined code).
-Business errors are tool results with `isError: true`, never JSON-RPC errors.
+Business errors are tool results with `isError: true`, never JSON-RPC errors; so are arguments
+that fail a tool's input schema (spec 2025-11-25, SEP-1303: the model reads a tool result and
+can correct its call, while clients seldom pass it a protocol error). -32602 stays for what the
+protocol itself rejects: an unknown tool, malformed params, the 2026-07-28 `_meta` keys.
 """
 
 import base64
@@ -62,14 +65,8 @@ from core.errors import PermissionRefused, SystemUnavailable
 from core.models import Company
 from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
-from tooling.execution import (
-    InvalidArguments,
-    Outcome,
-    call_tool,
-    company_language,
-    error_outcome,
-)
-from tooling.http import json_response, loads, text_response
+from tooling.execution import Outcome, call_tool, company_language, error_outcome
+from tooling.http import is_json_media_type, json_response, loads, text_response
 from tooling.output import dumps
 from tooling.registry import registry
 
@@ -234,6 +231,17 @@ def _answer(request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification)
 
 
 def _read_body(request: HttpRequest) -> bytes | HttpResponse:
+    # The transport's one body type (as the reference SDK, which answers 415 too): a body
+    # sent as text, form data or another charset is not JSON-RPC, whatever it holds.
+    if not is_json_media_type(request.META.get("CONTENT_TYPE")):
+        return _error_response(
+            None,
+            RpcError(
+                INVALID_REQUEST,
+                "Unsupported Media Type: Content-Type must be application/json",
+                status=415,
+            ),
+        )
     limit = settings.GARANTE_MCP_MAX_BODY_BYTES
     too_large = RpcError(INVALID_REQUEST, "Request body too large", status=413)
     try:
@@ -511,6 +519,7 @@ def tool_entry(tool: Any) -> dict[str, Any]:
         "title": tool.title,
         "description": tool.description,
         "inputSchema": tool.input_schema,
+        "outputSchema": tool.listed_output_schema,
         "annotations": tool.annotations,
     }
 
@@ -545,12 +554,6 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> str:
         outcome = call_tool(
             tool, company=company, arguments=params.get("arguments"), meta=call_meta, surface="mcp"
         )
-    except InvalidArguments as exc:
-        with company_language(company):  # call_tool's ended with the call
-            data = error_outcome(exc.as_error()).body  # under the cap, as every answer
-        raise RpcError(
-            INVALID_PARAMS, f"Invalid arguments for tool {tool.name}", data=data
-        ) from None
     except Exception:
         # call_tool maps every failure itself; this is the last line before the wire.
         logger.exception("unexpected failure calling tool %s over MCP", tool.name)

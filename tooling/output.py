@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy
 from pydantic import Field
 
 from core.errors import ValidationFailed
+from tooling.registry import ToolOutput
 
 # One encoder for every answer: json.dumps with options builds a new one per call, which costs
 # a cheap tool call's answer a quarter of its encoding time. An encoder keeps no state between
@@ -51,6 +52,23 @@ def page(rows: Sequence[Any], limit: int, cursor: str | None = None) -> Page:
     start = cursor_start(cursor)
     items = list(rows[start : start + limit + 1])
     return Page(items[:limit], len(items) > limit, start)
+
+
+class ListOutput(ToolOutput):
+    """What every list tool answers besides its items (subclasses declare `items`)."""
+
+    count: int = Field(description="How many items this answer shows.")
+    has_more: bool = Field(description="Whether more items exist than shown.")
+    truncated: bool = Field(
+        default=False,
+        description="Present (true) when items were left out to keep the answer short.",
+    )
+
+
+class PagedListOutput(ListOutput):
+    next_cursor: str | None = Field(
+        description="Pass it back as `cursor` to continue the list; null at its end."
+    )
 
 
 def listing(
@@ -120,6 +138,18 @@ def capped(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
             shrunk["count"] = len(shrunk["items"])
             if start is not None:
                 shrunk["next_cursor"] = _next_cursor(start, shrunk["count"], True)
+        text = dumps(shrunk)
+        if len(text) <= limit:
+            return shrunk, text
+    problems = payload.get("problems")
+    if "error_type" in payload and isinstance(problems, list):
+        # An argument error keeps the problems that fit and says how many it left out.
+        omitted = payload.get("problems_omitted") or 0
+        shrunk = dict(payload, problems=list(problems))
+        while shrunk["problems"] and len(dumps(shrunk)) > limit:
+            shrunk["problems"].pop()
+            omitted += 1
+            shrunk["problems_omitted"] = omitted
         text = dumps(shrunk)
         if len(text) <= limit:
             return shrunk, text

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import ErrorType
 
 if TYPE_CHECKING:
     from tooling.context import ToolContext
@@ -16,10 +18,63 @@ if TYPE_CHECKING:
 TOOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
-class ToolInput(BaseModel):
-    """Base of every tool's input schema: unknown arguments are an error, not ignored."""
+def _stripped_lengths(schema: dict[str, Any]) -> None:
+    """Text arguments are read with surrounding whitespace stripped, and a minimum length
+    counts what remains. JSON Schema's minLength counts every character, so each such string
+    also carries a pattern saying it: at least that many characters from the first
+    non-blank one to the last ("   " and " · " are refused by the document as by us)."""
+    for node in schema.get("properties", {}).values():
+        for option in [node, *node.get("anyOf", [])]:
+            least = option.get("minLength", 0)
+            if option.get("type") == "string" and least >= 1 and "pattern" not in option:
+                option["pattern"] = r"\S" if least == 1 else rf"\S[\s\S]{{{least - 2},}}\S"
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+class ToolInput(BaseModel):
+    """Base of every tool's input schema (and of the objects inside one): unknown arguments
+    are an error, not ignored, and text is read without its surrounding whitespace."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        str_strip_whitespace=True,
+        json_schema_extra=lambda schema, model: model.schema_rules(schema),
+    )
+
+    @classmethod
+    def schema_rules(cls, schema: dict[str, Any]) -> None:
+        """Write into the JSON schema the rules the model checks beyond its fields' types
+        (extend it, calling super, for a rule across fields)."""
+        _stripped_lengths(schema)
+
+
+class ToolOutput(BaseModel):
+    """Base of every tool's success shape, which `tools/list` publishes as its outputSchema.
+    Handlers still build plain dicts (the output cap measures their JSON); the shape is the
+    contract clients validate `structuredContent` against, and the tests hold every tool's
+    results to it (tests/tooling/test_output_schemas.py)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ProblemOut(BaseModel):
+    field: str = Field(description="The argument's dotted path, e.g. items.0.quantity.")
+    message: str = Field(description="What is wrong with it and what is accepted.")
+
+
+class ToolErrorOut(BaseModel):
+    """Every error answer of a tool (the same body MCP puts in an isError result)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error_type: ErrorType
+    user_message: str = Field(description="For the end customer, in the company's language.")
+    code: str = Field(description="Stable machine code to branch on.")
+    problems: list[ProblemOut] | None = Field(
+        default=None, description="invalid_arguments: each argument that is wrong."
+    )
+    problems_omitted: int | None = Field(
+        default=None, description="invalid_arguments: problems left out to keep it short."
+    )
 
 
 Handler = Callable[["ToolContext", Any], dict[str, Any]]
@@ -31,6 +86,7 @@ class Tool:
     title: str
     description: str
     input: type[ToolInput]
+    output: type[ToolOutput]
     handler: Handler
     write: bool = False
     destructive: bool = False
@@ -53,6 +109,30 @@ class Tool:
         schema = self.input.model_json_schema()
         schema.pop("title", None)
         schema.setdefault("properties", {})
+        return schema
+
+    @cached_property
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON schema of the tool's success answer."""
+        schema = self.output.model_json_schema(mode="serialization")
+        schema.pop("title", None)
+        return schema
+
+    @cached_property
+    def listed_output_schema(self) -> dict[str, Any]:
+        """The outputSchema tools/list publishes: the success answer, or an error body.
+
+        The spec has clients check structuredContent against it only on success, but the
+        TypeScript SDK's client (and the MCP Inspector on it) checks error results too and
+        turns every business error into a client-side exception the model never reads; so
+        the error body is one of the shapes, and the success shape stays exact."""
+        success = dict(self.output_schema)
+        error = ToolErrorOut.model_json_schema(mode="serialization")
+        definitions = {**success.pop("$defs", {}), **error.pop("$defs", {})}
+        error.pop("title", None)
+        schema: dict[str, Any] = {"type": "object", "anyOf": [success, error]}
+        if definitions:
+            schema["$defs"] = definitions
         return schema
 
     @property
@@ -100,6 +180,7 @@ def tool(
     title: str,
     description: str,
     input: type[ToolInput],
+    output: type[ToolOutput],
     write: bool = False,
     destructive: bool = False,
     idempotent: bool | None = None,
@@ -114,6 +195,7 @@ def tool(
                 title=title,
                 description=description,
                 input=input,
+                output=output,
                 handler=handler,
                 write=write,
                 destructive=destructive,

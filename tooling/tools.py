@@ -4,7 +4,7 @@ They live in tooling because core must not import the tool registry; the rules a
 core.identity and core.verification.
 """
 
-from typing import Literal
+from typing import Any, Literal
 
 from django.conf import settings
 from pydantic import Field, model_validator
@@ -14,7 +14,7 @@ from core.normalize import mask_email, mask_phone
 from core.services import contact_update_details
 from core.verification import challenge_issue, challenge_verify
 from tooling.context import ToolContext
-from tooling.registry import ToolInput, tool
+from tooling.registry import ToolInput, ToolOutput, tool
 
 IDENTIFIER_DESCRIPTION = (
     "The document number, phone or email the customer identified with in identify_contact."
@@ -22,9 +22,31 @@ IDENTIFIER_DESCRIPTION = (
 
 
 class IdentifyContactIn(ToolInput):
-    document: str | None = Field(default=None, max_length=40, description="Document number.")
-    phone: str | None = Field(default=None, max_length=40, description="Phone number.")
-    email: str | None = Field(default=None, max_length=254, description="Email address.")
+    document: str | None = Field(
+        default=None, min_length=1, max_length=40, description="Document number."
+    )
+    phone: str | None = Field(
+        default=None, min_length=1, max_length=40, description="Phone number."
+    )
+    email: str | None = Field(
+        default=None, min_length=1, max_length=254, description="Email address."
+    )
+
+    @classmethod
+    def schema_rules(cls, schema: dict[str, Any]) -> None:
+        super().schema_rules(schema)
+        names = list(schema["properties"])
+        # Exactly one of them given: the others absent or null.
+        schema["oneOf"] = [
+            {
+                "required": [name],
+                "properties": {
+                    other: {"type": "string"} if other == name else {"type": "null"}
+                    for other in names
+                },
+            }
+            for name in names
+        ]
 
     @model_validator(mode="after")
     def exactly_one(self) -> "IdentifyContactIn":
@@ -32,6 +54,16 @@ class IdentifyContactIn(ToolInput):
         if len(given) != 1:
             raise ValueError("give exactly one of document, phone or email")
         return self
+
+
+class IdentifiedOut(ToolOutput):
+    identified: bool
+    first_name: str
+    phone: str | None = Field(description="The registered phone, masked.")
+    email: str | None = Field(description="The registered email, masked.")
+    verification_channels: list[Literal["sms", "email"]] = Field(
+        description="Where a verification code can be sent."
+    )
 
 
 @tool(
@@ -44,6 +76,7 @@ class IdentifyContactIn(ToolInput):
         "conversation."
     ),
     input=IdentifyContactIn,
+    output=IdentifiedOut,
     write=True,
     idempotent=True,
 )
@@ -73,6 +106,13 @@ class RequestVerificationCodeIn(ToolInput):
     )
 
 
+class CodeSentOut(ToolOutput):
+    sent: bool
+    channel: Literal["sms", "email"]
+    sent_to: str = Field(description="The registered destination, masked.")
+    expires_in_minutes: int
+
+
 @tool(
     name="request_verification_code",
     title="Send a verification code",
@@ -82,6 +122,7 @@ class RequestVerificationCodeIn(ToolInput):
         "verification_required. Then ask the customer for the code and call verify_code."
     ),
     input=RequestVerificationCodeIn,
+    output=CodeSentOut,
     write=True,
     verification=True,
 )
@@ -104,6 +145,11 @@ class VerifyCodeIn(ToolInput):
     code: str = Field(min_length=1, max_length=20, description="The code the customer received.")
 
 
+class VerifiedOut(ToolOutput):
+    verified: bool
+    valid_for_minutes: int = Field(description="How long protected actions may proceed.")
+
+
 @tool(
     name="verify_code",
     title="Check a verification code",
@@ -112,6 +158,7 @@ class VerifyCodeIn(ToolInput):
         "the conversation is verified for a short time and protected actions can proceed."
     ),
     input=VerifyCodeIn,
+    output=VerifiedOut,
     write=True,
     verification=True,
 )
@@ -129,6 +176,12 @@ class UpdateContactDetailsIn(ToolInput):
     email: str | None = Field(default=None, max_length=254, description="The new email.")
 
 
+class ContactDetailsOut(ToolOutput):
+    updated: bool
+    phone: str | None = Field(description="The registered phone now, masked.")
+    email: str | None = Field(description="The registered email now, masked.")
+
+
 @tool(
     name="update_contact_details",
     title="Change the customer's phone or email",
@@ -138,6 +191,7 @@ class UpdateContactDetailsIn(ToolInput):
         "request_verification_code and check it with verify_code first."
     ),
     input=UpdateContactDetailsIn,
+    output=ContactDetailsOut,
     write=True,
 )
 def update_contact_details(ctx: ToolContext, params: UpdateContactDetailsIn) -> dict:

@@ -367,9 +367,9 @@ def test_an_unknown_state_filter_is_refused_naming_the_allowed_states(ana, froze
 
     assert response.status_code == old_name.status_code == 422
     assert response.json()["code"] == "invalid_arguments"
-    problem = response.json()["errors"][0]
+    problem = response.json()["problems"][0]
     assert problem["field"].split(".")[-1] == "state"
-    assert all(value in problem["problem"] for value in ("scheduled", "cancelled", "no_show"))
+    assert all(value in problem["message"] for value in ("scheduled", "cancelled", "no_show"))
 
 
 def test_the_state_filter_lists_the_machine_values_in_the_tool_schema():

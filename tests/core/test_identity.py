@@ -15,7 +15,6 @@ from core.identity import (
 )
 from core.models import Conversation, SecurityEvent, StepUpPolicy
 from core.services import contact_create
-from tests.marks import needs_durable_writes
 
 pytestmark = pytest.mark.django_db
 
@@ -128,13 +127,11 @@ def test_another_contacts_identifier_mid_conversation_is_an_alarm(conversation, 
     assert not conversation_is_verified(conversation)
 
 
-def test_probing_identifiers_through_a_tool_tells_nothing_and_is_limited(
-    conversation, ana, bruno, settings
-):
+def test_probing_identifiers_through_a_tool_tells_nothing_and_is_limited(conversation, ana, bruno):
     """Every tool taking an identifier answered "someone else's" apart from "nobody's", and
     without a limit: a way to learn which documents, phones and emails are customers'."""
     identify_contact(conversation=conversation, kind="document", value="12345678Z")
-    settings.GARANTE_IDENTIFY_MAX_FAILURES = 4
+    conversation.company.identify_failures_per_conversation = 4
 
     answers = []
     for identifier in ["X1234567L", "Y7654321G", "+34600333444", "+34699999999", "X1234567L"]:
@@ -165,7 +162,6 @@ def test_garbage_is_a_validation_error(conversation, ana):
         contact_for_conversation(conversation=conversation, identifier="¿?")
 
 
-@needs_durable_writes
 def test_the_alarm_survives_the_rollback_of_the_failing_call(conversation, ana, bruno):
     """A tool call's transaction is rolled back on error; the evidence must stay."""
     from django.db import transaction

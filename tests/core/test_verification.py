@@ -22,7 +22,6 @@ from core.verification import (
     challenge_verify,
     seal_code,
 )
-from tests.marks import needs_durable_writes
 from tests.servers import at_once
 
 # The code is created and committed on a connection of its own, so the data it refers to
@@ -137,7 +136,6 @@ def test_the_right_code_verifies_the_conversation_once(ana, ana_conv, sms_outbox
     assert reused.value.code == "code_used"
 
 
-@needs_durable_writes
 def test_five_wrong_codes_lock_the_challenge_even_though_each_call_rolls_back(
     ana, ana_conv, sms_outbox
 ):
@@ -166,7 +164,6 @@ def test_five_wrong_codes_lock_the_challenge_even_though_each_call_rolls_back(
     assert not conversation_is_verified(ana_conv)
 
 
-@needs_durable_writes
 def test_a_burst_of_parallel_guesses_compares_no_more_codes_than_the_attempts(
     ana, ana_conv, sms_outbox
 ):
@@ -268,7 +265,6 @@ def test_sends_per_contact_are_limited_across_conversations(ana, make_identified
     assert limited.value.code == "too_many_codes"
 
 
-@needs_durable_writes
 def test_codes_requested_at_once_from_many_conversations_keep_to_the_contacts_limit(
     ana, make_identified, sms_outbox
 ):
@@ -308,7 +304,6 @@ def test_a_verification_does_not_pass_to_whoever_the_conversation_identifies_as_
     assert step_up.value.code == "verification_required"
 
 
-@needs_durable_writes
 def test_after_three_codes_locked_in_a_day_the_customer_gets_no_code_but_staff_can_send_one(
     ana, make_identified, sms_outbox, settings, django_user_model
 ):

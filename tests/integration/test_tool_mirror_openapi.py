@@ -42,5 +42,20 @@ def test_error_answers_are_documented_with_the_error_body(document):
 
     assert {"400", "401", "403", "404", "409", "410", "413", "422", "503"} <= set(write)
     assert "410" not in read and {"401", "422", "503"} <= set(read)
-    body = write["422"]["content"]["application/json"]["schema"]
+    body = schema_of(document, write["422"])
     assert {"error_type", "user_message", "code"} <= set(body["required"])
+    assert "problems" in body["properties"]
+
+
+def schema_of(document: dict, response: dict) -> dict:
+    schema = response["content"]["application/json"]["schema"]
+    return document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+
+
+def test_every_tools_success_body_is_documented_as_its_mcp_output_schema(document):
+    for tool in registry.all():
+        success = document["paths"][f"/api/tools/{tool.name}"]["post"]["responses"]["200"]
+
+        assert set(schema_of(document, success)["properties"]) == set(
+            tool.output_schema["properties"]
+        ), tool.name

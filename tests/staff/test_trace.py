@@ -16,7 +16,7 @@ from core.services import contact_create
 from tests.testapp.models import Counter
 from tooling import trace
 from tooling.context import CallMeta
-from tooling.execution import InvalidArguments, call_tool
+from tooling.execution import call_tool
 from tooling.models import ToolCall
 from tooling.registry import registry
 from tooling.tasks_trace import TRIM_TASK_NAME, tool_calls_trim_task
@@ -111,8 +111,9 @@ def test_every_call_over_http_is_traced_in_order_with_outcome_latency_and_replay
 
 @pytest.mark.django_db(transaction=True)
 def test_a_call_with_invalid_arguments_is_traced_and_still_refused(company):
-    with pytest.raises(InvalidArguments):
-        call(company, "list_services", {"limit": "many", "phone": "600111222"})
+    outcome = call(company, "list_services", {"limit": "many", "phone": "600111222"})
+
+    assert (outcome.is_error, outcome.body["code"]) == (True, "invalid_arguments")
 
     (traced,) = trace_of(company, "conv-trace")
     assert (traced.outcome, traced.error_type, traced.code) == (
@@ -139,8 +140,8 @@ def test_a_refused_call_carrying_nul_characters_is_traced_all_the_same(company):
         idempotency_key="key\x00nul",
     )
     assert outcome.error_type == "VALIDATION"
-    with pytest.raises(InvalidArguments):
-        call(company, "list_services", {"status\x00": "x"}, conversation_id="conv-nul")
+    refused = call(company, "list_services", {"status\x00": "x"}, conversation_id="conv-nul")
+    assert refused.body["code"] == "invalid_arguments"
 
     (first,) = trace_of(company, "conv\ufffdnul")
     assert first.code == "invalid_conversation_id" and first.idempotency_key == "key\ufffdnul"

@@ -10,7 +10,19 @@ from core.references import normalize_reference
 from tests.testapp import services
 from tests.testapp.models import Counter
 from tooling.context import ToolContext
-from tooling.registry import ToolInput, tool
+from tooling.registry import ToolInput, ToolOutput, tool
+
+
+class ReservationOut(ToolOutput):
+    reference: str
+    state: str
+
+
+class CounterOut(ToolOutput):
+    counter: str
+    value: int
+    by: int | None = None
+    note: str | None = None
 
 
 class CancelReservationIn(ToolInput):
@@ -33,6 +45,7 @@ class CancelReservationIn(ToolInput):
     title="Cancel a reservation (test)",
     description="Cancels a reservation of the conversation's owner. Test-only.",
     input=CancelReservationIn,
+    output=ReservationOut,
     write=True,
     destructive=True,
 )
@@ -58,6 +71,7 @@ class IncrementIn(ToolInput):
     title="Increment a counter (test)",
     description="Adds to a named counter and answers its new value. Test-only.",
     input=IncrementIn,
+    output=CounterOut,
     write=True,
 )
 def increment_counter(ctx: ToolContext, params: IncrementIn) -> dict:
@@ -81,6 +95,7 @@ class ReadCounterIn(ToolInput):
     title="Read a counter (test)",
     description="Answers a counter's value. Test-only.",
     input=ReadCounterIn,
+    output=CounterOut,
 )
 def read_counter(ctx: ToolContext, params: ReadCounterIn) -> dict:
     counter = Counter.objects.filter(company=ctx.company, name=params.name).first()
@@ -97,6 +112,7 @@ class FailAfterWriteIn(ToolInput):
     title="Write, then fail (test)",
     description="Increments a counter, then fails the chosen way. Test-only.",
     input=FailAfterWriteIn,
+    output=CounterOut,
     write=True,
 )
 def fail_after_write(ctx: ToolContext, params: FailAfterWriteIn) -> dict:

@@ -20,6 +20,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import transaction
+from pydantic import ConfigDict
 
 from agenda.models import Appointment
 from core.errors import ErrorType
@@ -45,7 +46,7 @@ from tooling.certification import (
 from tooling.idempotency import IdempotentResult
 from tooling.models import ExposedReference, IdempotencyRecord
 from tooling.output import dumps
-from tooling.registry import registry
+from tooling.registry import ToolOutput, registry
 
 ANA = Contact("Ana", "García", "12345678Z", "+34600111222", "ana@example.com")
 BRUNO = Contact("Bruno", "López", "X1234567L", "+34600333444", "bruno@example.com")
@@ -193,6 +194,10 @@ def test_check_2_fails_when_a_tool_ignores_the_identifier(live_server, tmp_path,
     assert row(report, 2, "identity switch: reject_quote")["passed"] is True
 
 
+class AnyAnswer(ToolOutput):
+    model_config = ConfigDict(extra="allow")
+
+
 @pytest.mark.django_db(transaction=True)
 def test_check_6_fails_when_a_tool_leaks_ids_or_another_customer(
     live_server, tmp_path, monkeypatch
@@ -206,7 +211,9 @@ def test_check_6_fails_when_a_tool_leaks_ids_or_another_customer(
         answer["note"] = "Bruno López (bruno@example.com) pidió la misma hora."
         return answer
 
-    monkeypatch.setitem(registry._tools, tool.name, dataclasses.replace(tool, handler=leaky))
+    # It lists a schema that allows the leak, or the client would refuse the answer itself.
+    leaky_tool = dataclasses.replace(tool, handler=leaky, output=AnyAnswer)
+    monkeypatch.setitem(registry._tools, tool.name, leaky_tool)
 
     code, _, report = certify(live_server.url, token, tmp_path)
 

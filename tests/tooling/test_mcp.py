@@ -19,7 +19,7 @@ from tests.conftest import McpClient
 from tooling import mcp as mcp_module
 from tooling.mcp import RequestId
 from tooling.models import IdempotencyRecord
-from tooling.registry import Tool, ToolInput, registry
+from tooling.registry import Tool, ToolInput, ToolOutput, registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,6 +48,10 @@ class RecordIn(ToolInput):
     note: str = Field(max_length=50)
 
 
+class RecordOut(ToolOutput):
+    recorded: str
+
+
 @pytest.fixture
 def write_tool() -> Iterator[Tool]:
     """A write tool that only this module's tests register: no domain write tool is needed."""
@@ -65,6 +69,7 @@ def write_tool() -> Iterator[Tool]:
             title="Record a note",
             description="Test-only write tool.",
             input=RecordIn,
+            output=RecordOut,
             handler=handler,
             write=True,
         )
@@ -470,30 +475,35 @@ BAD_ARGUMENTS = [
 ]
 
 
-def test_arguments_that_fail_the_schema_are_invalid_params_listing_the_problems(mcp, subtests):
-    for (era, modern, status), (arguments, field) in itertools.product(ERAS, BAD_ARGUMENTS):
+def test_arguments_that_fail_the_schema_are_a_validation_result_listing_the_problems(mcp, subtests):
+    """Not -32602 (spec 2025-11-25, SEP-1303): the model reads the result and corrects."""
+    for (era, modern, _), (arguments, field) in itertools.product(ERAS, BAD_ARGUMENTS):
         with subtests.test(era=era, arguments=arguments):
             response = mcp.call("list_services", arguments, modern=modern)
 
-            data = error_of(response, status, -32602)["error"]["data"]
-            assert data["code"] == "invalid_arguments"
-            assert [e["field"] for e in data["errors"]] == [field]
+            assert response.status_code == 200
+            result = result_of(response)
+            assert result["isError"] is True
+            body = result["structuredContent"]
+            assert (body["error_type"], body["code"]) == ("VALIDATION", "invalid_arguments")
+            assert [e["field"] for e in body["problems"]] == [field]
+            assert json.loads(result["content"][0]["text"]) == body
 
 
-def test_text_with_a_nul_character_is_invalid_params_and_stores_nothing(
+def test_text_with_a_nul_character_is_a_validation_result_and_stores_nothing(
     mcp, company, write_tool, subtests
 ):
     cases = [
         ("list_services", {"limit": 5, "colour\x00": "red"}, "colour"),
         ("test_record_note", {"note": "a\x00b"}, "note"),
     ]
-    for (era, modern, status), (name, arguments, field) in itertools.product(ERAS, cases):
+    for (era, modern, _), (name, arguments, field) in itertools.product(ERAS, cases):
         with subtests.test(era=era, arguments=arguments):
             response = mcp.call(name, arguments, key="key-nul", modern=modern)
 
-            data = error_of(response, status, -32602)["error"]["data"]
-            assert data["code"] == "invalid_arguments"
-            assert [e["field"] for e in data["errors"]] == [field]
+            body = result_of(response)["structuredContent"]
+            assert body["code"] == "invalid_arguments"
+            assert [e["field"] for e in body["problems"]] == [field]
     assert not IdempotencyRecord.objects.filter(company=company).exists()
 
 

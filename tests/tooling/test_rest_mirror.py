@@ -67,7 +67,7 @@ def test_it_answers_bad_arguments_with_a_typed_validation_error(tool_client, bod
     payload = response.json()
     assert payload["error_type"] == "VALIDATION"
     assert payload["code"] == "invalid_arguments"
-    assert any(field in e["field"] for e in payload["errors"])
+    assert any(field in e["field"] for e in payload["problems"])
 
 
 def test_it_answers_malformed_json_with_a_validation_error(tool_client):
@@ -100,7 +100,7 @@ def test_text_with_a_nul_character_is_invalid_arguments_and_opens_nothing(tool_c
 
     assert response.status_code == 422
     assert response.json()["code"] == "invalid_arguments"
-    assert [e["field"] for e in response.json()["errors"]] == ["subject"]
+    assert [e["field"] for e in response.json()["problems"]] == ["subject"]
     assert not IdempotencyRecord.objects.filter(company=company).exists()
 
 
@@ -124,10 +124,11 @@ def test_the_tools_are_in_the_openapi_document(live_server):
 
 def test_bad_arguments_are_named_alike_on_both_surfaces(tool_client, mcp):
     rest = tool_client.call("list_services", {"limit": "many", "unknown": 1}).json()
-    over_mcp = mcp.call("list_services", {"limit": "many", "unknown": 1}).json()["error"]["data"]
+    over_mcp = mcp.call("list_services", {"limit": "many", "unknown": 1}).json()["result"]
 
-    assert [e["field"] for e in rest["errors"]] == ["limit", "unknown"]
-    assert rest["errors"] == over_mcp["errors"]
+    assert [e["field"] for e in rest["problems"]] == ["limit", "unknown"]
+    assert over_mcp["isError"] is True
+    assert rest == over_mcp["structuredContent"]
 
 
 def test_an_argument_named_at_great_length_gets_an_answer_within_the_cap(tool_client, mcp):
@@ -136,10 +137,10 @@ def test_an_argument_named_at_great_length_gets_an_answer_within_the_cap(tool_cl
     rest = tool_client.call("list_services", arguments)
     over_mcp = mcp.call("list_services", arguments)
 
-    assert len(rest.content) <= 3000 and len(over_mcp.content) <= 3000 + 200
-    assert len(json.dumps(over_mcp.json()["error"]["data"])) <= 3000
-    assert rest.json()["errors"] == over_mcp.json()["error"]["data"]["errors"]
-    assert rest.json()["errors"][0]["field"] == "k" * 128
+    result = over_mcp.json()["result"]
+    assert len(rest.content) <= 3000 and len(result["content"][0]["text"]) <= 3000
+    assert rest.json() == result["structuredContent"]
+    assert rest.json()["problems"][0]["field"] == "k" * 127 + "…"
 
 
 def test_a_missing_conversation_id_is_answered_as_over_mcp(tool_client, mcp):

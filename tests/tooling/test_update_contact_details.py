@@ -4,6 +4,7 @@ import re
 import uuid
 
 import pytest
+from django.core import mail
 
 from core.models import Contact
 from core.services import contact_create
@@ -97,3 +98,45 @@ def test_nothing_to_change_is_a_validation_error(tool_client, ana, sms_outbox):
 
     assert response.status_code == 422
     assert response.json()["code"] == "nothing_to_change"
+
+
+def test_the_old_phone_and_the_old_email_are_told_of_the_change(tool_client, ana, sms_outbox):
+    """A takeover that changes the customer's channels cannot go unnoticed: the old ones hear
+    of it, through Celery, once the change is saved."""
+    verified(tool_client, sms_outbox)
+    codes_sent = len(sms_outbox)
+
+    call(
+        tool_client,
+        "update_contact_details",
+        {"identifier": ANA, "email": "new@example.com", "phone": "611223344"},
+    )
+
+    notices = sms_outbox[codes_sent:]
+    assert [m.to for m in notices] == ["+34600111222"]
+    assert "teléfono y su correo electrónico" in notices[0].body
+    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+    assert "cambio de sus datos de contacto" in mail.outbox[0].subject
+
+
+def test_an_english_company_tells_the_old_email_in_english(tool_client, ana, company, sms_outbox):
+    company.language = "en"
+    company.save()
+    verified(tool_client, sms_outbox)
+
+    call(tool_client, "update_contact_details", {"identifier": ANA, "email": "new@example.com"})
+
+    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+    assert "your email" in mail.outbox[0].body
+    assert len([m for m in sms_outbox if "verification code" not in m.body]) == 0
+
+
+def test_a_refused_change_tells_nobody(tool_client, ana, company, sms_outbox):
+    contact_create(company=company, first_name="Bruno", email="bruno@example.com")
+    verified(tool_client, sms_outbox)
+    codes_sent = len(sms_outbox)
+
+    call(tool_client, "update_contact_details", {"identifier": ANA, "email": "bruno@example.com"})
+
+    assert mail.outbox == []
+    assert len(sms_outbox) == codes_sent

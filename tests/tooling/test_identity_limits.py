@@ -1,0 +1,238 @@
+"""Failed identifications limited per conversation, per gateway credential and per identifier
+value, over real HTTP (REST mirror of a live server), on PostgreSQL and on SQLite alike; and
+code requests sent at once keeping to the send limits."""
+
+import itertools
+import re
+import uuid
+from functools import partial
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.core import mail
+
+from core.models import SecurityEvent, VerificationChallenge
+from core.roles import staff_membership_set
+from core.services import contact_create, gateway_credential_issue
+from core.sms import LocmemBackend
+from tests.servers import at_once
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ANA_PHONE = "600111222"
+_phones = itertools.count(699_000_001)
+
+
+def random_phone() -> str:
+    """A valid Spanish mobile number nobody has."""
+    return str(next(_phones))
+
+
+@pytest.fixture
+def ana(company):
+    return contact_create(
+        company=company,
+        first_name="Ana",
+        document_number="12345678Z",
+        phone=ANA_PHONE,
+        email="ana@example.com",
+    )
+
+
+@pytest.fixture
+def staff(company):
+    user = get_user_model().objects.create_user("marta", email="marta@example.com")
+    staff_membership_set(user=user, company=company, role="supervisor")
+    return user
+
+
+@pytest.fixture
+def sms_outbox(settings):
+    settings.GARANTE_SMS_BACKEND = "locmem"
+    LocmemBackend.outbox.clear()
+    yield LocmemBackend.outbox
+    LocmemBackend.outbox.clear()
+
+
+def limits(company, **fields):
+    for name, value in fields.items():
+        setattr(company, name, value)
+    company.save()  # the process cache of gateway tokens forgets the company (core.signals)
+
+
+def call(client, name, arguments, conversation_id=None):
+    return client.call(
+        name, arguments, key=uuid.uuid4().hex, conversation_id=conversation_id or new_id()
+    )
+
+
+def new_id() -> str:
+    return f"conv-{uuid.uuid4().hex[:12]}"
+
+
+def identify(client, conversation_id=None, **arguments):
+    return call(client, "identify_contact", arguments, conversation_id)
+
+
+def outcome(response: httpx.Response) -> str:
+    body = response.json()
+    return "identified" if response.status_code == 200 else body["code"]
+
+
+def test_an_enumeration_through_one_credential_is_stopped_at_its_limit_and_staff_are_told(
+    tool_client, company, ana, staff
+):
+    """The probe of issue 28: random phones, each in a new conversation. The credential's
+    limit stops it; the customer's real phone is then answered as any other, and one burst
+    event is raised and mailed to staff, not one per refused call."""
+    limits(company, identify_failures_per_credential=8, identify_credential_window_minutes=60)
+
+    answers = [outcome(identify(tool_client, phone=random_phone())) for _ in range(12)]
+    real = identify(tool_client, phone=ANA_PHONE)
+
+    assert answers == ["contact_not_found"] * 8 + ["too_many_attempts"] * 4
+    assert real.status_code == 403
+    body = real.json()
+    assert (body["error_type"], body["code"]) == ("PERMISSION", "too_many_attempts")
+    assert 0 < body["retry_after_seconds"] <= 60 * 60 + 1
+    assert "Ana" not in real.text
+    events = SecurityEvent.objects.filter(company=company)
+    bursts = events.filter(kind=SecurityEvent.Kind.IDENTIFICATION_BURST)
+    assert bursts.count() == 1
+    assert bursts.get().staff_notified_at is not None
+    assert [m.bcc for m in mail.outbox] == [["marta@example.com"]]
+    assert "gateway" in mail.outbox[0].subject
+    failures = events.filter(kind=SecurityEvent.Kind.IDENTIFICATION_FAILED)
+    assert failures.count() == 8
+    assert {e.identifier_digest for e in failures} != {""}
+    assert not any(ANA_PHONE in str(e.detail) for e in events)
+
+
+def test_another_credential_of_the_company_is_not_held_by_the_first_ones_limit(
+    tool_client, company, ana, live_server
+):
+    limits(company, identify_failures_per_credential=3)
+    for _ in range(4):
+        identify(tool_client, phone=random_phone())
+    other_token = gateway_credential_issue(company=company, name="second gateway")[1]
+    other = type(tool_client)(live_server.url, other_token, new_id())
+
+    with other.http:
+        assert outcome(identify(other, phone=ANA_PHONE)) == "identified"
+
+
+def test_the_same_identifier_from_many_conversations_and_credentials_is_stopped_at_its_limit(
+    tool_client, company, ana, live_server
+):
+    limits(company, identify_failures_per_identifier=3)
+    other_token = gateway_credential_issue(company=company, name="second gateway")[1]
+    other = type(tool_client)(live_server.url, other_token, new_id())
+    tried = random_phone()
+
+    with other.http:
+        answers = [
+            outcome(identify(client, phone=tried))
+            for client in [tool_client, other, tool_client, other, tool_client]
+        ]
+        another = outcome(identify(other, phone=random_phone()))
+
+    assert answers == ["contact_not_found"] * 3 + ["too_many_attempts"] * 2
+    assert another == "contact_not_found"  # only that value is held
+
+
+def test_an_identified_conversation_keeps_working_while_its_credential_is_limited(
+    tool_client, company, ana, sms_outbox
+):
+    limits(company, identify_failures_per_credential=5)
+    conversation = new_id()
+    assert outcome(identify(tool_client, conversation, phone=ANA_PHONE)) == "identified"
+    for _ in range(6):
+        identify(tool_client, phone=random_phone())
+    assert outcome(identify(tool_client, document="12345678Z")) == "too_many_attempts"
+
+    again = identify(tool_client, conversation, document="12345678Z")
+    cases = call(tool_client, "list_my_cases", {"identifier": ANA_PHONE}, conversation)
+    code = call(
+        tool_client,
+        "request_verification_code",
+        {"identifier": "ana@example.com", "channel": "sms"},
+        conversation,
+    )
+
+    assert (again.status_code, again.json()["first_name"]) == (200, "Ana")
+    assert cases.status_code == 200, cases.text
+    assert code.status_code == 200, code.text
+    assert len(sms_outbox) == 1
+
+
+def test_a_legitimate_conversation_that_mistypes_twice_does_not_wait(tool_client, ana):
+    conversation = new_id()
+
+    answers = [
+        outcome(identify(tool_client, conversation, phone=phone))
+        for phone in ["600111223", "600111221", ANA_PHONE]
+    ]
+
+    assert answers == ["contact_not_found", "contact_not_found", "identified"]
+
+
+def test_once_limited_an_existing_and_an_unknown_identifier_get_the_same_answer(
+    tool_client, company, ana
+):
+    limits(company, identify_failures_per_credential=2)
+    for _ in range(2):
+        identify(tool_client, phone=random_phone())
+
+    existing = identify(tool_client, phone=ANA_PHONE)
+    unknown = identify(tool_client, phone=random_phone())
+
+    assert existing.status_code == unknown.status_code == 403
+    first, second = existing.json(), unknown.json()
+    assert abs(first.pop("retry_after_seconds") - second.pop("retry_after_seconds")) <= 1
+    assert first == second
+    assert existing.headers.get("content-length") == unknown.headers.get("content-length")
+
+
+def test_codes_requested_at_once_in_one_conversation_keep_to_its_send_limit(
+    tool_client, ana, sms_outbox
+):
+    conversation = new_id()
+    identify(tool_client, conversation, phone=ANA_PHONE)
+    arguments = {"identifier": ANA_PHONE, "channel": "sms"}
+
+    answers = at_once(
+        *[partial(call, tool_client, "request_verification_code", arguments, conversation)] * 10
+    )
+
+    assert (
+        sorted(r.json().get("code", "sent") for r in answers)
+        == ["sent"] * 3 + ["too_many_codes"] * 7
+    )
+    assert VerificationChallenge.objects.count() == 3
+    # Each code supersedes the conversation's last: one superseded before its task ran is
+    # never sent, so fewer texts may leave, never more.
+    assert 1 <= len(sms_outbox) <= 3
+
+
+def test_codes_requested_at_once_from_many_conversations_keep_to_the_contacts_limit(
+    tool_client, ana, sms_outbox
+):
+    conversations = [new_id() for _ in range(10)]
+    for conversation in conversations:
+        identify(tool_client, conversation, phone=ANA_PHONE)
+    arguments = {"identifier": ANA_PHONE, "channel": "sms"}
+
+    answers = at_once(
+        *[
+            partial(call, tool_client, "request_verification_code", arguments, conversation)
+            for conversation in conversations
+        ]
+    )
+
+    assert (
+        sorted(r.json().get("code", "sent") for r in answers)
+        == ["sent"] * 5 + ["too_many_codes"] * 5
+    )
+    assert len(sms_outbox) == 5
+    assert all(re.search(r"\b\d{6}\b", m.body) for m in sms_outbox)
