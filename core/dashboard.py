@@ -171,7 +171,8 @@ def quotes_awaiting_answer(request: HttpRequest, company_ids: list[int] | None, 
     Quote = _model("sales.Quote")
     if Quote is None or not _can_view(request, Quote):
         return None
-    queryset = _scoped(Quote.objects.all(), company_ids).filter(state="sent", valid_until__gt=now)
+    # Sent and still answerable at this instant: one past its validity is expired already.
+    queryset = _scoped(Quote.objects.in_effective_state(Quote.State.SENT, now), company_ids)
     panel = Panel(
         key="quotes",
         title=_("Quotes awaiting an answer"),

@@ -69,8 +69,6 @@ class Outcome:
 
 
 def parse_arguments(tool: Tool, arguments: Any) -> Any:
-    if arguments is None:
-        arguments = {}
     nul = _nul_character_at(arguments)
     if nul is not None:
         # PostgreSQL cannot store the character, so a write would fail as if the database
