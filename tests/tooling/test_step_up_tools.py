@@ -112,8 +112,8 @@ def ana(company):
 
 @pytest.fixture
 def declared_tool() -> Iterator[tuple[list[str], Callable[..., Tool]]]:
-    """Registers test tools for one test: `declare(name, handler=None, **declaration)`; the
-    default handler notes who it served in the list it yields first."""
+    """Registers test tools for one test: `declare(name, handler, **declaration)`; the
+    default handler answers the customer it serves and notes them in the list yielded first."""
     served: list[str] = []
     names: list[str] = []
 
