@@ -24,7 +24,7 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
-    "core.admin_site.GaranteAdminConfig",  # django.contrib.admin with Garante's site
+    "config.admin_site.GaranteAdminConfig",  # django.contrib.admin with Garante's site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -62,8 +62,8 @@ MIDDLEWARE = [
 # which staff may also use with their session) nor the API's documentation pages.
 GARANTE_MACHINE_API_PATHS = ("/mcp", "/api/tools/", "/api/ping")
 
-ROOT_URLCONF = "core.urls"
-WSGI_APPLICATION = "core.wsgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
@@ -225,7 +225,7 @@ GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = int(
 )
 GARANTE_IDEMPOTENCY_RETRY_AFTER_SECONDS = 2
 # How long the web server's processes wait for each answer of PostgreSQL (connecting, a
-# statement, a commit) before the call fails as an outage (core.postgresql, core.wsgi); 0: no
+# statement, a commit) before the call fails as an outage (core.postgresql, config.wsgi); 0: no
 # bound. Waits a healthy server makes (a row a staff member holds for a moment) end well within
 # it, and it is longer than the idempotency lock wait above, so a duplicate still hears
 # CONFLICT from the server.
