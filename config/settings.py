@@ -164,6 +164,7 @@ if CELERY_BROKER_URL.startswith("redis://"):
     # kombu's Redis transport, building its Redis client once instead of per message. Not for
     # rediss:// (TLS): kombu checks its TLS options by that transport name, which this would hide.
     CELERY_BROKER_TRANSPORT = "core.broker:Transport"
+# Filled by the apps, each with its own periodic tasks (core.periodic).
 CELERY_BEAT_SCHEDULE: dict = {}
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
