@@ -16,7 +16,6 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
-from django_fsm.admin import FSMAdminMixin
 
 from agenda import clock, services
 from agenda.availability import (
@@ -27,7 +26,8 @@ from agenda.availability import (
 )
 from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
 from agenda.selectors import appointments_for_day, appointments_within_time_off
-from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, TransitionHistoryInline
+from core.admin import CompanyScopedAdmin, TransitionHistoryInline
+from core.admin_fsm import ServiceTransitionsAdmin
 from core.errors import GaranteError
 from core.models import Company
 from core.roles import staff_company_ids
@@ -374,33 +374,29 @@ class RescheduleForm(forms.ModelForm):
         return data
 
 
-# Each transition button, and the service call it makes for a staff member.
-STAFF_TRANSITIONS: dict[str, Callable[[Appointment, Any, dict[str, Any]], Appointment]] = {
-    "cancel": lambda a, user, _kw: services.appointment_cancel(
-        company=a.company, reference=a.reference, enforce_cutoff=False, by=user
-    ),
-    "mark_attended": lambda a, user, _kw: services.appointment_mark_attended(
-        company=a.company, reference=a.reference, by=user
-    ),
-    "mark_no_show": lambda a, user, _kw: services.appointment_mark_no_show(
-        company=a.company, reference=a.reference, by=user
-    ),
-    "reschedule": lambda a, user, kw: services.appointment_reschedule(
-        company=a.company,
-        reference=a.reference,
-        starts_at=kw["starts_at"],
-        professional=kw.get("professional"),
-        enforce_customer_rules=False,
-        by=user,
-    ),
-}
-
-
 @admin.register(Appointment)
-class AppointmentAdmin(
-    CompanyLocalTimeMixin, GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin
-):
-    fsm_fields = ["state"]
+class AppointmentAdmin(CompanyLocalTimeMixin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    fsm_services = {
+        "cancel": lambda a, user: services.appointment_cancel(
+            company=a.company, reference=a.reference, enforce_cutoff=False, by=user
+        ),
+        "mark_attended": lambda a, user: services.appointment_mark_attended(
+            company=a.company, reference=a.reference, by=user
+        ),
+        "mark_no_show": lambda a, user: services.appointment_mark_no_show(
+            company=a.company, reference=a.reference, by=user
+        ),
+        "reschedule": lambda a, user, starts_at, professional=None, **_form: (
+            services.appointment_reschedule(
+                company=a.company,
+                reference=a.reference,
+                starts_at=starts_at,
+                professional=professional,
+                enforce_customer_rules=False,
+                by=user,
+            )
+        ),
+    }
     fsm_forms = {"reschedule": RescheduleForm}
     list_display = [
         "reference",
@@ -477,33 +473,9 @@ class AppointmentAdmin(
         obj.reference = appointment.reference
         obj._state.adding = False
 
-    def _apply_fsm_transition(
-        self,
-        *,
-        obj: Appointment,
-        transition_name: str,
-        request: HttpRequest,
-        kwargs: Any = None,
-    ) -> bool:
-        """Both the buttons and the reschedule form end here (django-fsm-2's one hook for
-        applying a transition): run the service instead of the bare model method."""
-        service = STAFF_TRANSITIONS.get(transition_name)
-        if service is None:
-            self.message_user(request, _("Unknown transition."), level=messages.ERROR)
-            return False
-        try:
-            appointment = service(obj, request.user, dict(kwargs or {}))
-        except GaranteError as error:
-            self.message_user(request, str(error.user_message), level=messages.ERROR)
-            return False
-        self.message_user(
-            request,
-            _("Appointment %(reference)s is now %(state)s, %(start)s.")
-            % {
-                "reference": appointment.reference,
-                "state": appointment.get_state_display(),
-                "start": _local(appointment.starts_at, appointment.company),
-            },
-            level=messages.SUCCESS,
-        )
-        return True
+    def fsm_done_message(self, appointment: Appointment) -> str:
+        return _("Appointment %(reference)s is now %(state)s, %(start)s.") % {
+            "reference": appointment.reference,
+            "state": appointment.get_state_display(),
+            "start": _local(appointment.starts_at, appointment.company),
+        }

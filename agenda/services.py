@@ -26,10 +26,10 @@ from agenda.models import (
     WorkingHours,
 )
 from agenda.selectors import agenda_settings_for
-from core.errors import NotFound, ValidationFailed
+from core.errors import NotFound, NotInCompany, ValidationFailed
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
-from core.references import new_reference, normalize_reference
+from core.references import insert_with_fresh_reference, normalize_reference
 from core.states import state_shown
 from core.transactions import without_savepoint
 
@@ -39,8 +39,6 @@ _TERMINAL_MESSAGES = {
     Appointment.State.NO_SHOW: _("Esa cita ya pasó y quedó registrada como no asistida."),
 }
 _OVERLAP_CONSTRAINT = "appointment_no_overlap"
-_REFERENCE_CONSTRAINT = "unique_appointment_ref"
-_REFERENCE_ATTEMPTS = 8
 
 
 # --- Professionals and schedules ---------------------------------------------------------------
@@ -57,12 +55,14 @@ def professional_create(
 ) -> Professional:
     """Create a professional, the services they give and their weekly hours
     (weekday 0 = Monday, local times)."""
+    services = list(services)
+    for service in services:
+        NotInCompany.check(
+            service.company_id, company.pk, _("No encontré ese servicio."), code="service_not_found"
+        )
     professional = Professional.objects.create(
         company=company, display_name=display_name.strip(), active=active
     )
-    services = list(services)
-    if any(s.company_id != company.pk for s in services):
-        raise ValueError("services of another company")
     professional.services.set(services)
     WorkingHours.objects.bulk_create(
         WorkingHours(professional=professional, weekday=day, start_time=start, end_time=end)
@@ -187,23 +187,16 @@ def _write_times(
 
 
 def _insert(appointment: Appointment, *, company: Company, now: datetime) -> None:
-    """Insert the appointment under a random reference; on the rare collision, draw again
-    (the unique index decides, so no read asks first)."""
-    for _attempt in range(_REFERENCE_ATTEMPTS):
-        appointment.reference = new_reference("AP")
-        try:
-            _write_times(
-                appointment.save,
-                appointment,
-                company=company,
-                now=now,
-                exclude_appointment_id=None,
-            )
-            return
-        except IntegrityError as error:
-            if _violated_constraint(error) != _REFERENCE_CONSTRAINT:
-                raise
-    raise RuntimeError("could not draw a free appointment reference")
+    """Insert the appointment under a fresh reference: the exclusion constraint's verdict on
+    overlaps becomes VALIDATION (`_write_times`), a reference collision is drawn again."""
+
+    def write(appointment: Appointment) -> bool:
+        _write_times(
+            appointment.save, appointment, company=company, now=now, exclude_appointment_id=None
+        )
+        return True
+
+    insert_with_fresh_reference(appointment, prefix="AP", insert=write)
 
 
 def appointment_book(
@@ -227,8 +220,9 @@ def appointment_book(
     exclusion constraint's verdict becomes VALIDATION, a reference collision is drawn again).
     """
     now = now or clock.now()
-    if contact.company_id != company.pk:
-        raise ValueError("contact of another company")
+    NotInCompany.check(
+        contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
+    )
 
     def book() -> Appointment:
         slot_validate(

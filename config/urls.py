@@ -7,13 +7,12 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
-from django.utils.translation import gettext_lazy as _
 from django.views import defaults
 
-from core.errors import NotFound, PermissionRefused, SystemUnavailable, ValidationFailed
 from tooling.api import api
 from tooling.http import error_response
 from tooling.mcp import mcp_endpoint
+from tooling.middleware import api_error_for
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -29,33 +28,21 @@ def _is_api(request: HttpRequest) -> bool:
     return request.path_info.startswith("/api/") or request.path_info == "/mcp"
 
 
-def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _is_api(request):
-        return error_response(NotFound(_("No encontré lo que busca."), code="not_found"))
-    return defaults.page_not_found(request, exception)
+def _api_or(page: Any, status: int) -> Any:
+    """Django's error page, or on the API's paths the canonical JSON error for that status."""
+
+    def handler(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if _is_api(request):
+            return error_response(api_error_for(status, request.path_info))
+        return page(request, *args, **kwargs)
+
+    return handler
 
 
-def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _is_api(request):
-        return error_response(
-            ValidationFailed(_("La petición no es válida."), code="bad_request", http_status=400)
-        )
-    return defaults.bad_request(request, exception)
-
-
-def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _is_api(request):
-        return error_response(
-            PermissionRefused(_("No tiene permiso para hacer eso."), code="permission_denied")
-        )
-    return defaults.permission_denied(request, exception)
-
-
-def server_error(request: HttpRequest, *args: Any) -> HttpResponse:
-    if _is_api(request):
-        return error_response(SystemUnavailable())
-    return defaults.server_error(request)
-
+bad_request = _api_or(defaults.bad_request, 400)
+permission_denied = _api_or(defaults.permission_denied, 403)
+not_found = _api_or(defaults.page_not_found, 404)
+server_error = _api_or(defaults.server_error, 500)
 
 handler400 = bad_request
 handler403 = permission_denied

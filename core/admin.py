@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path
 from django.contrib.auth import get_permission_codename, get_user_model
-from django.core.exceptions import FieldDoesNotExist, PermissionDenied
+from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import formats, timezone
@@ -225,30 +225,6 @@ class CompanyScopedAdmin(admin.ModelAdmin):
         if staff_company_ids(request) is None:
             return filters
         return [_related_only(self.model, spec) for spec in filters]
-
-
-class GuardedTransitionsMixin:
-    """Place before django-fsm-2's FSMAdminMixin. Its transition-form view (reschedule, reject
-    with a reason, ...) checks only the transition's own permission; here it also needs the
-    change permission on the object, and staff who may not change it see no buttons."""
-
-    def fsm_transition_view(self, request, object_id, transition_name, **kwargs):
-        obj = self.get_object(request, object_id)
-        if obj is not None and not self.has_change_permission(request, obj):
-            raise PermissionDenied
-        return super().fsm_transition_view(request, object_id, transition_name, **kwargs)
-
-    def _get_fsm_extra_context(self, *, request, obj):
-        if obj is None or not self.has_change_permission(request, obj):
-            return iter(())
-        return super()._get_fsm_extra_context(request=request, obj=obj)
-
-    @staticmethod
-    def get_fsm_block_label(fsm_field_name: str) -> str:
-        return _("Change the state")
-
-    def get_help_text(self, transition) -> str:
-        return transition.custom.get("help_text") or ""  # not the tooltip "None"
 
 
 class TransitionHistoryInline(StateLogInline):

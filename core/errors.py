@@ -75,6 +75,24 @@ class NotFound(GaranteError):
     default_code = "not_found"
 
 
+class NotInCompany(NotFound):
+    """A record of another company than the caller's. Tenancy's one rule: another company's
+    record is indistinguishable from a missing one, so this is NOT_FOUND with the message and
+    code a missing record of that kind gets; only the server side (logs, tests) can tell the
+    two apart, by this type.
+
+    Lookups by reference filter by the company, so there another company's record is simply
+    missing; `check` is for a record already in hand (passed in by a caller)."""
+
+    @classmethod
+    def check(
+        cls, record_company_id: int, company_id: int, user_message: str | Promise, *, code: str
+    ) -> None:
+        """Raise unless the record (its `company_id`) is the company's."""
+        if record_company_id != company_id:
+            raise cls(user_message, code=code)
+
+
 class PermissionRefused(GaranteError):
     error_type = ErrorType.PERMISSION
     default_message = _("No puedo hacer eso para la persona que me habla.")
@@ -138,6 +156,11 @@ RULE_CODES = frozenset(
         "identification_required",
         "identity_mismatch",
         "identity_switch",
+        # a value JSON Schema cannot check: a document's check digit, a phone number's
+        # validity in its country (phonenumbers), an email address as our validator reads it
+        "invalid_document",
+        "invalid_phone",
+        "invalid_email",
         # time and position
         "invalid_date",
         "invalid_date_range",

@@ -251,16 +251,8 @@ def quote_list(
         .select_related("opportunity")
         .prefetch_related("lines")
     )
-    if state == Quote.State.EXPIRED:
-        # Past validity an open quote is expired at this instant, recorded or not yet.
-        quotes = quotes.filter(
-            Q(state=Quote.State.EXPIRED)
-            | Q(state__in=Quote.OPEN_STATES, valid_until__lte=timezone.now())
-        )
-    elif state in Quote.OPEN_STATES:
-        quotes = quotes.filter(state=state, valid_until__gt=timezone.now())
-    elif state is not None:
-        quotes = quotes.filter(state=state)
+    if state is not None:
+        quotes = quotes.in_effective_state(state, timezone.now())
     if contact is not None:
         quotes = quotes.filter(
             contact__integration_reference__reference=normalize_reference(contact)

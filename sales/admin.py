@@ -4,7 +4,6 @@ Every transition button, stock count and quote goes through sales.services; no a
 writes a state, a reservation or a total by itself.
 """
 
-from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -15,43 +14,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
-from django_fsm.admin import FSMAdminMixin
 
-from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, TransitionHistoryInline
+from core.admin import CompanyScopedAdmin, TransitionHistoryInline
+from core.admin_fsm import ServiceTransitionsAdmin
 from core.errors import GaranteError
 from core.models import Contact
 from core.roles import staff_company_ids
 from sales import money, services
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
-
-
-class ServiceTransitionsMixin(GuardedTransitionsMixin, FSMAdminMixin):
-    """FSM buttons (and transition forms) applied by a service, never by the model method.
-
-    `fsm_services` maps a transition name to `service(obj, user, **form_data) -> obj`.
-    """
-
-    fsm_fields = ["state"]
-    fsm_services: dict[str, Callable[..., Any]] = {}
-
-    def _apply_fsm_transition(
-        self, *, obj: Any, transition_name: str, request: HttpRequest, kwargs: Any = None
-    ) -> bool:
-        service = self.fsm_services.get(transition_name)
-        if service is None:
-            self.message_user(request, _("Unknown transition."), level=messages.ERROR)
-            return False
-        try:
-            done = service(obj, request.user, **(kwargs or {}))
-        except GaranteError as error:
-            self.message_user(request, str(error.user_message), level=messages.ERROR)
-            return False
-        self.message_user(
-            request,
-            _("%(object)s is now %(state)s.") % {"object": done, "state": done.get_state_display()},
-            level=messages.SUCCESS,
-        )
-        return True
 
 
 def _company_filter(request: HttpRequest, queryset: Any, path: str = "company") -> Any:
@@ -286,7 +256,7 @@ class QuoteLineInline(admin.TabularInline):
 
 
 @admin.register(Quote)
-class QuoteAdmin(ServiceTransitionsMixin, CompanyScopedAdmin):
+class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     fsm_services = {
         "send": lambda q, user: services.quote_send(quote=q, by=user),
         "accept": lambda q, user: services.quote_accept(quote=q, by=user),
@@ -411,7 +381,7 @@ class OpportunityForm(forms.ModelForm):
 
 
 @admin.register(Opportunity)
-class OpportunityAdmin(ServiceTransitionsMixin, CompanyScopedAdmin):
+class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     """The pipeline: filter by stage, move with the buttons, close as won or lost."""
 
     form = OpportunityForm

@@ -23,7 +23,8 @@ from sales.models import Quote
 def quotes_awaiting_answer(request: HttpRequest, company_ids: list[int] | None, now: datetime):
     if not can_view(request, Quote):
         return None
-    queryset = scoped(Quote.objects.all(), company_ids).filter(state="sent", valid_until__gt=now)
+    # Sent and still answerable at this instant: one past its validity is expired already.
+    queryset = scoped(Quote.objects.in_effective_state(Quote.State.SENT, now), company_ids)
     panel = Panel(
         key="quotes",
         title=_("Quotes awaiting an answer"),

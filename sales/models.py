@@ -255,6 +255,27 @@ class Opportunity(FSMModelMixin, models.Model):
         pass
 
 
+class QuoteQuerySet(models.QuerySet):
+    """Quotes by the state a customer would be told at an instant: the rule of
+    `Quote.effective_state`, in SQL (an open quote past its validity is expired then, whether
+    or not the expiry sweep has recorded it)."""
+
+    def lapsed(self, now: datetime) -> "QuoteQuerySet":
+        """Open quotes past their validity at `now`: expired then, not yet recorded so
+        (`Quote.is_lapsed`)."""
+        return self.filter(state__in=Quote.OPEN_STATES, valid_until__lte=now)
+
+    def in_effective_state(self, state: str, now: datetime) -> "QuoteQuerySet":
+        """The quotes whose `effective_state(now)` is `state`."""
+        if state == Quote.State.EXPIRED:
+            return self.filter(
+                Q(state=Quote.State.EXPIRED) | Q(state__in=Quote.OPEN_STATES, valid_until__lte=now)
+            )
+        if state in Quote.OPEN_STATES:
+            return self.filter(state=state, valid_until__gt=now)
+        return self.filter(state=state)
+
+
 class Quote(FSMModelMixin, models.Model):
     """A priced offer to one contact. Its lines snapshot prices and taxes at creation."""
 
@@ -297,6 +318,8 @@ class Quote(FSMModelMixin, models.Model):
     # again, and staff see why the customer has no email.
     email_error = models.CharField(_("email error"), max_length=200, blank=True, editable=False)
 
+    objects = QuoteQuerySet.as_manager()
+
     class Meta:
         verbose_name = _("quote")
         verbose_name_plural = _("quotes")
@@ -309,10 +332,15 @@ class Quote(FSMModelMixin, models.Model):
     def __str__(self) -> str:
         return self.reference
 
+    def is_lapsed(self, now: datetime) -> bool:
+        """Open but past its validity at `now` (`QuoteQuerySet.lapsed` in SQL)."""
+        return self.state in self.OPEN_STATES and self.valid_until <= now
+
     def effective_state(self, now: datetime) -> str:
         """The state a customer should be told: an open quote past its validity is expired
-        at that instant, even before the beat task records it."""
-        if self.state in self.OPEN_STATES and self.valid_until <= now:
+        at that instant, even before the beat task records it (`QuoteQuerySet.in_effective_state`
+        in SQL)."""
+        if self.is_lapsed(now):
             return self.State.EXPIRED.value
         return str(self.state)
 

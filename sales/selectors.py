@@ -70,14 +70,8 @@ def quote_list(
     """
     now = now or timezone.now()
     quotes = _sent(Quote.objects.filter(company_id=contact.company_id, contact=contact))
-    if state == Quote.State.EXPIRED:
-        quotes = quotes.filter(
-            Q(state=Quote.State.EXPIRED) | Q(state=Quote.State.SENT, valid_until__lte=now)
-        )
-    elif state == Quote.State.SENT:
-        quotes = quotes.filter(state=Quote.State.SENT, valid_until__gt=now)
-    elif state:
-        quotes = quotes.filter(state=state)
+    if state:
+        quotes = quotes.in_effective_state(state, now)
     return quotes.order_by("-created_at", "-pk")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Case, F, IntegerField, OuterRef, Subquery, Sum, Value, When
 from django.template.loader import render_to_string
 from django.utils import formats, timezone, translation
@@ -22,11 +22,11 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
-from core.errors import NotFound, ValidationFailed
+from core.errors import NotFound, NotInCompany, ValidationFailed
 from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation
-from core.references import new_reference
+from core.references import insert_with_fresh_reference
 from core.states import state_shown
 from core.transactions import one_at_a_time, without_savepoint
 from sales import money
@@ -38,7 +38,6 @@ logger = logging.getLogger("garante.sales")
 QUOTE_VALIDITY = timedelta(days=15)
 MAX_QUOTE_LINES = 50
 MAX_LINE_QUANTITY = 10_000
-_REFERENCE_ATTEMPTS = 5
 
 
 # --- Catalog and stock -------------------------------------------------------------------------
@@ -313,19 +312,6 @@ def _insufficient_stock(product: Product) -> ValidationFailed:
     )
 
 
-def _save_with_new_reference(instance: Quote | Opportunity, prefix: str) -> None:
-    """Insert with a fresh random reference, drawing again on the (rare) collision."""
-    for attempt in range(_REFERENCE_ATTEMPTS):
-        instance.reference = new_reference(prefix)
-        try:
-            with transaction.atomic():
-                instance.save(force_insert=True)
-            return
-        except IntegrityError:
-            if attempt == _REFERENCE_ATTEMPTS - 1:
-                raise
-
-
 def quote_create(
     *,
     company: Company,
@@ -345,17 +331,21 @@ def quote_create(
     Every check comes before the first write; the quote comes back with its lines.
     """
     now = now or timezone.now()
-    if contact.company_id != company.pk:
-        raise ValueError("the contact belongs to another company")
+    NotInCompany.check(
+        contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
+    )
 
     def create() -> Quote:
         locked_opportunity = None
         if opportunity is not None:
             locked_opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
-            if (
-                locked_opportunity.company_id != company.pk
-                or locked_opportunity.contact_id != contact.pk
-            ):
+            NotInCompany.check(
+                locked_opportunity.company_id,
+                company.pk,
+                _("No encontré esa oportunidad."),
+                code="opportunity_not_found",
+            )
+            if locked_opportunity.contact_id != contact.pk:
                 raise ValueError("the opportunity belongs to another contact")
             if locked_opportunity.is_closed:
                 raise _opportunity_state_error(locked_opportunity)
@@ -377,7 +367,7 @@ def quote_create(
             opportunity=locked_opportunity,
             conversation=conversation,
         )
-        _save_with_new_reference(quote, "QT")
+        insert_with_fresh_reference(quote, prefix="QT")
         lines = QuoteLine.objects.bulk_create(
             QuoteLine(
                 quote=quote,
@@ -427,7 +417,7 @@ def _guard_quote(quote: Quote, transition: Callable[..., Any], now: datetime) ->
     """
     if not can_proceed(transition):
         raise _quote_state_error(quote.state)
-    if quote.state in Quote.OPEN_STATES and quote.valid_until <= now:
+    if quote.is_lapsed(now):
         # Past validity it is expired at this instant, whether or not the beat task ran yet.
         raise _quote_state_error(Quote.State.EXPIRED)
 
@@ -641,17 +631,13 @@ def quotes_expire_due(*, now: datetime | None = None, batch: int = 500) -> int:
     skipping quotes another transaction holds (an acceptance checks the instant itself)."""
     now = now or timezone.now()
     due = list(
-        Quote.objects.filter(state__in=Quote.OPEN_STATES, valid_until__lte=now)
-        .order_by("valid_until")
-        .values_list("pk", flat=True)[:batch]
+        Quote.objects.lapsed(now).order_by("valid_until").values_list("pk", flat=True)[:batch]
     )
     expired = 0
     for pk in due:
         with transaction.atomic():
             quote = (
-                Quote.objects.select_for_update(skip_locked=True)
-                .filter(pk=pk, state__in=Quote.OPEN_STATES, valid_until__lte=now)
-                .first()
+                Quote.objects.select_for_update(skip_locked=True).lapsed(now).filter(pk=pk).first()
             )
             if quote is None:
                 continue
@@ -790,8 +776,9 @@ def opportunity_create(
     conversation: Conversation | None = None,
 ) -> Opportunity:
     """Open an opportunity for the sales team (state new)."""
-    if contact.company_id != company.pk:
-        raise ValueError("the contact belongs to another company")
+    NotInCompany.check(
+        contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
+    )
     title = title.strip()
     if not title:  # refused before any transaction: nothing to leave usable
         raise ValidationFailed(_("Indique de qué se trata."), code="title_required")
@@ -808,7 +795,7 @@ def opportunity_create(
     )
     # No transaction of its own: the one INSERT has its savepoint (a reference collision is
     # drawn again), and it is atomic by itself.
-    _save_with_new_reference(opportunity, "OP")
+    insert_with_fresh_reference(opportunity, prefix="OP")
     return opportunity
 
 

@@ -1,32 +1,21 @@
 """Staff admin for support: the case queue, transition buttons and comments, all via services."""
 
-from collections.abc import Callable
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
-from django_fsm.admin import FSMAdminMixin
 
-from core.admin import CompanyScopedAdmin, GuardedTransitionsMixin, TransitionHistoryInline
+from core.admin import CompanyScopedAdmin, TransitionHistoryInline
+from core.admin_fsm import ServiceTransitionsAdmin
 from core.errors import GaranteError
 from core.models import StaffMembership
 from core.roles import staff_company_ids
 from support import services
 from support.models import Case, CaseComment, SupportSettings
-
-# The admin's transition buttons, each mapped to the service that applies it.
-STAFF_TRANSITIONS: dict[str, Callable[..., Case]] = {
-    "start": services.case_start,
-    "wait_for_customer": services.case_wait_for_customer,
-    "resume": services.case_resume,
-    "resolve": services.case_resolve,
-    "reopen": services.case_reopen,
-    "close": services.case_close,
-}
 
 
 class AssigneeFilter(admin.SimpleListFilter):
@@ -126,9 +115,16 @@ class CaseCommentInline(admin.StackedInline):
 
 
 @admin.register(Case)
-class CaseAdmin(GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin):
+class CaseAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     form = CaseAdminForm
-    fsm_fields = ["state"]
+    fsm_services = {
+        "start": lambda case, user: services.case_start(case=case, by=user),
+        "wait_for_customer": lambda case, user: services.case_wait_for_customer(case=case, by=user),
+        "resume": lambda case, user: services.case_resume(case=case, by=user),
+        "resolve": lambda case, user: services.case_resolve(case=case, by=user),
+        "reopen": lambda case, user: services.case_reopen(case=case, by=user),
+        "close": lambda case, user: services.case_close(case=case, by=user),
+    }
     list_display = [
         "reference",
         "subject",
@@ -274,26 +270,11 @@ class CaseAdmin(GuardedTransitionsMixin, FSMAdminMixin, CompanyScopedAdmin):
         # The admin's change message reads these, which formset.save() would have set.
         formset.new_objects, formset.changed_objects, formset.deleted_objects = created, [], []
 
-    def response_change(self, request: HttpRequest, obj: Case) -> HttpResponse:
-        """Apply a transition button through its service (never the model method directly)."""
-        name = request.POST.get(self.fsm_post_param)
-        if not name:
-            return super().response_change(request, obj)
-        service = STAFF_TRANSITIONS.get(name)
-        if service is None:
-            messages.error(request, _("Unknown transition."))
-        else:
-            try:
-                case = service(case=obj, by=request.user)
-            except GaranteError as error:
-                messages.error(request, str(error.user_message))
-            else:
-                messages.success(
-                    request,
-                    _("Case %(reference)s is now %(state)s.")
-                    % {"reference": case.reference, "state": case.get_state_display()},
-                )
-        return HttpResponseRedirect(request.path)
+    def fsm_done_message(self, case: Case) -> str:
+        return _("Case %(reference)s is now %(state)s.") % {
+            "reference": case.reference,
+            "state": case.get_state_display(),
+        }
 
 
 @admin.register(SupportSettings)

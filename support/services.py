@@ -9,18 +9,17 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.mail import EmailMessage
-from django.db import IntegrityError, connection, transaction
+from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
-from core.errors import PermissionRefused, ValidationFailed
+from core.errors import NotInCompany, PermissionRefused, ValidationFailed
 from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation, StaffMembership
-from core.references import new_reference
-from core.sql import insert_unless_conflict
+from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.states import state_shown
 from core.transactions import one_at_a_time
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, SupportSettings
@@ -31,8 +30,6 @@ from support.selectors import (
 )
 
 logger = logging.getLogger("garante.support")
-
-_REFERENCE_ATTEMPTS = 5
 
 
 @transaction.atomic
@@ -59,9 +56,10 @@ def case_open(
     `related_case` is an earlier case of the same contact (typically a closed one the customer
     still has trouble with: closed cases are never reopened).
 
-    Not atomic of its own: every check comes before its one write, the INSERT, whose reference
-    collision is retried without an error (see _case_insert), so a savepoint around the whole
-    would guard nothing, and inside a tool call's transaction it would cost two statements.
+    Not atomic of its own: every check comes before its one write, the INSERT, whose
+    reference collision is retried without an error (`insert_unless_reference_taken`), so a
+    savepoint around the whole would guard nothing, and inside a tool call's transaction it
+    would cost two statements.
     """
     subject, description = subject.strip(), description.strip()
     if not subject:
@@ -73,15 +71,18 @@ def case_open(
             _("Describa el problema para poder abrir el caso."), code="description_required"
         )
     _check_lengths(subject=subject, description=description)
-    if contact.company_id != company.pk:
-        raise PermissionRefused(code="contact_of_another_company")
-    if related_case is not None and (
-        related_case.company_id != company.pk or related_case.contact_id != contact.pk
-    ):
-        raise _not_owner_error()
+    NotInCompany.check(
+        contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
+    )
+    if related_case is not None:
+        NotInCompany.check(
+            related_case.company_id, company.pk, _("No encontré ese caso."), code="case_not_found"
+        )
+        if related_case.contact_id != contact.pk:
+            raise _not_owner_error()
     if assignee is not None:
         _check_staff_of(company=company, user=assignee)
-    case = _case_create_with_fresh_reference(
+    case = Case(
         company=company,
         contact=contact,
         subject=subject,
@@ -91,6 +92,9 @@ def case_open(
         related_case=related_case,
         conversation=conversation,
         assignee=assignee,
+    )
+    insert_with_fresh_reference(
+        case, prefix=Case.REFERENCE_PREFIX, insert=insert_unless_reference_taken
     )
     _notify_staff_on_commit(case_id=case.pk)
     return case
@@ -398,33 +402,6 @@ def _check_staff_of(*, company: Company, user: AbstractBaseUser) -> None:
         raise ValidationFailed(
             _("That user is not staff of this company."), code="assignee_not_staff"
         )
-
-
-def _case_create_with_fresh_reference(**fields: object) -> Case:
-    """Create the case under a random reference; on the rare collision, draw again."""
-    for _attempt in range(_REFERENCE_ATTEMPTS):
-        case = Case(reference=new_reference(Case.REFERENCE_PREFIX), **fields)
-        if _case_insert(case):
-            return case
-        logger.warning("case reference collision; drawing another")
-    raise IntegrityError(f"no free case reference in {_REFERENCE_ATTEMPTS} draws")
-
-
-def _case_insert(case: Case) -> bool:
-    """INSERT the new case; False, with nothing written, if its reference is taken.
-
-    On PostgreSQL a taken reference is an INSERT that writes nothing (ON CONFLICT DO NOTHING on
-    the reference's unique constraint) instead of an error, so no savepoint is needed to keep
-    the caller's transaction usable, and any other integrity error is raised as it comes.
-    """
-    if connection.vendor == "postgresql":
-        return insert_unless_conflict(case, unique=("company", "reference"))
-    try:
-        with transaction.atomic():
-            case.save(force_insert=True)
-    except IntegrityError:
-        return False
-    return True
 
 
 def _notify_staff_on_commit(*, case_id: int, comment_id: int | None = None) -> None:

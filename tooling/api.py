@@ -189,7 +189,11 @@ def _openapi_extra(tool: Tool) -> dict[str, Any]:
     # The bodies come from `response=` (mount_tools); these are the statuses' descriptions.
     responses = {status: {"description": text} for status, text in errors.items()}
     responses[200] = {"description": "The tool's answer (its MCP structuredContent)."}
-    return {"parameters": parameters, "responses": responses}
+    extra: dict[str, Any] = {"parameters": parameters, "responses": responses}
+    if not tool.input_schema.get("required"):
+        # Nothing is required, so no body at all stands for {} (as MCP's omitted arguments).
+        extra["requestBody"] = {"required": False}
+    return extra
 
 
 def _tool_response(tool: Tool, request: HttpRequest) -> HttpResponse:

@@ -54,8 +54,6 @@ MAX_PROBLEMS = 20
 
 
 def parse_arguments(tool: Tool, arguments: Any) -> Any:
-    if arguments is None:
-        arguments = {}
     nul = _nul_character_at(arguments)
     if nul is not None:
         # PostgreSQL cannot store the character, so a write would fail as if the database

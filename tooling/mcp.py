@@ -552,7 +552,12 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> str:
     )
     try:
         outcome = call_tool(
-            tool, company=company, arguments=params.get("arguments"), meta=call_meta, surface="mcp"
+            tool,
+            company=company,
+            # Omitted (or null, as some clients send it) is no arguments at all.
+            arguments=params.get("arguments") or {},
+            meta=call_meta,
+            surface="mcp",
         )
     except Exception:
         # call_tool maps every failure itself; this is the last line before the wire.

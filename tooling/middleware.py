@@ -12,21 +12,33 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.translation import gettext_lazy as _
 
-from core.errors import GaranteError, NotFound, SystemUnavailable, ValidationFailed
+from core.errors import (
+    GaranteError,
+    NotFound,
+    PermissionRefused,
+    SystemUnavailable,
+    ValidationFailed,
+)
 from core.middleware import is_machine_api
 from tooling.http import error_response
 
 
-def _error_for(status: int) -> GaranteError:
+def api_error_for(status: int, path: str) -> GaranteError:
+    """The canonical error a machine API answers with `status` instead of Django's page: the
+    one mapping of this middleware and of the project's error handlers (config urls)."""
     if status == 404:
-        return NotFound(_("No existe esa herramienta."), code="unknown_tool")
+        if path.startswith("/api/tools/"):
+            return NotFound(_("No existe esa herramienta."), code="unknown_tool")
+        return NotFound(_("No encontré lo que busca."), code="not_found")
+    if status == 403:
+        return PermissionRefused(_("No tiene permiso para hacer eso."), code="permission_denied")
     if status == 405:
         return ValidationFailed(
             _("Ese método HTTP no está permitido aquí."), code="method_not_allowed", http_status=405
         )
     if status >= 500:
         return SystemUnavailable()
-    return ValidationFailed(code="bad_request", http_status=status)
+    return ValidationFailed(_("La petición no es válida."), code="bad_request", http_status=status)
 
 
 class MachineApiErrors:
@@ -41,7 +53,7 @@ class MachineApiErrors:
             or not is_machine_api(request.path_info)
         ):
             return response
-        answer = error_response(_error_for(response.status_code))
+        answer = error_response(api_error_for(response.status_code, request.path_info))
         if "Allow" in response:
             answer["Allow"] = response["Allow"]
         return answer

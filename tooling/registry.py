@@ -18,16 +18,26 @@ if TYPE_CHECKING:
 TOOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
-def _stripped_lengths(schema: dict[str, Any]) -> None:
-    """Text arguments are read with surrounding whitespace stripped, and a minimum length
-    counts what remains. JSON Schema's minLength counts every character, so each such string
-    also carries a pattern saying it: at least that many characters from the first
-    non-blank one to the last ("   " and " · " are refused by the document as by us)."""
+def _text_rules(schema: dict[str, Any]) -> None:
+    """What the server checks of text arguments, written as each string's pattern: no NUL
+    character (PostgreSQL cannot store one, so it is refused up front), and, since text is
+    read with surrounding whitespace stripped, a minimum length counting what remains (JSON
+    Schema's minLength counts every character): "   " and " · " are refused by the document
+    as by us. Anchored and without lookaheads, which schema-driven generators handle."""
     for node in schema.get("properties", {}).values():
-        for option in [node, *node.get("anyOf", [])]:
-            least = option.get("minLength", 0)
-            if option.get("type") == "string" and least >= 1 and "pattern" not in option:
-                option["pattern"] = r"\S" if least == 1 else rf"\S[\s\S]{{{least - 2},}}\S"
+        options = [node, *node.get("anyOf", [])]
+        options += [o["items"] for o in options if isinstance(o.get("items"), dict)]
+        for option in options:
+            if option.get("type") == "string" and "pattern" not in option:
+                option["pattern"] = _text_pattern(option.get("minLength", 0))
+
+
+def _text_pattern(least: int) -> str:
+    text, edge = r"[^\u0000]", r"[^\s\u0000]"
+    if least == 0:
+        return rf"^{text}*$"
+    middle = "" if least == 1 else rf"{text}{{{least - 2},}}{edge}"
+    return rf"^{text}*{edge}{middle}{text}*$"
 
 
 class ToolInput(BaseModel):
@@ -44,7 +54,7 @@ class ToolInput(BaseModel):
     def schema_rules(cls, schema: dict[str, Any]) -> None:
         """Write into the JSON schema the rules the model checks beyond its fields' types
         (extend it, calling super, for a rule across fields)."""
-        _stripped_lengths(schema)
+        _text_rules(schema)
 
 
 class ToolOutput(BaseModel):

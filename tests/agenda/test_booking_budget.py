@@ -24,6 +24,7 @@ from agenda.services import (
     professional_create,
     time_off_add,
 )
+from core import references
 from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Company, Conversation
@@ -231,7 +232,7 @@ def test_a_first_cancel_sends_ten_statements(gateway):
 def test_a_reference_collision_draws_another_reference_within_the_call(gateway, monkeypatch):
     taken, _ = book(gateway, first_slot(gateway, "2026-12-08"))
     draws = iter([taken.body["appointment"], "AP-NEW234"])
-    monkeypatch.setattr(services, "new_reference", lambda prefix: next(draws))
+    monkeypatch.setattr(references, "new_reference", lambda prefix: next(draws))
 
     outcome, statements = book(gateway, first_slot(gateway, "2026-12-08"))
 

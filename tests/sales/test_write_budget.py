@@ -17,10 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 from django_fsm_log.models import StateLog
 
+from core import references
 from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Company, Contact, Conversation
-from sales import services
 from sales.models import Opportunity, Product, Quote, QuoteLine
 from sales.services import (
     QuoteItem,
@@ -248,7 +248,7 @@ def test_a_first_request_sales_contact_sends_eleven_statements(gateway):
 def test_a_reference_collision_draws_another_reference_within_the_call(gateway, monkeypatch):
     taken, _ = create(gateway, BASKET[:1])
     draws = iter([taken.body["reference"], "QT-NEW234"])
-    monkeypatch.setattr(services, "new_reference", lambda prefix: next(draws))
+    monkeypatch.setattr(references, "new_reference", lambda prefix: next(draws))
 
     outcome, statements = create(gateway, BASKET[:1])
 

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from core.errors import PermissionRefused, ValidationFailed
+from core import references
+from core.errors import NotInCompany, PermissionRefused, ValidationFailed
 from core.models import Company
 from core.services import contact_create
 from support import services
@@ -27,7 +28,7 @@ def test_a_new_case_is_open_with_a_public_reference_unique_in_the_company(compan
 def test_a_reference_collision_draws_another_reference(company, contact, monkeypatch):
     taken = services.case_open(company=company, contact=contact, subject="A", description="a")
     draws = iter([taken.reference, "CS-NEWONE"])
-    monkeypatch.setattr(services, "new_reference", lambda prefix: next(draws))
+    monkeypatch.setattr(references, "new_reference", lambda prefix: next(draws))
 
     case = services.case_open(company=company, contact=contact, subject="B", description="b")
 
@@ -185,10 +186,15 @@ def test_support_settings_are_created_on_demand_with_the_default(company):
 
 
 def test_a_contact_of_another_company_cannot_open_a_case_here(company, other_company):
+    """Another company's contact is answered as a missing one, never as someone else's."""
     stranger = contact_create(company=other_company, first_name="Eva", email="eva@example.com")
 
-    with pytest.raises(PermissionRefused):
+    with pytest.raises(NotInCompany) as refused:
         services.case_open(company=company, contact=stranger, subject="S", description="x")
+
+    assert refused.value.error_type == "NOT_FOUND"
+    assert refused.value.code == "contact_not_found"
+    assert not Case.objects.exists()
 
 
 def test_the_sandbox_gets_open_and_closed_cases_for_its_contacts_once(company, contact):

@@ -12,7 +12,7 @@ import threading
 import pytest
 from django.db import connection, connections, transaction
 
-import support.services
+from core import references
 from core.errors import Conflict
 from core.identity import identify_contact, step_up_policies
 from core.models import Company, Conversation
@@ -175,7 +175,7 @@ def test_a_case_reference_collision_is_drawn_again_within_the_call(
     first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
     taken, _ = first_call(gateway_company, "open_case", OPEN_CASE, "conv-1")
     draws = iter([taken.body["reference"], "CS-NEW234"])
-    monkeypatch.setattr(support.services, "new_reference", lambda prefix: next(draws))
+    monkeypatch.setattr(references, "new_reference", lambda prefix: next(draws))
 
     outcome, statements = first_call(gateway_company, "open_case", OPEN_CASE, "conv-1")
 

@@ -1,0 +1,94 @@
+"""The admin's state-transition buttons, wired once for every model with transitions: offered
+only when the state allows them now, applied by the domain service, never the model method."""
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect
+from django.utils.translation import gettext_lazy as _
+from django_fsm import Transition
+from django_fsm.admin import FSMAdminMixin
+
+from core.errors import GaranteError
+
+
+class ServiceTransitionsAdmin(FSMAdminMixin):
+    """django-fsm-2's buttons and transition forms, each applied by a service.
+
+    `fsm_services` maps a transition name to `service(obj, user, **form_data) -> obj`; a
+    transition without one is neither offered nor applied. The service locks the row, checks
+    the transition is allowed at that instant and logs who made it; a refusal it raises is
+    shown to the staff member. Place before the ModelAdmin base.
+    """
+
+    fsm_fields: ClassVar[list[str]] = ["state"]
+    fsm_services: ClassVar[dict[str, Callable[..., Any]]] = {}
+
+    def fsm_done_message(self, obj: Any) -> str:
+        """What the staff member is told after a transition went through."""
+        return _("%(object)s is now %(state)s.") % {
+            "object": obj,
+            "state": obj.get_state_display(),
+        }
+
+    # django-fsm-2's extension points -----------------------------------------------------------
+
+    def is_fsm_transition_visible(self, transition: Transition) -> bool:
+        return transition.name in self.fsm_services and super().is_fsm_transition_visible(
+            transition
+        )
+
+    @staticmethod
+    def get_fsm_block_label(fsm_field_name: str) -> str:
+        return _("Change the state")
+
+    def get_help_text(self, transition: Transition) -> str:
+        return transition.custom.get("help_text") or ""  # not the tooltip "None"
+
+    def _get_fsm_extra_context(self, *, request: HttpRequest, obj: Model | None):
+        # Staff who may not change the object see no buttons.
+        if obj is None or not self.has_change_permission(request, obj):
+            return iter(())
+        return super()._get_fsm_extra_context(request=request, obj=obj)
+
+    def response_change(self, request: HttpRequest, obj: Model) -> HttpResponse:
+        name = request.POST.get(self.fsm_post_param)
+        if name and name not in self.fsm_services:
+            self.message_user(request, _("Unknown transition."), level=messages.ERROR)
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
+
+    def fsm_transition_view(
+        self, request: HttpRequest, object_id: str, transition_name: str, **kwargs: Any
+    ) -> HttpResponse:
+        """The transition-form view (reschedule, reject with a reason, ...): django-fsm-2 checks
+        only the transition's own permission; it also needs the change permission here."""
+        obj = self.get_object(request, object_id)
+        if obj is not None and not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        if obj is not None and transition_name not in self.fsm_services:
+            self.message_user(request, _("Unknown transition."), level=messages.ERROR)
+            opts = self.model._meta
+            return redirect(f"admin:{opts.app_label}_{opts.model_name}_change", object_id=obj.pk)
+        return super().fsm_transition_view(request, object_id, transition_name, **kwargs)
+
+    def _apply_fsm_transition(
+        self, *, obj: Any, transition_name: str, request: HttpRequest, kwargs: Any = None
+    ) -> bool:
+        """django-fsm-2's one hook for applying a transition, from a button or a form: run the
+        service instead of the bare model method."""
+        service = self.fsm_services.get(transition_name)
+        if service is None:
+            self.message_user(request, _("Unknown transition."), level=messages.ERROR)
+            return False
+        try:
+            done = service(obj, request.user, **(kwargs or {}))
+        except GaranteError as error:
+            self.message_user(request, str(error.user_message), level=messages.ERROR)
+            return False
+        self.message_user(request, self.fsm_done_message(done), level=messages.SUCCESS)
+        return True
