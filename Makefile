@@ -7,7 +7,7 @@ DEMO_ENV := DATABASE_URL=sqlite:///db.sqlite3 CELERY_TASK_ALWAYS_EAGER=1 \
 	EMAIL_BACKEND=django.core.mail.backends.console.EmailBackend GARANTE_SMS_BACKEND=console \
 	DJANGO_DEBUG=1
 
-.PHONY: install demo test lint format bench clean conformance conformance-install
+.PHONY: install demo test test-fast lint format bench clean conformance conformance-install
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ demo: install
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The inner loop: everything but the tests that start real servers or flush the database
+# (marked slow by tests/conftest.py).
+test-fast: install
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -7,7 +7,7 @@ What it does (docs/performance.md explains the results):
 1. A PostgreSQL database of its own (`garante_bench`, dropped and recreated), migrated and
    seeded with `seed_sandbox`; a redis-server of its own on a free port as the Celery broker
    (nothing consumes it: publishing is what a request pays); gunicorn with the project's
-   production settings (`core.settings`), gthread workers for 2 cores.
+   production settings (`config.settings`), gthread workers for 2 cores.
 2. Scenarios at a fixed concurrency, each warmed up, then measured by wrk with Lua scripts
    (bench/wrk/mcp.lua): the bare django-ninja `/api/ping` (the framework's ceiling), and MCP
    tools/call of list_services, find_available_slots, identify_contact (a first write: fresh
@@ -98,7 +98,7 @@ def environment(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
-            "DJANGO_SETTINGS_MODULE": "core.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             "DATABASE_URL": DATABASE_URL,
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
             "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
@@ -187,7 +187,7 @@ def start_redis(workdir: Path) -> Process:
 
 def start_gunicorn(workdir: Path, broker_url: str) -> Process:
     port = free_port()
-    command = [PYTHON, "-m", "gunicorn", "core.wsgi:application", "--bind", f"127.0.0.1:{port}"]
+    command = [PYTHON, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}"]
     command += ["--workers", str(WORKERS), "--threads", str(THREADS), "--worker-class", "gthread"]
     # Each worker listens on a socket of its own (SO_REUSEPORT) and the kernel spreads new
     # connections over them. On one shared socket, whichever worker woke first accepted all of
@@ -738,7 +738,7 @@ def main() -> int:
         "settings": {
             "server": (
                 f"gunicorn gthread, {WORKERS} workers x {THREADS} threads, a listening socket "
-                "per worker (--reuse-port), core.settings"
+                "per worker (--reuse-port), config.settings"
             ),
             "database": "PostgreSQL (shared server, own database)",
             "broker": "redis-server of its own (no consumer)",

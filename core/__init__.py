@@ -1,5 +1,2 @@
-"""Garante's core: tenancy, contacts, credentials, identity, errors and the Celery app."""
-
-from core.celery import app as celery_app
-
-__all__ = ["celery_app"]
+"""Garante's kernel: tenancy, contacts, credentials, identity, verification and errors, which
+every app builds on; it imports no app above it (docs/architecture.md)."""

@@ -33,6 +33,7 @@ from core.models import (
 )
 from core.roles import staff_company_ids, staff_membership_remove, staff_membership_set
 from core.services import gateway_credential_issue, gateway_credential_revoke
+from core.step_up import step_up_actions
 from core.verification import challenge_issue, challenge_resend, challenge_revoke
 
 
@@ -529,8 +530,6 @@ class StepUpPolicyForm(forms.ModelForm):
         self.fields["actions_text"].initial = "\n".join(actions)
 
     def clean_actions_text(self) -> list[str]:
-        from tooling.registry import registry  # the tools register once the apps are loaded
-
         names = [line.strip() for line in self.cleaned_data["actions_text"].splitlines()]
         names = [n for n in names if n]
         invalid = [n for n in names if not _TOOL_NAME.match(n)]
@@ -539,7 +538,8 @@ class StepUpPolicyForm(forms.ModelForm):
                 _("Not a tool name: %(names)s"), params={"names": ", ".join(invalid)}
             )
         # A name the tools do not check would protect nothing while seeming to.
-        unable = [n for n in names if n not in registry.step_up_actions()]
+        can_ask = step_up_actions()
+        unable = [n for n in names if n not in can_ask]
         if unable:
             raise forms.ValidationError(
                 _(

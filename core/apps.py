@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
 from django.utils.translation import gettext_lazy as _
 
 
@@ -8,3 +9,7 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from core import signals  # noqa: F401  (connects the receivers)
+
+        # Each app declares its own staff grants (`roles`, core.roles) and landing-page panels
+        # (`dashboard`, core.dashboard), found the way the admin finds `admin` modules.
+        autodiscover_modules("roles", "dashboard")

@@ -9,7 +9,7 @@ round six). This channel builds the client once and keeps it while its pool live
 replaces the pool after a fork or when the channel closes, and then the next command gets a
 new client on the new pool. Everything else is kombu's own transport.
 
-Selected by `CELERY_BROKER_TRANSPORT` (core.settings) when the broker URL is a Redis one.
+Selected by `CELERY_BROKER_TRANSPORT` (config.settings) when the broker URL is a Redis one.
 """
 
 from collections.abc import Iterator

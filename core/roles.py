@@ -1,9 +1,10 @@
 """Staff roles: the Django groups agent, supervisor and admin, and keeping users in them.
 
 A staff member's role lives on their StaffMembership (one per company); the permissions come
-from the group of the same name. The groups' permissions are defined here, in code: a data
-migration creates them and every `migrate` re-applies them (post_migrate), so models added
-later get their permissions without another migration. Edits made to these three groups in
+from the group of the same name. The groups' permissions are declared in code, each app
+granting its own models in its `roles` module (`staff_grants`; core's are below): a data
+migration creates the groups and every `migrate` re-applies them (post_migrate), so models
+added later get their permissions without another migration. Edits made to these three groups in
 the admin are overwritten on the next migrate; make another group for a custom set.
 
 Django's permissions are global to a user, so someone who is an admin in one company and an
@@ -28,85 +29,60 @@ from core.models import Company, StaffMembership
 
 ROLES = tuple(StaffMembership.Role.values)  # ("agent", "supervisor", "admin")
 
-# The apps whose permissions roles hand out.
-STAFF_APPS = ("core", "tooling", "agenda", "sales", "support", "integration", "django_fsm_log")
 
-_AGENT_VIEW = [
-    "core.company",
-    "core.contact",
-    "core.conversation",
-    "core.securityevent",
-    "core.verificationchallenge",
-    "tooling.toolcall",
-    "tooling.exposedreference",
-    "agenda.service",
-    "agenda.professional",
-    "agenda.workinghours",
-    "agenda.timeoff",
-    "agenda.appointment",
-    "sales.product",
-    "sales.pricelist",
-    "sales.pricelistitem",
-    "sales.quote",
-    "sales.quoteline",
-    "sales.opportunity",
-    "support.case",
-    "support.casecomment",
-    "django_fsm_log.statelog",
-]
-# Agents serve customers: they book, cancel and mark appointments, open and move cases and
-# comment on them, and keep contacts up to date. No prices, no settings, no credentials.
-_AGENT_WORK = {
-    "add": ["core.contact", "agenda.appointment", "support.case", "support.casecomment"],
-    "change": ["core.contact", "agenda.appointment", "support.case"],
-}
-# Supervisors also run the catalogue, the schedules and the sales pipeline, send verification
-# codes, and see who is on the team and what the tool API did.
-_SUPERVISOR_VIEW = [
-    "core.staffmembership",
-    "core.stepuppolicy",
-    "tooling.idempotencyrecord",
-    "agenda.agendasettings",
-    "support.supportsettings",
-]
-_SUPERVISOR_MANAGE = [
-    "core.verificationchallenge",
-    "agenda.service",
-    "agenda.professional",
-    "agenda.workinghours",
-    "agenda.timeoff",
-    "sales.product",
-    "sales.pricelist",
-    "sales.pricelistitem",
-    "sales.quote",
-    "sales.opportunity",
-]
-_SUPERVISOR_WORK = {
-    "add": _SUPERVISOR_MANAGE,
-    "change": [*_SUPERVISOR_MANAGE, "agenda.agendasettings", "support.supportsettings"],
-    "delete": ["agenda.workinghours", "agenda.timeoff", "sales.pricelistitem"],
-}
+@dataclass(frozen=True)
+class StaffGrants:
+    """What each role may do with one app's models (model names in lower case)."""
+
+    app_label: str
+    agent_view: tuple[str, ...] = ()
+    agent_add: tuple[str, ...] = ()
+    agent_change: tuple[str, ...] = ()
+    supervisor_view: tuple[str, ...] = ()
+    supervisor_add: tuple[str, ...] = ()
+    supervisor_change: tuple[str, ...] = ()
+    supervisor_delete: tuple[str, ...] = ()
+
+
+# Filled by each app's roles module (found by autodiscovery, core.apps): the apps whose
+# permissions roles hand out, and what agents and supervisors get of each.
+_GRANTS: dict[str, StaffGrants] = {}
+
+
+def staff_grants(app_label: str, **grants: Iterable[str]) -> None:
+    """Declare an app's models to the staff roles: agents get `agent_*`, supervisors that and
+    `supervisor_*`, admins every permission of every app declared here (even with no grants)
+    except creating and deleting companies."""
+    _GRANTS[app_label] = StaffGrants(
+        app_label, **{name: tuple(models) for name, models in grants.items()}
+    )
+
+
+def staff_apps() -> tuple[str, ...]:
+    """The apps whose permissions roles hand out."""
+    return tuple(_GRANTS)
+
+
 # Admins hold every permission of the staff apps (credentials, memberships, policies) except
 # creating and deleting companies: tenants are the platform operator's (a superuser's) call.
 _ADMIN_EXCLUDED = {("core", "add_company"), ("core", "delete_company")}
 
 
-def _codenames(grants: dict[str, list[str]]) -> set[tuple[str, str]]:
+def _codenames(tier: str) -> set[tuple[str, str]]:
     found = set()
-    for action, models in grants.items():
-        for dotted in models:
-            app_label, model = dotted.split(".")
-            found.add((app_label, f"{action}_{model}"))
+    for grants in _GRANTS.values():
+        for action in ("view", "add", "change", "delete"):
+            for model in getattr(grants, f"{tier}_{action}", ()):
+                found.add((grants.app_label, f"{action}_{model}"))
     return found
 
 
 def role_permission_keys(role: str) -> set[tuple[str, str]] | None:
     """(app_label, codename) pairs a role grants; None for admin, meaning "all but a few"."""
-    agent = _codenames({"view": _AGENT_VIEW, **_AGENT_WORK})
     if role == StaffMembership.Role.AGENT:
-        return agent
+        return _codenames("agent")
     if role == StaffMembership.Role.SUPERVISOR:
-        return agent | _codenames({"view": _SUPERVISOR_VIEW, **_SUPERVISOR_WORK})
+        return _codenames("agent") | _codenames("supervisor")
     if role == StaffMembership.Role.ADMIN:
         return None
     raise ValueError(f"unknown role {role!r}")
@@ -121,7 +97,7 @@ def role_groups_sync(*, apps: Apps = global_apps, using: str = DEFAULT_DB_ALIAS)
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     staff_permissions = Permission.objects.using(using).filter(
-        content_type__app_label__in=STAFF_APPS
+        content_type__app_label__in=staff_apps()
     )
     for role in ROLES:
         group, _ = Group.objects.using(using).get_or_create(name=role)
@@ -147,13 +123,13 @@ def role_groups_sync_after_migrate(sender, using: str = DEFAULT_DB_ALIAS, **kwar
         return
     apps = kwargs.get("apps") or global_apps
     for app_config in global_apps.get_app_configs():
-        if app_config.label in STAFF_APPS:
+        if app_config.label in staff_apps():
             create_permissions(app_config, verbosity=0, using=using, apps=apps)
     role_groups_sync(apps=apps, using=using)
 
 
 def _last_staff_app_label() -> str:
-    installed = [c.label for c in global_apps.get_app_configs() if c.label in STAFF_APPS]
+    installed = [c.label for c in global_apps.get_app_configs() if c.label in staff_apps()]
     return installed[-1]
 
 
@@ -248,3 +224,18 @@ def staff_company_ids(request: HttpRequest, permission: str | None = None) -> li
     if request.user.is_superuser:
         return None
     return _staff_access(request).companies(permission)
+
+
+# Agents serve customers: they see the companies, contacts and conversations, and keep contacts
+# up to date. Supervisors also see who is on the team and its policies, and send verification
+# codes. The transition log (django_fsm_log) of the apps' state machines is everyone's to see.
+staff_grants(
+    "core",
+    agent_view=["company", "contact", "conversation", "securityevent", "verificationchallenge"],
+    agent_add=["contact"],
+    agent_change=["contact"],
+    supervisor_view=["staffmembership", "stepuppolicy"],
+    supervisor_add=["verificationchallenge"],
+    supervisor_change=["verificationchallenge"],
+)
+staff_grants("django_fsm_log", agent_view=["statelog"])

@@ -11,6 +11,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import SecurityEvent
 from core.transactions import one_at_a_time
@@ -32,10 +33,9 @@ def security_event_notify_on_commit(*, event_id: int) -> None:
     and the notice, still unsent on its row, is enqueued again by the beat sweep
     (`security_event_notices_resend`).
     """
-    from core.tasks import security_event_notify_staff  # the tasks import this module
 
     def notify() -> None:
-        security_event_notify_staff.delay(event_id=event_id)
+        task_named("core.tasks.security_event_notify_staff").delay(event_id=event_id)
 
     transaction.on_commit(notify, robust=True)
 

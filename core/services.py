@@ -9,6 +9,7 @@ from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import ValidationFailed
+from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, GatewayCredential
 from core.normalize import normalize_document, normalize_email, normalize_phone
@@ -90,10 +91,8 @@ def _notify_old_channel_on_commit(
     *, contact_id: int, channel: str, destination: str, changed: list[str]
 ) -> None:
     # robust: a broker outage after the commit must not turn the saved change into an error.
-    from core.tasks import contact_change_notify  # the tasks import this module
-
     def notify() -> None:
-        contact_change_notify.delay(
+        task_named("core.tasks.contact_change_notify").delay(
             contact_id=contact_id, channel=channel, destination=destination, changed=changed
         )
 

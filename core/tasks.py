@@ -4,13 +4,13 @@ ones); telling a customer at their old channel that their contact details change
 
 import logging
 import random
-from typing import Any
 
+from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
-from core.celery import app
+from core.periodic import every
 from core.security import security_event_notices_pending, security_event_staff_notify
 from core.services import contact_change_notice_send
 from core.sms import SmsTransientError
@@ -35,7 +35,7 @@ def retry_countdown(retries: int) -> float:
     return delay * (1 + random.random() / 5)
 
 
-@app.task(bind=True, name="core.challenge_deliver", ignore_result=True, acks_late=False)
+@shared_task(bind=True, name="core.challenge_deliver", ignore_result=True, acks_late=False)
 def challenge_deliver(self, challenge_id: int, sealed_code: str) -> str:
     """Send one verification code. The arguments hold the code sealed, never in clear, and the
     result never holds it either (Celery logs both at some levels)."""
@@ -47,7 +47,7 @@ def challenge_deliver(self, challenge_id: int, sealed_code: str) -> str:
             last_try=self.request.retries >= max_retries,
         )
     except DATABASE_FAILURES as exc:
-        # An outage, or a connection that stopped answering (core.celery bounds the wait).
+        # An outage, or a connection that stopped answering (config.celery bounds the wait).
         # Retried on a new connection. Should the claim have committed, the retry finds the
         # delivery claimed and sends nothing: a code is never sent twice.
         if self.request.is_eager or self.request.retries >= max_retries:
@@ -67,7 +67,7 @@ def challenge_deliver(self, challenge_id: int, sealed_code: str) -> str:
     return str(outcome)
 
 
-@app.task(name="core.challenge_deliveries_settle", ignore_result=True)
+@shared_task(name="core.challenge_deliveries_settle", ignore_result=True)
 def challenge_deliveries_settle_task() -> int:
     """Mark the deliveries of expired codes that no worker will finish (core.verification)."""
     return challenge_deliveries_settle()
@@ -75,13 +75,13 @@ def challenge_deliveries_settle_task() -> int:
 
 # Only transient errors reach these tasks: a refusal for good is settled by the service.
 # OSError covers SMTPException (4yz replies, a dropped connection) and the network.
-@app.task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
+@shared_task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
 def security_event_notify_staff(event_id: int) -> int:
     """Email the company's staff about a security event (a burst of failed identifications)."""
     return security_event_staff_notify(event_id=event_id)
 
 
-@app.task
+@shared_task
 def security_event_notices_resend() -> int:
     """Enqueue again the security emails that never went out (the broker was down)."""
     pending = security_event_notices_pending(now=timezone.now())
@@ -90,7 +90,7 @@ def security_event_notices_resend() -> int:
     return len(pending)
 
 
-@app.task(
+@shared_task(
     autoretry_for=(OSError, SmsTransientError, *DATABASE_FAILURES),
     retry_backoff=True,
     max_retries=5,
@@ -104,13 +104,9 @@ def contact_change_notify(
     )
 
 
-@app.on_after_finalize.connect
-def register_periodic_tasks(sender: Any, **kwargs: Any) -> None:
-    sender.add_periodic_task(
-        SETTLE_EVERY_SECONDS, challenge_deliveries_settle_task.s(), name=SETTLE_TASK_NAME
-    )
-    sender.add_periodic_task(
-        SECURITY_NOTICE_SWEEP_EVERY_SECONDS,
-        security_event_notices_resend.s(),
-        name="core: resend security emails that never went out",
-    )
+every(SETTLE_EVERY_SECONDS, challenge_deliveries_settle_task, key=SETTLE_TASK_NAME)
+every(
+    SECURITY_NOTICE_SWEEP_EVERY_SECONDS,
+    security_event_notices_resend,
+    key="core: resend security emails that never went out",
+)

@@ -30,6 +30,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.durable import durably
 from core.errors import PermissionRefused, SystemUnavailable, ValidationFailed
+from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
 from core.normalize import mask_email, mask_phone
@@ -127,10 +128,8 @@ def _check_send_limits(
 
 
 def _publish(challenge_id: int, sealed: str) -> None:
-    from core.tasks import challenge_deliver  # tasks import this module
-
     try:
-        challenge_deliver.apply_async(
+        task_named("core.challenge_deliver").apply_async(
             args=[challenge_id, sealed], queue=settings.GARANTE_VERIFICATION_QUEUE
         )
     except BROKER_ERRORS as exc:

@@ -23,6 +23,7 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
 from core.errors import NotFound, NotInCompany, ValidationFailed
+from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation
 from core.references import insert_with_fresh_reference
@@ -496,9 +497,7 @@ def _validity_end(price_list: PriceList, now: datetime) -> datetime:
 def _enqueue_quote_email(quote_id: int) -> None:
     """Publish the email task (after commit). If the broker is down this raises, on_commit
     (robust) logs it, and the quote stays sent: quote_emails_pending picks it up later."""
-    from sales.tasks import quote_email_send  # the task module imports these services
-
-    quote_email_send.delay(quote_id)
+    task_named("sales.tasks.quote_email_send").delay(quote_id)
 
 
 def quote_accept(

@@ -1,8 +1,8 @@
 """Sales' Celery tasks: email a sent quote, expire quotes past validity, retry lost emails."""
 
-from typing import Any
+from celery import shared_task
 
-from core.celery import app
+from core.periodic import every
 from core.tasks import DATABASE_FAILURES
 from sales.services import quote_email_deliver, quote_emails_pending, quotes_expire_due
 
@@ -12,7 +12,7 @@ EMAIL_SWEEP_EVERY_SECONDS = 15 * 60
 
 # Only transient errors reach the task: quote_email_deliver records a refusal for good (a 5yz
 # reply) instead of raising. OSError covers SMTPException (4yz replies, a dropped connection).
-@app.task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
+@shared_task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
 def quote_email_send(quote_id: int) -> bool:
     """Email a sent quote to the customer's own address; retried while mail or the database is
     down (a database that stops answering fails within GARANTE_DB_ANSWER_SECONDS), never for a
@@ -20,13 +20,13 @@ def quote_email_send(quote_id: int) -> bool:
     return quote_email_deliver(quote_id=quote_id)
 
 
-@app.task
+@shared_task
 def quotes_expire() -> int:
     """Mark expired every open quote past its validity."""
     return quotes_expire_due()
 
 
-@app.task
+@shared_task
 def quote_emails_resend() -> int:
     """Enqueue again the emails of sent quotes that never went out (broker down at commit)."""
     pending = quote_emails_pending()
@@ -35,14 +35,9 @@ def quote_emails_resend() -> int:
     return len(pending)
 
 
-@app.on_after_finalize.connect
-def register_periodic_tasks(sender: Any, **kwargs: Any) -> None:
-    # Registered here rather than in CELERY_BEAT_SCHEDULE, so the app owns its own schedule.
-    sender.add_periodic_task(
-        EXPIRE_EVERY_SECONDS, quotes_expire.s(), name="sales: expire quotes past validity"
-    )
-    sender.add_periodic_task(
-        EMAIL_SWEEP_EVERY_SECONDS,
-        quote_emails_resend.s(),
-        name="sales: resend quote emails that never went out",
-    )
+every(EXPIRE_EVERY_SECONDS, quotes_expire, key="sales: expire quotes past validity")
+every(
+    EMAIL_SWEEP_EVERY_SECONDS,
+    quote_emails_resend,
+    key="sales: resend quote emails that never went out",
+)

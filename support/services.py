@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
 from core.errors import NotInCompany, PermissionRefused, ValidationFailed
+from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation, StaffMembership
 from core.references import insert_unless_reference_taken, insert_with_fresh_reference
@@ -411,12 +412,10 @@ def _notify_staff_on_commit(*, case_id: int, comment_id: int | None = None) -> N
     the notice, still unsent on its row, is enqueued again by the beat sweep
     (`case_staff_notices_resend`).
     """
-    # Imported here: the tasks module imports these services (the auto-close sweep).
-    from support.tasks import case_notify_staff
 
     # A plain function, not a partial: Django's robust on_commit logs the callable's
     # __qualname__, which a partial lacks, so a broker outage would escape instead of logging.
     def notify() -> None:
-        case_notify_staff.delay(case_id=case_id, comment_id=comment_id)
+        task_named("support.tasks.case_notify_staff").delay(case_id=case_id, comment_id=comment_id)
 
     transaction.on_commit(notify, robust=True)

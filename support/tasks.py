@@ -1,11 +1,10 @@
 """Support's Celery tasks: staff emails (and the sweep that resends lost ones), and the sweep
 that closes silent resolved cases."""
 
-from typing import Any
-
+from celery import shared_task
 from django.utils import timezone
 
-from core.celery import app
+from core.periodic import every
 from core.tasks import DATABASE_FAILURES
 from support.selectors import case_ids_due_for_auto_close, case_staff_notices_pending
 from support.services import case_close_if_unanswered, case_staff_notify
@@ -17,7 +16,7 @@ NOTICE_SWEEP_EVERY_SECONDS = 15 * 60
 # Only transient errors reach the task: case_staff_notify settles a notice the mail server
 # refuses for good (a 5yz reply) instead of raising. OSError covers SMTPException (4yz
 # replies, a dropped connection) and the network.
-@app.task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
+@shared_task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
 def case_notify_staff(case_id: int, comment_id: int | None = None) -> int:
     """Tell staff about a new case or a customer's comment; retried while mail or the database
     is down (a database that stops answering fails within GARANTE_DB_ANSWER_SECONDS), never
@@ -25,7 +24,7 @@ def case_notify_staff(case_id: int, comment_id: int | None = None) -> int:
     return case_staff_notify(case_id=case_id, comment_id=comment_id)
 
 
-@app.task
+@shared_task
 def case_staff_notices_resend() -> int:
     """Enqueue again the staff emails that never went out (the broker was down at commit)."""
     pending = case_staff_notices_pending(now=timezone.now())
@@ -34,7 +33,7 @@ def case_staff_notices_resend() -> int:
     return len(pending)
 
 
-@app.task
+@shared_task
 def cases_auto_close() -> int:
     """Close every resolved case whose customer stayed silent for the company's period."""
     now = timezone.now()
@@ -45,16 +44,13 @@ def cases_auto_close() -> int:
     )
 
 
-@app.on_after_finalize.connect
-def register_periodic_tasks(sender: Any, **kwargs: Any) -> None:
-    # Registered here rather than in CELERY_BEAT_SCHEDULE, so the app owns its own schedule.
-    sender.add_periodic_task(
-        AUTO_CLOSE_EVERY_SECONDS,
-        cases_auto_close.s(),
-        name="support: close resolved cases the customer did not answer",
-    )
-    sender.add_periodic_task(
-        NOTICE_SWEEP_EVERY_SECONDS,
-        case_staff_notices_resend.s(),
-        name="support: resend staff emails that never went out",
-    )
+every(
+    AUTO_CLOSE_EVERY_SECONDS,
+    cases_auto_close,
+    key="support: close resolved cases the customer did not answer",
+)
+every(
+    NOTICE_SWEEP_EVERY_SECONDS,
+    case_staff_notices_resend,
+    key="support: resend staff emails that never went out",
+)

@@ -20,7 +20,34 @@ pytest_plugins = ["tests.servers"]  # gunicorn_server, sqlite_database (see its 
 _counter = itertools.count(1)
 
 
+# What makes a test slow: a real server, worker or process of its own, or a database flushed
+# after it (transaction=True) instead of rolled back. `make test-fast` leaves these out.
+SLOW_FIXTURES = frozenset(
+    {
+        "live_server",
+        "gunicorn_server",
+        "sqlite_database",
+        "celery_publisher",
+        "postgresql_test_database_url",
+        "smtp_refusing",
+        "outage_stack",
+        "transactional_db",
+    }
+)
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    database = item.get_closest_marker("django_db")
+    return bool(
+        SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        or (database is not None and database.kwargs.get("transaction"))
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)
     is_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
     without_pg = "needs PostgreSQL (this run is on SQLite: none at 127.0.0.1:5432, or DATABASE_URL)"
     skip_redis = pytest.mark.skip(reason="needs Redis at 127.0.0.1:6379 (not reachable)")

@@ -5,7 +5,7 @@ database locks they take) need a real gunicorn with several workers. Registered 
 tests/conftest.py (`pytest_plugins = ["tests.servers"]`), so every test can use:
 
 - `gunicorn_server` — a factory. `gunicorn_server(workers=3, threads=4, env={...})` starts
-  `gunicorn core.wsgi` with DJANGO_SETTINGS_MODULE=tests.settings (so the same settings and
+  `gunicorn config.wsgi` with DJANGO_SETTINGS_MODULE=tests.settings (so the same settings and
   the test-only tools) on a free port, against the CURRENT test database (the one
   pytest-django created, e.g. test_idem on PostgreSQL), waits until `/api/ping` answers, and
   returns a `GunicornServer` (`.url`, `.log()`, `.stop()`). Every server is stopped when the
@@ -16,7 +16,7 @@ tests/conftest.py (`pytest_plugins = ["tests.servers"]`), so every test can use:
   The fixture needs `transactional_db` (it requests it): the server is another process and
   sees only committed rows, so build your data through services as usual and it is visible.
 
-- `start_celery_worker(...)` — a context manager: `celery -A core worker` in its own process
+- `start_celery_worker(...)` — a context manager: `celery -A config worker` in its own process
   (production settings, solo pool) on one queue of a Redis database, against the given
   database, with extra environment (SMTP, SMS provider); yields the `CeleryWorker` (`.queue`,
   `.broker_url`, `.log`) once it is ready, and on exit stops it and deletes its queue's keys;
@@ -88,7 +88,7 @@ import redis
 from aiosmtpd.controller import Controller
 from django.db import connection
 
-from core.celery import app as celery_app
+from config.celery import app as celery_app
 from core.transactions import advisory_keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -340,7 +340,7 @@ def start_gunicorn(
         sys.executable,
         "-m",
         "gunicorn",
-        "core.wsgi:application",
+        "config.wsgi:application",
         "--bind",
         f"fd://{sock.fileno()}",
         "--workers",
@@ -543,7 +543,7 @@ def postgresql_test_database_url(django_db_blocker: Any) -> str:
 def start_celery_worker(
     *, database_url: str, redis_db: int, log_dir: Path, env: dict[str, str] | None = None
 ) -> Iterator[CeleryWorker]:
-    """A real `celery -A core worker` on a queue of its own in Redis database `redis_db`."""
+    """A real `celery -A config worker` on a queue of its own in Redis database `redis_db`."""
     queue = f"test-{uuid.uuid4().hex[:10]}"
     worker = CeleryWorker(
         queue=queue,
@@ -552,7 +552,7 @@ def start_celery_worker(
     )
     environment = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "core.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "PYTHONPATH": str(ROOT),
         "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": worker.broker_url,
@@ -562,7 +562,7 @@ def start_celery_worker(
     command = [
         str(Path(sys.executable).parent / "celery"),
         "-A",
-        "core",
+        "config",
         "worker",
         "--pool=solo",
         "--queues",

@@ -21,7 +21,7 @@ if "DATABASE_URL" not in os.environ and _reachable("127.0.0.1", 5432):
     os.environ["DATABASE_URL"] = POSTGRES_URL
 os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 
-from core.settings import *  # noqa: E402, F403
+from config.settings import *  # noqa: E402, F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]  # noqa: F405  (test-only tools)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -8,7 +8,6 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pydantic
@@ -22,7 +21,8 @@ from tooling.context import CallMeta, ToolContext
 from tooling.faults import injected_fault
 from tooling.idempotency import check_gateway_key, idempotent_execute
 from tooling.ledger import ledger_record_shown
-from tooling.output import capped, dumps
+from tooling.outcome import Outcome
+from tooling.output import capped
 from tooling.registry import Tool
 from tooling.trace import tool_call_record
 
@@ -51,21 +51,6 @@ class InvalidArguments(Exception):
 INVALID_ARGUMENTS_MESSAGE = _("Falta algún dato o alguno no es válido.")
 # Problems listed at most; the answer says how many more there were.
 MAX_PROBLEMS = 20
-
-
-@dataclass(frozen=True)
-class Outcome:
-    body: dict[str, Any]
-    is_error: bool
-    status: int
-    replayed: bool = False
-    error_type: str | None = None
-    # The body's JSON text as it goes on the wire, when the call already wrote it (the output
-    # cap measures it, a replay has it stored): the answer reuses it instead of encoding again.
-    text: str | None = None
-
-    def body_text(self) -> str:
-        return self.text if self.text is not None else dumps(self.body)
 
 
 def parse_arguments(tool: Tool, arguments: Any) -> Any:

@@ -1,12 +1,11 @@
 """Periodic upkeep of the tool API: purging idempotency records past their lifetimes."""
 
 import logging
-from typing import Any
 
-from celery import Celery
+from celery import shared_task
 from celery.schedules import crontab
 
-from core.celery import app
+from core.periodic import every
 from core.postgresql.base import answers_within
 from tooling import tasks_trace  # noqa: F401  (the trace trim task registers itself)
 from tooling.idempotency import idempotency_records_purge
@@ -17,11 +16,11 @@ PURGE_TASK_NAME = "tooling.idempotency_records_purge"
 # Off the top of the hour, where other housekeeping tends to pile up.
 PURGE_SCHEDULE = crontab(minute=17)
 # Tombstoning reads the whole table (1.1 s at 10,000,000 records) in one statement, so the
-# purge waits for PostgreSQL longer than a worker's other tasks (core.celery), not for ever.
+# purge waits for PostgreSQL longer than a worker's other tasks (config.celery), not for ever.
 PURGE_ANSWER_SECONDS = 15 * 60
 
 
-@app.task(name=PURGE_TASK_NAME, ignore_result=True)
+@shared_task(name=PURGE_TASK_NAME, ignore_result=True)
 def idempotency_records_purge_task() -> dict[str, int]:
     """Tombstone responses past their replay window; delete records past their tombstone."""
     with answers_within(PURGE_ANSWER_SECONDS):
@@ -30,14 +29,4 @@ def idempotency_records_purge_task() -> dict[str, int]:
     return {"tombstoned": tombstoned, "deleted": deleted}
 
 
-def schedule_periodic_tasks(sender: Celery, **kwargs: Any) -> None:
-    # Registered here rather than in CELERY_BEAT_SCHEDULE: each app schedules its own tasks.
-    sender.add_periodic_task(
-        PURGE_SCHEDULE, idempotency_records_purge_task.s(), name=PURGE_TASK_NAME
-    )
-
-
-if app.finalized:  # imported after finalisation (rare): the signal has already been sent
-    schedule_periodic_tasks(app)
-else:
-    app.on_after_finalize.connect(schedule_periodic_tasks, weak=False)
+every(PURGE_SCHEDULE, idempotency_records_purge_task)

@@ -25,7 +25,7 @@ from tooling.output import dumps
 
 if TYPE_CHECKING:
     from tooling.context import CallMeta
-    from tooling.execution import Outcome
+    from tooling.outcome import Outcome
     from tooling.registry import Tool
 
 logger = logging.getLogger("garante.tools")

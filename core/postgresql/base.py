@@ -13,12 +13,12 @@ Answer deadline. A server that stopped answering without closing its connections
 its storage hung, a network partition) is found by no check, and neither TCP nor the server's
 own timeouts end a wait for it: each request would hang, holding a thread, until the server
 came back, and the Gateway would get no answer at all. In the web server's processes
-(`bound_this_process`, called by core.wsgi) each exchange with the server — connecting, a
+(`bound_this_process`, called by config.wsgi) each exchange with the server — connecting, a
 statement, a commit — must end within `settings.GARANTE_DB_ANSWER_SECONDS`, in every thread
 (requests, the deferred writer, durable writes, Django's checks between requests); past it the
 connection is closed, never reused, and the call fails as a database outage does (SYSTEM). A
 transaction left open on the server is rolled back there once it sees the connection gone.
-Celery workers are bound alike (core.celery; the hourly purge sets a longer bound of its own);
+Celery workers are bound alike (config.celery; the hourly purge sets a longer bound of its own);
 management commands (a migration building an index) are not. `answers_within(seconds)` sets
 another bound (or none) for a block of code.
 """

@@ -15,7 +15,7 @@ from agenda.services import (
     appointments_mark_no_shows,
     professional_create,
 )
-from core.celery import app
+from config.celery import app
 from core.services import contact_create
 from tests.agenda.conftest import MONDAY_8AM, local
 

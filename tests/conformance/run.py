@@ -76,9 +76,9 @@ NOT_APPLICABLE = {
     "prompts-get-with-image": "no prompts capability",
 }
 
-# The server runs as in production (core.settings), its side effects kept local.
+# The server runs as in production (config.settings), its side effects kept local.
 SERVER_ENV = {
-    "DJANGO_SETTINGS_MODULE": "core.settings",
+    "DJANGO_SETTINGS_MODULE": "config.settings",
     "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
     "GARANTE_MCP_ALLOWED_ORIGINS": "",
     "CELERY_TASK_ALWAYS_EAGER": "1",
@@ -185,7 +185,7 @@ def gunicorn(env: dict[str, str], sock: socket.socket, log_path: Path) -> Iterat
         sys.executable,
         "-m",
         "gunicorn",
-        "core.wsgi:application",
+        "config.wsgi:application",
         "--bind",
         f"fd://{sock.fileno()}",
         "--workers",

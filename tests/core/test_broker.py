@@ -13,8 +13,8 @@ import pytest
 import redis
 from kombu import Connection, Queue
 
+from config.celery import app
 from core.broker import Channel, Transport
-from core.celery import app
 
 pytestmark = pytest.mark.redis
 

@@ -329,7 +329,7 @@ def test_an_unreachable_broker_is_a_system_error_and_the_code_is_never_sent(
 def celery_worker(
     django_db_setup, django_db_blocker, smtp_server, make_httpserver, tmp_path_factory
 ):
-    """`celery -A core worker` in its own process, on this module's Redis database and queue,
+    """`celery -A config worker` in its own process, on this module's Redis database and queue,
     against the test database, sending email to `smtp_server` and SMS to the HTTP server."""
     url = postgresql_test_database_url(django_db_blocker)
     host, port, _ = smtp_server
@@ -447,7 +447,7 @@ def test_deliveries_no_worker_will_finish_are_settled_once_their_code_expired(an
 
 
 def test_settling_is_on_the_beat_schedule_of_the_core_app():
-    from core.celery import app
+    from config.celery import app
 
     app.loader.import_default_modules()
     app.finalize()
@@ -497,7 +497,7 @@ def test_a_worker_whose_database_stops_answering_mid_task_delivers_the_code_on_a
     """A failover or a partition leaves a worker's connection open on a server that will never
     answer it: here its server process is stopped in the middle of the task's first statement
     (caught waiting for a table lock the test holds), while new connections are served. The
-    worker's wait is bounded (core.celery), so the task fails within seconds and its retry
+    worker's wait is bounded (config.celery), so the task fails within seconds and its retry
     delivers the code on a new connection; before, the worker waited for ever and every code
     after it stayed queued."""
     name = f"garante-worker-{time.monotonic_ns()}"

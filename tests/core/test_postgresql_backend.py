@@ -116,7 +116,7 @@ def test_the_options_of_the_database_url_are_kept_beside_the_backends_own():
     )
     environment = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "core.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "DATABASE_URL": f"{url}?sslmode=disable&application_name=garante-options-test",
     }
     done = subprocess.run(
@@ -230,16 +230,16 @@ def test_a_bounded_process_bounds_every_thread_unless_a_block_says_otherwise(bou
 @pytest.mark.parametrize(
     "starts",
     [
-        pytest.param("import core.wsgi", id="the web server"),
+        pytest.param("import config.wsgi", id="the web server"),
         pytest.param(
-            "from celery.signals import worker_init; import core.celery;"
+            "from celery.signals import worker_init; import config.celery;"
             "worker_init.send(sender=None)",
             id="a Celery worker",
         ),
     ],
 )
 def test_the_web_server_and_the_workers_bound_their_processes_and_manage_py_does_not(starts):
-    """core.wsgi (gunicorn, runserver) and a starting Celery worker (core.celery) bound their
+    """config.wsgi (gunicorn, runserver) and a starting Celery worker (config.celery) bound their
     process; Django set up alone, as manage.py does (migrations), does not."""
     code = (
         "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'tests.settings';"

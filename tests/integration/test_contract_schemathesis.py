@@ -17,7 +17,7 @@ import schemathesis
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from core.wsgi import application
+from config.wsgi import application
 from support.services import case_open
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,7 +5,7 @@ outage tests never touch them: `outage_stack` starts a private cluster (initdb i
 directory, as the `postgres` user when we are root, trust auth, a free port) and a private
 redis-server (a free port, no persistence), loads the schema by copying the migrated test
 database with pg_dump, seeds the sandbox with `seed_sandbox`, and serves it with gunicorn and
-the production settings (`core.settings`: persistent connections, a real Celery broker).
+the production settings (`config.settings`: persistent connections, a real Celery broker).
 """
 
 import contextlib
@@ -296,7 +296,7 @@ def _seed_sandbox(database_url: str) -> str:
     env = dict(os.environ)
     env.update(
         {
-            "DJANGO_SETTINGS_MODULE": "core.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             "DATABASE_URL": database_url,
             "PYTHONPATH": str(ROOT),
             "GARANTE_LOG_LEVEL": "WARNING",
@@ -347,7 +347,7 @@ def outage_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Outa
                 threads=4,
                 env={
                     # Production settings: persistent connections, a real broker, no eager tasks.
-                    "DJANGO_SETTINGS_MODULE": "core.settings",
+                    "DJANGO_SETTINGS_MODULE": "config.settings",
                     "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
                     "CELERY_BROKER_URL": redis.url,
                     "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",

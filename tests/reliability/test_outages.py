@@ -25,9 +25,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db]
 ANA, BRUNO = "12345678Z", "X1234567L"
 CLIENTS = 4
 PROMPT_SECONDS = 5  # an outage is answered within this, not after a hang
-# A database that answers nothing is given this long per exchange (core.settings' default).
+# A database that answers nothing is given this long per exchange (config.settings' default).
 # A broker that answers nothing: a publish and its one retry, each a few exchanges with Redis
-# bounded by core.settings (6 s measured with the default 2 s; before, it waited for ever).
+# bounded by config.settings (6 s measured with the default 2 s; before, it waited for ever).
 BROKER_PROMPT_SECONDS = 5 * settings.GARANTE_BROKER_ANSWER_SECONDS
 DEADLINE_SECONDS = settings.GARANTE_DB_ANSWER_SECONDS
 RECOVERY_SECONDS = 20

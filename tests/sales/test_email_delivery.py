@@ -29,7 +29,7 @@ def publish_to(celery_publisher):
 
 @pytest.fixture(scope="module")
 def sales_worker(django_db_setup, django_db_blocker, tmp_path_factory):
-    """`celery -A core worker` in its own process, on this module's queue, against the test
+    """`celery -A config worker` in its own process, on this module's queue, against the test
     database, sending email to a local SMTP server."""
     with start_mail_worker(
         database_url=postgresql_test_database_url(django_db_blocker),

@@ -87,7 +87,8 @@ def test_over_mcp_every_answer_to_a_customer_is_in_the_companys_language(
     english = make_company(language="en")
     token = gateway_credential_issue(company=english, name="gateway")[1]
     with McpClient(live_server.url, token, "conv-english") as mcp:
-        invalid = mcp.call("list_services", {"limit": "many"}).json()["error"]["data"]
+        invalid = mcp.call("list_services", {"limit": "many"}).json()["result"]
+        invalid = invalid["structuredContent"]
         refused = mcp.call(
             "cancel_appointment",
             {"identifier": "12345678Z", "appointment": "AP-7K2F9Q"},
@@ -96,7 +97,7 @@ def test_over_mcp_every_answer_to_a_customer_is_in_the_companys_language(
         monkeypatch.setattr(mcp_module, "call_tool", _explode)
         failed = mcp.call("list_services", {}).json()
 
-    assert invalid["user_message"] == "The tool arguments are not valid."
+    assert invalid["user_message"] == "Some details are missing or not valid."
     assert refused["result"]["structuredContent"]["user_message"] == (
         "First I need to identify you with your ID document, phone or email."
     )

@@ -243,16 +243,16 @@ def test_the_trim_task_deletes_calls_past_the_retention_setting(company, setting
 
 
 def test_celery_beat_schedules_the_trim():
-    """What `celery -A core beat` does at start-up, in a fresh process."""
+    """What `celery -A config beat` does at start-up, in a fresh process."""
     script = (
-        "from core.celery import app\n"
+        "from config.celery import app\n"
         "app.loader.init_worker()\n"
         "app.finalize()\n"
         "from celery.beat import Scheduler\n"
         f"entry = Scheduler(app=app, lazy=False).schedule[{TRIM_TASK_NAME!r}]\n"
         "print(entry.task, entry.schedule.remaining_estimate(entry.last_run_at).total_seconds())\n"
     )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "core.settings", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONPATH": str(ROOT)}
 
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True

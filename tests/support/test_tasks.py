@@ -331,7 +331,7 @@ def test_each_company_has_its_own_period(make_case, company):
 
 
 def test_the_sweep_is_registered_with_beat_from_the_support_app():
-    from core.celery import app
+    from config.celery import app
 
     app.loader.import_default_modules()
     app.finalize()

@@ -129,7 +129,7 @@ def test_a_cursor_we_did_not_make_is_refused(ana, cursor):
     response = ana.call("list_my_cases", {"identifier": ANA, "cursor": cursor})
 
     assert response.status_code == 422
-    assert response.json()["code"] in ("invalid_cursor", "invalid_arguments")
+    assert (response.json()["code"], response.json()["field"]) == ("invalid_cursor", "cursor")
 
 
 def test_the_state_filter_takes_the_spanish_label_too_and_refuses_unknown_states(ana, make_case):

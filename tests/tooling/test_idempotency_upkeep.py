@@ -116,7 +116,7 @@ def test_the_purge_task_tombstones_and_forgets_what_has_expired(company):
 
 
 def test_the_purge_waits_for_the_database_longer_than_a_workers_other_tasks(monkeypatch):
-    """A worker waits seconds for each answer (core.celery); tombstoning reads the whole table,
+    """A worker waits seconds for each answer (config.celery); tombstoning reads the whole table,
     so the purge's bound is its own, long but not endless."""
     seen = []
     monkeypatch.setattr(
@@ -132,17 +132,17 @@ def test_the_purge_waits_for_the_database_longer_than_a_workers_other_tasks(monk
 
 
 def test_celery_beat_schedules_the_purge(tmp_path):
-    """What `celery -A core beat` does at start-up, in a fresh process: import the apps'
+    """What `celery -A config beat` does at start-up, in a fresh process: import the apps'
     task modules, finalise the app, build the scheduler from the merged schedule."""
     script = (
-        "from core.celery import app\n"
+        "from config.celery import app\n"
         "app.loader.init_worker()\n"
         "app.finalize()\n"
         "from celery.beat import Scheduler\n"
         f"entry = Scheduler(app=app, lazy=False).schedule[{PURGE_TASK_NAME!r}]\n"
         "print(entry.task, entry.schedule.remaining_estimate(entry.last_run_at).total_seconds())\n"
     )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "core.settings", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONPATH": str(ROOT)}
 
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from core.celery import app as celery_app
+from config.celery import app as celery_app
 from core.models import Conversation, SecurityEvent, VerificationChallenge
 from core.services import contact_create
 from core.sms import LocmemBackend

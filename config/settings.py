@@ -24,7 +24,7 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
-    "core.admin_site.GaranteAdminConfig",  # django.contrib.admin with Garante's site
+    "config.admin_site.GaranteAdminConfig",  # django.contrib.admin with Garante's site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -62,8 +62,8 @@ MIDDLEWARE = [
 # which staff may also use with their session) nor the API's documentation pages.
 GARANTE_MACHINE_API_PATHS = ("/mcp", "/api/tools/", "/api/ping")
 
-ROOT_URLCONF = "core.urls"
-WSGI_APPLICATION = "core.wsgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
@@ -164,6 +164,7 @@ if CELERY_BROKER_URL.startswith("redis://"):
     # kombu's Redis transport, building its Redis client once instead of per message. Not for
     # rediss:// (TLS): kombu checks its TLS options by that transport name, which this would hide.
     CELERY_BROKER_TRANSPORT = "core.broker:Transport"
+# Filled by the apps, each with its own periodic tasks (core.periodic).
 CELERY_BEAT_SCHEDULE: dict = {}
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
@@ -225,7 +226,7 @@ GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = int(
 )
 GARANTE_IDEMPOTENCY_RETRY_AFTER_SECONDS = 2
 # How long the web server's processes wait for each answer of PostgreSQL (connecting, a
-# statement, a commit) before the call fails as an outage (core.postgresql, core.wsgi); 0: no
+# statement, a commit) before the call fails as an outage (core.postgresql, config.wsgi); 0: no
 # bound. Waits a healthy server makes (a row a staff member holds for a moment) end well within
 # it, and it is longer than the idempotency lock wait above, so a duplicate still hears
 # CONFLICT from the server.

@@ -68,7 +68,7 @@ def staff_timezone(request: HttpRequest) -> zoneinfo.ZoneInfo | None:
 
 
 class GaranteAdminConfig(AdminConfig):
-    default_site = "core.admin_site.GaranteAdminSite"
+    default_site = "config.admin_site.GaranteAdminSite"
 
     def ready(self) -> None:
         super().ready()

@@ -1,11 +1,11 @@
-"""WSGI entry point for Garante (gunicorn core.wsgi)."""
+"""WSGI entry point for Garante (gunicorn config.wsgi)."""
 
 import os
 
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "core.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 application = get_wsgi_application()
 

@@ -1,4 +1,9 @@
-"""The Celery application: Redis broker, tasks discovered from every installed app."""
+"""The Celery application: Redis broker, tasks discovered from every installed app.
+
+`celery -A config worker` (or beat) finds it as `config.celery_app`. The apps define their
+tasks with `shared_task` and put their periodic ones on beat's schedule themselves
+(core.periodic), so they never import this module: it sits above them.
+"""
 
 import os
 from typing import Any
@@ -6,10 +11,14 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "core.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("garante")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+# The app every thread's `shared_task` resolves to: Celery makes an app current only in the
+# thread that created it, and a web server's other threads would otherwise enqueue through a
+# default app of Celery's own, on its default broker.
+app.set_default()
 app.autodiscover_tasks()
 
 

@@ -1,0 +1,70 @@
+"""Agenda's panel on the staff landing page (core.dashboard): today's appointments."""
+
+from datetime import datetime, timedelta
+
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from agenda.models import Appointment
+from core.dashboard import (
+    PANEL_ROWS,
+    Panel,
+    can_view,
+    change_url,
+    changelist_url,
+    dashboard_panel,
+    local_time,
+    scoped,
+)
+
+# Wide enough to hold "today" in every timezone (UTC-12 to UTC+14) around the current instant.
+_TODAY_WINDOW = timedelta(hours=38)
+
+
+@dashboard_panel(position=10)
+def todays_appointments(request: HttpRequest, company_ids: list[int] | None, now: datetime):
+    if not can_view(request, Appointment):
+        return None
+    candidates = (
+        scoped(Appointment.objects.all(), company_ids)
+        .filter(starts_at__gte=now - _TODAY_WINDOW, starts_at__lt=now + _TODAY_WINDOW)
+        .select_related("company", "contact", "service", "professional")
+        .order_by("starts_at")
+    )
+    # "Today" is each company's own local day.
+    todays = [
+        a
+        for a in candidates
+        if a.starts_at.astimezone(a.company.tz).date() == now.astimezone(a.company.tz).date()
+    ]
+    panel = Panel(
+        key="appointments",
+        title=_("Today's appointments"),
+        columns=[
+            _("time"),
+            _("reference"),
+            _("contact"),
+            _("service"),
+            _("professional"),
+            _("state"),
+        ],
+        total=len(todays),
+        more_url=changelist_url(Appointment),
+        empty=_("No appointments today."),
+    )
+    for a in todays[:PANEL_ROWS]:
+        panel.rows.append(
+            {
+                "url": change_url(a),
+                "company": a.company.name,
+                "cells": [
+                    local_time(a.starts_at, a.company),
+                    a.reference,
+                    str(a.contact),
+                    a.service.name,
+                    a.professional.display_name if a.professional_id else "—",
+                    a.get_state_display(),
+                ],
+            }
+        )
+    return panel

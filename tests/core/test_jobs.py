@@ -1,0 +1,45 @@
+"""Services reach the tasks they enqueue by name (core.jobs), so no tasks module is imported
+back by the services it runs."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from core.jobs import task_named
+from tests.servers import ROOT
+
+
+def test_a_task_is_found_by_name_in_a_web_thread_that_never_imported_its_module():
+    """A web server's process has not imported the apps' tasks modules when its first write
+    enqueues a task; the task found is the project's, with its own retry options, from any
+    thread."""
+    script = (
+        "import sys, threading, django\n"
+        "django.setup()\n"
+        "from core.jobs import task_named\n"
+        "print('support.tasks' in sys.modules)\n"
+        "found = []\n"
+        "def look():\n"
+        "    task = task_named('support.tasks.case_notify_staff')\n"
+        "    found.append((task.app.main, task.max_retries, 'support.tasks' in sys.modules))\n"
+        "thread = threading.Thread(target=look)\n"
+        "thread.start()\n"
+        "thread.join()\n"
+        "print(*found[0])\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONPATH": str(ROOT)}
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "garante", "5", "True"]
+
+
+def test_a_name_no_task_has_is_an_error_not_a_silent_publish():
+    """A mistyped name fails where it is used instead of sending a message no worker runs."""
+    with pytest.raises(KeyError):
+        task_named("support.tasks.no_such_task")

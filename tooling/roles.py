@@ -1,0 +1,10 @@
+"""The tool API's models in the staff roles (core.roles): everyone sees what the tool API did
+and which references it showed; supervisors also see its idempotency records."""
+
+from core.roles import staff_grants
+
+staff_grants(
+    "tooling",
+    agent_view=["toolcall", "exposedreference"],
+    supervisor_view=["idempotencyrecord"],
+)
