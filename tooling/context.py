@@ -4,7 +4,6 @@
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import TYPE_CHECKING
 
 from django.db import connection
 
@@ -18,9 +17,6 @@ from tooling.ledger import (
     ledger_resolve_owned,
     ledger_show,
 )
-
-if TYPE_CHECKING:
-    from tooling.registry import Tool
 
 
 @dataclass
@@ -38,13 +34,13 @@ class ToolContext:
     meta: CallMeta
     surface: str = "mcp"
     extra: dict = field(default_factory=dict)
-    # The tool being called: its declaration names the step-up action (Tool.run sets it).
-    tool: "Tool | None" = field(default=None, repr=False)
+    # The step-up action the called tool declares (None: none), which require_step_up checks.
+    step_up_action: str | None = None
     # What the handler's answer shows, for the exposure ledger (tooling.ledger.ledger_show).
     shown: list = field(default_factory=list, repr=False)
     _conversation_inserted: bool = field(default=False, init=False, repr=False)
     _contact: Contact | None = field(default=None, init=False, repr=False)
-    # Whether this call's step-up check ran (a deferred one is held to it: Tool.run).
+    # Whether this call's step-up check ran (a deferred one is held to it: tooling.execution).
     step_up_checked: bool = field(default=False, init=False, repr=False)
 
     @cached_property
@@ -90,11 +86,10 @@ class ToolContext:
         step-up action and the conversation is not verified now. The platform asks it before
         the handler; a tool declared `step_up_deferred=True` asks it itself, where its own
         order needs (e.g. passed as a service's `authorize`)."""
-        action = self.tool.step_up if self.tool is not None else None
-        if action is None:
+        if self.step_up_action is None:
             raise RuntimeError("ctx.require_step_up is for tools declared with step_up")
         self.step_up_checked = True
-        require_step_up(conversation=self.conversation, action=action)
+        require_step_up(conversation=self.conversation, action=self.step_up_action)
 
     def show(self, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
         """Say that the answer shows these references: those still in it once capped become

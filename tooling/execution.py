@@ -208,11 +208,11 @@ def canonical_request(params: pydantic.BaseModel) -> dict[str, Any]:
 
 
 def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: str) -> Outcome:
-    ctx = ToolContext(company=company, meta=meta, surface=surface)
+    ctx = ToolContext(company=company, meta=meta, surface=surface, step_up_action=tool.step_up)
 
     def answer() -> tuple[dict[str, Any], str]:
         """The handler's answer capped, and then what it still shows recorded as seen."""
-        body, text = capped(tool.run(ctx, params))
+        body, text = capped(handled(tool, ctx, params))
         ledger_record_shown(ctx, text)
         return body, text
 
@@ -250,6 +250,21 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
     except Exception:
         logger.exception("unexpected failure in tool %s", tool.name)
         return error_outcome(SystemUnavailable())
+
+
+def handled(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, Any]:
+    """The handler's answer, behind what the tool declares, in this order: the identity
+    (`identifier` checked, ctx.contact), then the company's step-up policy for its action.
+    A handler that defers the step-up and returns without having asked it is a bug, and
+    fails the call (a write is then rolled back) rather than act unverified."""
+    if tool.identified:
+        ctx.identify(params.identifier)
+    if tool.step_up is not None and not tool.step_up_deferred:
+        ctx.require_step_up()
+    answer = tool.handler(ctx, params)
+    if tool.step_up_deferred and not ctx.step_up_checked:
+        raise RuntimeError(f"tool {tool.name!r} defers its step-up and never asked it")
+    return answer
 
 
 def _check_conversation_id(conversation_id: Any) -> None:

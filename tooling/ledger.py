@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -22,15 +22,11 @@ from django.utils.translation import gettext_lazy as _
 
 from core.errors import Ambiguous, ValidationFailed
 from core.identity import check_owner
-from core.models import Contact
+from core.models import Company, Contact, Conversation
 from core.references import normalize_reference
 from core.sql import column
 from tooling.models import ExposedReference
 from tooling.output import dumps
-
-if TYPE_CHECKING:
-    # Only annotated here: the context offers this module's lookups to tools (ctx.seen).
-    from tooling.context import ToolContext
 
 MIN_SUFFIX_LENGTH = 2
 MAX_CANDIDATES = 10
@@ -39,6 +35,18 @@ _ISO_SEPARATOR = re.compile(r"(?<=\d)t(?=\d)")
 
 
 LedgerKind = ExposedReference.Kind
+
+
+class LedgerScope(Protocol):
+    """What the ledger reads of a call (a tooling.context.ToolContext, which offers tools
+    these lookups as ctx.seen and ctx.show): its company, its conversation, and what its
+    answer says it shows."""
+
+    company: Company
+    shown: list
+
+    @property
+    def conversation(self) -> Conversation: ...
 
 
 @dataclass(frozen=True)
@@ -57,14 +65,14 @@ def label_key(label: str) -> str:
     return _ISO_SEPARATOR.sub(" ", key)[:200]
 
 
-def ledger_show(ctx: "ToolContext", kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
+def ledger_show(ctx: LedgerScope, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
     """A tool's word that its answer shows these references. They are recorded once the
     answer is final (`ledger_record_shown`): the output cap may drop a listing's tail, and a
     reference the customer was never shown must not be resolvable."""
     ctx.shown.append((LedgerKind(kind), list(entries)))
 
 
-def ledger_record_shown(ctx: "ToolContext", text: str) -> None:
+def ledger_record_shown(ctx: LedgerScope, text: str) -> None:
     """Record what the call's answer, as sent (`text`, the capped JSON), shows of what its
     tool said it would show; in the call's transaction, for a write."""
     for kind, entries in ctx.shown:
@@ -72,7 +80,7 @@ def ledger_record_shown(ctx: "ToolContext", text: str) -> None:
     ctx.shown.clear()
 
 
-def ledger_record(ctx: "ToolContext", kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
+def ledger_record(ctx: LedgerScope, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
     """Remember that this conversation has been shown (or has created) these references.
     Tools say what they show with `ledger_show` instead."""
     kind = LedgerKind(kind)  # one of the set, and its plain text for the statement
@@ -103,7 +111,7 @@ _UPSERT_UPDATES = ("label", "label_key", "data", "last_seen_at")
 LAST_SEEN_RESOLUTION = timedelta(minutes=1)
 
 
-def _upsert(ctx: "ToolContext", kind: str, rows: list[tuple]) -> None:
+def _upsert(ctx: LedgerScope, kind: str, rows: list[tuple]) -> None:
     """INSERT ... ON CONFLICT DO UPDATE as one statement, of the rows that are new, changed or
     last seen more than LAST_SEEN_RESOLUTION ago (when none is, the statement writes nothing
     and its commit waits for no WAL flush). Every read tool that shows references writes the
@@ -156,7 +164,7 @@ def _upsert_sql(rows: int) -> str:
 
 
 def _upsert_params(
-    ctx: "ToolContext", kind: str, rows: list[tuple], db: BaseDatabaseWrapper
+    ctx: LedgerScope, kind: str, rows: list[tuple], db: BaseDatabaseWrapper
 ) -> list[Any]:
     """The statement's values, prepared as save() prepares an ExposedReference's (each field's
     `get_db_prep_save`; both timestamps the call's instant, as auto_now_add and auto_now set
@@ -185,7 +193,7 @@ def _entry(row: ExposedReference) -> LedgerEntry:
     return LedgerEntry(reference=row.reference, label=row.label, data=row.data)
 
 
-def ledger_resolve(ctx: "ToolContext", kind: LedgerKind, given: str) -> LedgerEntry:
+def ledger_resolve(ctx: LedgerScope, kind: LedgerKind, given: str) -> LedgerEntry:
     """The entry of `kind` this conversation saw that `given` designates.
 
     Exact reference first; otherwise every entry whose reference ends with `given` or whose
@@ -227,7 +235,7 @@ def ledger_resolve(ctx: "ToolContext", kind: LedgerKind, given: str) -> LedgerEn
 
 
 def ledger_resolve_owned(
-    ctx: "ToolContext",
+    ctx: LedgerScope,
     kind: LedgerKind,
     given: str,
     *,

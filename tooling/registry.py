@@ -6,14 +6,11 @@ The MCP endpoint and the REST mirror both read this registry; neither knows any 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ErrorType
-
-if TYPE_CHECKING:
-    from tooling.context import ToolContext
 
 TOOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
@@ -87,7 +84,9 @@ class ToolErrorOut(BaseModel):
     )
 
 
-Handler = Callable[["ToolContext", Any], dict[str, Any]]
+# handler(ctx, params): a tooling.context.ToolContext (which sits above this module) and the
+# validated input.
+Handler = Callable[[Any, Any], dict[str, Any]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,24 +116,9 @@ class Tool:
     @property
     def takes_step_up(self) -> bool:
         """Whether a company's step-up policy may list this tool: it declares a step-up
-        action, which the platform enforces (`run`). Every tool acting for an identified
+        action, which the platform enforces (tooling.execution). Every tool acting for an identified
         customer, verification tools aside, declares one (tests/tooling/test_step_up_tools.py)."""
         return self.step_up is not None
-
-    def run(self, ctx: "ToolContext", params: Any) -> dict[str, Any]:
-        """The handler's answer, behind what the tool declares, in this order: the identity
-        (`identifier` checked, ctx.contact), then the company's step-up policy for its action.
-        A handler that defers the step-up and returns without having asked it is a bug, and
-        fails the call (a write is then rolled back) rather than act unverified."""
-        ctx.tool = self
-        if self.identified:
-            ctx.identify(params.identifier)
-        if self.step_up is not None and not self.step_up_deferred:
-            ctx.require_step_up()
-        answer = self.handler(ctx, params)
-        if self.step_up_deferred and not ctx.step_up_checked:
-            raise RuntimeError(f"tool {self.name!r} defers its step-up and never asked it")
-        return answer
 
     def check_declaration(self) -> None:
         """ValueError for a declaration the platform could not enforce as written."""

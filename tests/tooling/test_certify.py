@@ -183,9 +183,10 @@ def test_check_2_fails_when_a_tool_ignores_the_identifier(live_server, tmp_path,
     # Agenda tools served for whoever the conversation identified as, whatever identifier
     # comes (the identity check the platform makes for them skipped).
     checked = ToolContext.identify
+    agenda = {t.step_up for t in registry.all() if t.handler.__module__ == "agenda.tools"}
 
     def careless(ctx: ToolContext, identifier: str) -> Any:
-        if ctx.tool.handler.__module__ != "agenda.tools":
+        if ctx.step_up_action not in agenda - {None}:
             return checked(ctx, identifier)
         ctx._contact = ctx.conversation.contact
         return ctx._contact
