@@ -4,8 +4,8 @@ kombu's Redis channel builds a new `redis.Redis` client for every command it sen
 polling loop, publishing included (`Channel.conn_or_acquire`). The client holds no connection
 of its own (it borrows one from the channel's pool for each command), but building it fills a
 table of about 170 response callbacks: about a fifth of the CPU of publishing a task, which a
-tool call that queues an email or a code pays on top of its own work (docs/performance.md,
-round six). This channel builds the client once and keeps it while its pool lives: kombu
+tool call that queues an email or a code pays on top of its own work (docs/performance.md).
+This channel builds the client once and keeps it while its pool lives: kombu
 replaces the pool after a fork or when the channel closes, and then the next command gets a
 new client on the new pool. Everything else is kombu's own transport.
 

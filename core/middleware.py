@@ -4,7 +4,7 @@ The Gateway's endpoints (`/mcp` and the REST tool mirror under `/api/`) authenti
 request by its bearer token, answer in the company's language and never set a cookie, so
 sessions, the browser's language, CSRF tokens, the logged-in user, flash messages and frame
 options mean nothing to them. Django runs every middleware on every request, and those six
-cost a cheap call about a fifth of its CPU (docs/performance.md, round six). Each is wrapped
+cost a cheap call about a fifth of its CPU (docs/performance.md). Each is wrapped
 here: the same class, in the same place of `MIDDLEWARE`, that passes a request of the machine
 API (`settings.GARANTE_MACHINE_API_PATHS`) straight on and serves every other request (the
 admin, the integration API with its staff sessions, the API's documentation pages) exactly as

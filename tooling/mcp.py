@@ -573,7 +573,7 @@ def _tool_result(outcome: Outcome, route: Route) -> str:
     structured content, the error flag and, in the modern era, the stamp of `_shape`), the tests
     pin it to mcp_types' serializer for every version we serve, and the body's JSON text, which
     the output cap or the idempotency record already holds, goes in as it is instead of being
-    validated, dumped and encoded again (docs/performance.md, round seven)."""
+    validated, dumped and encoded again (docs/performance.md)."""
     text = outcome.body_text()
     flags = f'"isError":{"true" if outcome.is_error else "false"}'
     content = f'"content":[{{"text":{dumps(text)},"type":"text"}}]'
