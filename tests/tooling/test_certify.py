@@ -26,13 +26,9 @@ from agenda.models import Appointment
 from core.errors import ErrorType
 from core.models import Company, Conversation
 from core.services import gateway_credential_issue
-from tooling.certification import (
-    CHECKS,
-    OUTPUT_LIMIT,
-    Contact,
-    Exchange,
-    owned_references,
-    response_problems,
+from tooling.certification.exchange import CHECKS, Contact, Exchange
+from tooling.certification.responses import OUTPUT_LIMIT, owned_references, response_problems
+from tooling.certification.verdicts import (
     verdict_altered_amount,
     verdict_altered_then_real,
     verdict_empty_list,

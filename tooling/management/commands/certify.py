@@ -14,7 +14,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.management.commands.seed_sandbox import CONTACTS
-from tooling.certification import CHECKS, MODES, Certification, Contact, Report
+from tooling.certification.exchange import CHECKS, Contact, Report
+from tooling.certification.run import MODES, Certification
 
 CHECK_WIDTH = 9
 PROBE_WIDTH = 52
