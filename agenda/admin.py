@@ -18,12 +18,9 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from agenda import clock, services
-from agenda.availability import (
-    describe_instant,
-    local_instant,
-    slot_validate,
-    working_intervals,
-)
+from agenda.availability.busy import working_intervals
+from agenda.availability.check import slot_validate
+from agenda.availability.local_time import describe_instant, local_instant
 from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
 from agenda.selectors import appointments_for_day, appointments_within_time_off
 from core.admin import CompanyScopedAdmin, TransitionHistoryInline

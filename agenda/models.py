@@ -105,8 +105,9 @@ def lock_schedules(professional_ids: Iterable[int], *, using: str = "default") -
 
     A professional's schedule (weekly hours, time off, the services given) and their bookings
     meet here: every change to a schedule takes this lock before it writes, and a booking
-    takes it before it reads the schedule (`availability.slot_facts`), so a booking decides on
-    the schedule as it is once any change in flight has committed, never on the one before it.
+    takes it before it reads the schedule (`availability.check.slot_facts`), so a booking
+    decides on the schedule as it is once any change in flight has committed, never on the one
+    before it.
     On SQLite, whose write transactions run one at a time, the lock is a no-op and not needed.
     Call inside a transaction."""
     ids = sorted(set(professional_ids))

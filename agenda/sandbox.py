@@ -8,7 +8,7 @@ guards. Everything is created through the services, and only when missing.
 from datetime import datetime, time, timedelta
 
 from agenda import clock
-from agenda.availability import slots_available
+from agenda.availability.search import slots_available
 from agenda.models import Appointment, Professional, Service, WorkingHours
 from agenda.selectors import agenda_settings_for
 from agenda.services import (

@@ -15,7 +15,8 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agenda import clock
-from agenda.availability import blocked_range, slot_taken_error, slot_validate
+from agenda.availability.busy import blocked_range
+from agenda.availability.check import slot_taken_error, slot_validate
 from agenda.models import (
     CUSTOMER_STATE_LABELS,
     AgendaSettings,

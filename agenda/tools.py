@@ -12,16 +12,14 @@ from django.utils.translation import gettext_lazy as _
 from pydantic import Field
 
 from agenda import clock
-from agenda.availability import (
-    describe_instant,
+from agenda.availability.dates import search_window
+from agenda.availability.local_time import describe_instant, local_label
+from agenda.availability.search import search_roster, slots_available
+from agenda.availability.slots import (
     describe_slots,
-    local_label,
-    search_roster,
-    search_window,
     slot_from_ledger,
     slot_ledger_data,
     slot_reference,
-    slots_available,
 )
 from agenda.models import CUSTOMER_STATE_LABELS, Appointment
 from agenda.selectors import (

@@ -44,9 +44,19 @@ def insert_parts(instances: Sequence[Model]) -> InsertParts:
     )
 
 
+def table(model: type[Model]) -> str:
+    """The quoted table of a model."""
+    return connection.ops.quote_name(model._meta.db_table)
+
+
 def column(model: type[Model], name: str) -> str:
     """The quoted column of a model's field."""
     return connection.ops.quote_name(model._meta.get_field(name).column)
+
+
+def qualified(model: type[Model], name: str) -> str:
+    """The quoted table.column of a model's field."""
+    return f"{table(model)}.{column(model, name)}"
 
 
 def insert_unless_conflict(instance: Model, *, unique: Sequence[str]) -> bool:

@@ -20,8 +20,25 @@ from core.admin_fsm import ServiceTransitionsAdmin
 from core.errors import GaranteError
 from core.models import Contact
 from core.roles import staff_company_ids
-from sales import money, services
+from sales import money
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
+from sales.services.catalog import price_list_save, product_stock_set
+from sales.services.opportunities import (
+    opportunity_create,
+    opportunity_lose,
+    opportunity_negotiate,
+    opportunity_propose,
+    opportunity_qualify,
+    opportunity_win,
+)
+from sales.services.quote_lifecycle import (
+    quote_accept,
+    quote_create,
+    quote_expire,
+    quote_reject,
+    quote_send,
+)
+from sales.services.quote_pricing import QuoteItem
 
 
 def _company_filter(request: HttpRequest, queryset: Any, path: str = "company") -> Any:
@@ -102,7 +119,7 @@ class ProductAdmin(CompanyScopedAdmin):
             obj.save(update_fields=plain)
         if "quantity_on_hand" in form.changed_data:
             try:
-                services.product_stock_set(product=obj, quantity_on_hand=obj.quantity_on_hand)
+                product_stock_set(product=obj, quantity_on_hand=obj.quantity_on_hand)
             except GaranteError as error:
                 messages.error(request, str(error.user_message))
 
@@ -168,7 +185,7 @@ class PriceListAdmin(CompanyScopedAdmin):
     inlines = [PriceListItemInline]
 
     def save_model(self, request: HttpRequest, obj: PriceList, form: Any, change: bool) -> None:
-        services.price_list_save(price_list=obj)
+        price_list_save(price_list=obj)
 
 
 # --- Quotes --------------------------------------------------------------------------------------
@@ -187,7 +204,7 @@ class QuoteCreateForm(forms.ModelForm):
         model = Quote
         fields = ["company", "contact", "opportunity"]
 
-    def clean_items(self) -> list[services.QuoteItem]:
+    def clean_items(self) -> list[QuoteItem]:
         items = []
         for number, line in enumerate(self.cleaned_data["items"].splitlines(), start=1):
             if not line.strip():
@@ -196,7 +213,7 @@ class QuoteCreateForm(forms.ModelForm):
             # ASCII only: str.isdigit() also takes "²" or "①", which int() refuses.
             if not sku or not (quantity.isascii() and quantity.isdigit()):
                 raise forms.ValidationError(_("Line %(n)d is not 'SKU quantity'.") % {"n": number})
-            items.append(services.QuoteItem(sku=sku.strip(), quantity=int(quantity)))
+            items.append(QuoteItem(sku=sku.strip(), quantity=int(quantity)))
         return items
 
     def clean(self) -> dict[str, Any]:
@@ -215,7 +232,7 @@ class QuoteCreateForm(forms.ModelForm):
         """Run the real service and roll it back, so every rule shows as a form error."""
         try:
             with transaction.atomic():
-                services.quote_create(
+                quote_create(
                     company=data["company"],
                     contact=data["contact"],
                     items=data["items"],
@@ -258,10 +275,10 @@ class QuoteLineInline(admin.TabularInline):
 @admin.register(Quote)
 class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     fsm_services = {
-        "send": lambda q, user: services.quote_send(quote=q, by=user),
-        "accept": lambda q, user: services.quote_accept(quote=q, by=user),
-        "reject": lambda q, user, reason="": services.quote_reject(quote=q, reason=reason, by=user),
-        "expire": lambda q, user: services.quote_expire(quote=q, by=user),
+        "send": lambda q, user: quote_send(quote=q, by=user),
+        "accept": lambda q, user: quote_accept(quote=q, by=user),
+        "reject": lambda q, user, reason="": quote_reject(quote=q, reason=reason, by=user),
+        "expire": lambda q, user: quote_expire(quote=q, by=user),
     }
     fsm_forms = {"reject": RejectQuoteForm}
     list_display = [
@@ -342,7 +359,7 @@ class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         if change:
             return  # nothing is editable; transitions go through their services
         data = form.cleaned_data
-        quote = services.quote_create(
+        quote = quote_create(
             company=data["company"],
             contact=data["contact"],
             items=data["items"],
@@ -386,13 +403,11 @@ class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
 
     form = OpportunityForm
     fsm_services = {
-        "qualify": lambda o, user: services.opportunity_qualify(opportunity=o, by=user),
-        "propose": lambda o, user: services.opportunity_propose(opportunity=o, by=user),
-        "negotiate": lambda o, user: services.opportunity_negotiate(opportunity=o, by=user),
-        "win": lambda o, user: services.opportunity_win(opportunity=o, by=user),
-        "lose": lambda o, user, reason: services.opportunity_lose(
-            opportunity=o, reason=reason, by=user
-        ),
+        "qualify": lambda o, user: opportunity_qualify(opportunity=o, by=user),
+        "propose": lambda o, user: opportunity_propose(opportunity=o, by=user),
+        "negotiate": lambda o, user: opportunity_negotiate(opportunity=o, by=user),
+        "win": lambda o, user: opportunity_win(opportunity=o, by=user),
+        "lose": lambda o, user, reason: opportunity_lose(opportunity=o, reason=reason, by=user),
     }
     fsm_forms = {"lose": LoseOpportunityForm}
     list_display = ["reference", "title", "contact", "state", "amount", "owner", "created_at"]
@@ -449,7 +464,7 @@ class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
             if form.changed_data:
                 obj.save(update_fields=form.changed_data)
             return
-        opportunity = services.opportunity_create(
+        opportunity = opportunity_create(
             company=data["company"],
             contact=data["contact"],
             title=data["title"],

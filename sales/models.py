@@ -13,6 +13,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Upper
+from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from django_fsm import FSMField, FSMModelMixin, transition
 from django_fsm_log.decorators import fsm_log_by
@@ -255,6 +256,18 @@ class Opportunity(FSMModelMixin, models.Model):
         pass
 
 
+# How a state reads to the customer (Spanish source text, translated per company); the admin
+# keeps the choice labels above.
+OPPORTUNITY_STATE_LABELS: dict[str, Promise] = {
+    Opportunity.State.NEW: _("nueva"),
+    Opportunity.State.QUALIFIED: _("calificada"),
+    Opportunity.State.PROPOSAL: _("en propuesta"),
+    Opportunity.State.NEGOTIATION: _("en negociación"),
+    Opportunity.State.WON: _("ganada"),
+    Opportunity.State.LOST: _("perdida"),
+}
+
+
 class QuoteQuerySet(models.QuerySet):
     """Quotes by the state a customer would be told at an instant: the rule of
     `Quote.effective_state`, in SQL (an open quote past its validity is expired then, whether
@@ -369,6 +382,17 @@ class Quote(FSMModelMixin, models.Model):
     )
     def expire(self, by=None) -> None:
         pass
+
+
+# How a state reads to the customer (Spanish source text, translated per company); the admin
+# keeps the choice labels above.
+QUOTE_STATE_LABELS: dict[str, Promise] = {
+    Quote.State.DRAFT: _("borrador"),
+    Quote.State.SENT: _("enviada"),
+    Quote.State.ACCEPTED: _("aceptada"),
+    Quote.State.REJECTED: _("rechazada"),
+    Quote.State.EXPIRED: _("vencida"),
+}
 
 
 class QuoteLine(models.Model):

@@ -12,17 +12,10 @@ from django.utils import timezone
 
 from core.models import Company, Contact
 from sales.models import Opportunity, PriceList, Product, Quote
-from sales.services import (
-    QuoteItem,
-    opportunity_create,
-    opportunity_lose,
-    price_list_create,
-    price_list_item_set,
-    product_create,
-    quote_accept,
-    quote_create,
-    quote_expire,
-)
+from sales.services.catalog import price_list_create, price_list_item_set, product_create
+from sales.services.opportunities import opportunity_create, opportunity_lose
+from sales.services.quote_lifecycle import quote_accept, quote_create, quote_expire
+from sales.services.quote_pricing import QuoteItem
 
 PRICE_LIST = "Tarifa general"
 PRODUCTS = [

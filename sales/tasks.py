@@ -4,7 +4,8 @@ from celery import shared_task
 
 from core.periodic import every
 from core.tasks import DATABASE_FAILURES
-from sales.services import quote_email_deliver, quote_emails_pending, quotes_expire_due
+from sales.services.quote_email import quote_email_deliver, quote_emails_pending
+from sales.services.quote_lifecycle import quotes_expire_due
 
 EXPIRE_EVERY_SECONDS = 5 * 60
 EMAIL_SWEEP_EVERY_SECONDS = 15 * 60

@@ -20,7 +20,7 @@ from core.normalize import mask_email
 from core.references import normalize_reference
 from core.states import state_filter, state_shown
 from sales import money
-from sales.models import Quote
+from sales.models import OPPORTUNITY_STATE_LABELS, QUOTE_STATE_LABELS, Quote
 from sales.selectors import (
     price_list_current,
     product_search,
@@ -28,15 +28,9 @@ from sales.selectors import (
     quote_list,
     quote_owner_id,
 )
-from sales.services import (
-    OPPORTUNITY_STATE_LABELS,
-    QUOTE_STATE_LABELS,
-    QuoteItem,
-    opportunity_create,
-    quote_accept,
-    quote_create,
-    quote_reject,
-)
+from sales.services.opportunities import opportunity_create
+from sales.services.quote_lifecycle import quote_accept, quote_create, quote_reject
+from sales.services.quote_pricing import QuoteItem
 from tooling.toolkit import (
     Cursor,
     LedgerEntry,

@@ -5,7 +5,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agenda.availability import local_instant, parse_date_bound, search_window, slots_available
+from agenda.availability.dates import parse_date_bound, search_window
+from agenda.availability.local_time import local_instant
+from agenda.availability.search import slots_available
 from agenda.models import Service
 from agenda.services import appointment_book, professional_create, time_off_add
 from core.errors import ValidationFailed

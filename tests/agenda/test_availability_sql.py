@@ -10,7 +10,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agenda.availability import BusyTimes, busy_times, scheduled_in_window, search_roster
+from agenda.availability.busy import BusyTimes, busy_times, scheduled_in_window
+from agenda.availability.search import search_roster
 from agenda.models import Appointment, Professional, Service, TimeOff
 from agenda.selectors import agenda_settings_for
 from agenda.services import professional_create

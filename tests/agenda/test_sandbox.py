@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from agenda import clock, sandbox
-from agenda.availability import slots_available
+from agenda.availability.search import slots_available
 from agenda.models import Appointment, Professional, Service
 from core.models import Company
 from core.services import contact_create

@@ -6,7 +6,8 @@ from datetime import UTC, timedelta
 import pytest
 from django.db import connection
 
-from agenda.availability import scheduled_in_window, slots_available
+from agenda.availability.busy import scheduled_in_window
+from agenda.availability.search import slots_available
 from agenda.models import Appointment
 from tests.agenda.conftest import MONDAY_8AM, local
 

@@ -7,7 +7,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import translation
 
 from agenda import services
-from agenda.availability import slot_validate
+from agenda.availability.check import slot_validate
 from agenda.models import Appointment
 from agenda.services import (
     appointment_book,

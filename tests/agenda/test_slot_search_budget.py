@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agenda import clock
-from agenda.availability import slots_available
+from agenda.availability.search import slots_available
 from agenda.models import AgendaSettings, Appointment, Service
 from agenda.services import appointment_book, professional_create, time_off_add
 from core.errors import Ambiguous, NotFound

@@ -8,7 +8,7 @@ import pytest
 from core.models import Company, Contact
 from core.services import contact_create
 from sales.models import PriceList, Product
-from sales.services import price_list_create, price_list_item_set, product_create
+from sales.services.catalog import price_list_create, price_list_item_set, product_create
 
 
 @dataclass

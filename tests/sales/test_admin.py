@@ -13,15 +13,10 @@ from django_fsm_log.models import StateLog
 from core.models import StaffMembership
 from core.services import contact_create
 from sales.models import Opportunity, PriceList, Product, Quote
-from sales.services import (
-    QuoteItem,
-    opportunity_create,
-    opportunity_win,
-    price_list_create,
-    quote_accept,
-    quote_create,
-    quote_expire,
-)
+from sales.services.catalog import price_list_create
+from sales.services.opportunities import opportunity_create, opportunity_win
+from sales.services.quote_lifecycle import quote_accept, quote_create, quote_expire
+from sales.services.quote_pricing import QuoteItem
 
 pytestmark = pytest.mark.django_db
 

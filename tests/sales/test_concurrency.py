@@ -9,15 +9,10 @@ from core.errors import ValidationFailed
 from core.services import contact_create
 from sales.models import Opportunity, Product, Quote
 from sales.selectors import price_list_current
-from sales.services import (
-    QuoteItem,
-    opportunity_create,
-    opportunity_lose,
-    price_list_item_set,
-    product_create,
-    quote_accept,
-    quote_create,
-)
+from sales.services.catalog import price_list_item_set, product_create
+from sales.services.opportunities import opportunity_create, opportunity_lose
+from sales.services.quote_lifecycle import quote_accept, quote_create
+from sales.services.quote_pricing import QuoteItem
 from tests.sales.conftest import build_catalog
 from tests.servers import at_once
 

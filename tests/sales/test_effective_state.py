@@ -6,7 +6,8 @@ from datetime import timedelta
 import pytest
 
 from sales.models import Quote
-from sales.services import QuoteItem, quote_create
+from sales.services.quote_lifecycle import quote_create
+from sales.services.quote_pricing import QuoteItem
 from tests.sales.test_transitions import quote_in
 
 pytestmark = pytest.mark.django_db

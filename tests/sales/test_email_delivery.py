@@ -5,7 +5,9 @@ import pytest
 from django.utils import timezone
 
 from sales.models import Quote
-from sales.services import QuoteItem, quote_create, quote_email_deliver, quote_emails_pending
+from sales.services.quote_email import quote_email_deliver, quote_emails_pending
+from sales.services.quote_lifecycle import quote_create
+from sales.services.quote_pricing import QuoteItem
 from tests.servers import (
     at_once,
     free_port,

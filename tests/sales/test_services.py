@@ -12,23 +12,23 @@ from django_fsm_log.models import StateLog
 
 from core.errors import NotFound, ValidationFailed
 from sales.models import Opportunity, PriceList, Product, Quote
-from sales.services import (
-    QUOTE_VALIDITY,
-    QuoteItem,
-    opportunity_create,
-    opportunity_lose,
+from sales.services.catalog import (
     price_list_create,
     price_list_item_set,
     product_create,
     product_stock_set,
+)
+from sales.services.opportunities import opportunity_create, opportunity_lose
+from sales.services.quote_email import quote_email_deliver, quote_emails_pending
+from sales.services.quote_lifecycle import (
+    QUOTE_VALIDITY,
     quote_accept,
     quote_create,
-    quote_email_deliver,
-    quote_emails_pending,
     quote_reject,
     quote_send,
     quotes_expire_due,
 )
+from sales.services.quote_pricing import QuoteItem
 from sales.tasks import quote_email_send
 
 pytestmark = pytest.mark.django_db
@@ -61,7 +61,7 @@ def test_it_prices_a_quote_from_the_catalog_and_the_price_list(company, ana, cat
 
 
 def test_a_quote_keeps_its_prices_when_the_price_list_changes_later(company, ana, catalog):
-    from sales.services import price_list_item_set
+    from sales.services.catalog import price_list_item_set
 
     quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
     price_list_item_set(price_list=catalog.price_list, product=catalog.coffee, unit_price="99.00")
@@ -263,7 +263,7 @@ def test_a_new_default_price_list_replaces_the_old_default(company, catalog):
 
 
 def test_money_follows_the_currencys_minor_units(company, ana, catalog):
-    from sales.services import price_list_item_set
+    from sales.services.catalog import price_list_item_set
 
     yen = price_list_create(company=company, name="Yen", currency="JPY", is_default=True)
     price_list_item_set(price_list=yen, product=catalog.mug, unit_price="499")

@@ -10,15 +10,15 @@ from django.utils import timezone
 from core.identity import identify_contact
 from core.models import Company, Contact, Conversation, StepUpPolicy
 from sales.models import Opportunity, Product, Quote
-from sales.services import (
-    QuoteItem,
-    price_list_item_set,
+from sales.services.catalog import price_list_item_set
+from sales.services.quote_lifecycle import (
     quote_accept,
     quote_create,
     quote_expire,
     quote_reject,
     quotes_expire_due,
 )
+from sales.services.quote_pricing import QuoteItem
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -543,7 +543,7 @@ def test_request_sales_contact_opens_one_opportunity_per_key(tool_client, anas_c
 def test_a_large_quote_still_answers_with_its_reference_within_the_cap(
     tool_client, company, anas_chat, catalog
 ):
-    from sales.services import price_list_item_set, product_create
+    from sales.services.catalog import price_list_item_set, product_create
 
     items = []
     for n in range(20):

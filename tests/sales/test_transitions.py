@@ -5,17 +5,31 @@ from collections.abc import Callable
 import pytest
 
 from core.errors import ValidationFailed
-from sales import services
 from sales.models import Opportunity, Quote
-from sales.services import QuoteItem
+from sales.services.opportunities import (
+    opportunity_create,
+    opportunity_lose,
+    opportunity_negotiate,
+    opportunity_propose,
+    opportunity_qualify,
+    opportunity_win,
+)
+from sales.services.quote_lifecycle import (
+    quote_accept,
+    quote_create,
+    quote_expire,
+    quote_reject,
+    quote_send,
+)
+from sales.services.quote_pricing import QuoteItem
 
 pytestmark = pytest.mark.django_db
 
 QUOTE_ACTIONS: dict[str, Callable[[Quote], Quote]] = {
-    "send": lambda q: services.quote_send(quote=q),
-    "accept": lambda q: services.quote_accept(quote=q),
-    "reject": lambda q: services.quote_reject(quote=q, reason="No lo necesito"),
-    "expire": lambda q: services.quote_expire(quote=q),
+    "send": lambda q: quote_send(quote=q),
+    "accept": lambda q: quote_accept(quote=q),
+    "reject": lambda q: quote_reject(quote=q, reason="No lo necesito"),
+    "expire": lambda q: quote_expire(quote=q),
 }
 
 # (state, action) -> resulting state, or None when the action must be refused.
@@ -38,7 +52,7 @@ QUOTE_TABLE = {
 
 def quote_in(state: str, company, contact) -> Quote:
     """A quote brought to `state` the way it happens in real life: through the services."""
-    quote = services.quote_create(
+    quote = quote_create(
         company=company,
         contact=contact,
         items=[QuoteItem("CAF-001", 1)],
@@ -99,11 +113,11 @@ def test_the_quote_table_covers_every_state_and_action():
 
 
 OPPORTUNITY_ACTIONS: dict[str, Callable[[Opportunity], Opportunity]] = {
-    "qualify": lambda o: services.opportunity_qualify(opportunity=o),
-    "propose": lambda o: services.opportunity_propose(opportunity=o),
-    "negotiate": lambda o: services.opportunity_negotiate(opportunity=o),
-    "win": lambda o: services.opportunity_win(opportunity=o),
-    "lose": lambda o: services.opportunity_lose(opportunity=o, reason="Sin presupuesto"),
+    "qualify": lambda o: opportunity_qualify(opportunity=o),
+    "propose": lambda o: opportunity_propose(opportunity=o),
+    "negotiate": lambda o: opportunity_negotiate(opportunity=o),
+    "win": lambda o: opportunity_win(opportunity=o),
+    "lose": lambda o: opportunity_lose(opportunity=o, reason="Sin presupuesto"),
 }
 
 OPPORTUNITY_TABLE = {
@@ -143,7 +157,7 @@ OPPORTUNITY_PATHS = {
 
 @pytest.mark.parametrize(("state", "action"), list(OPPORTUNITY_TABLE))
 def test_opportunity_transition_table(company, ana, state, action):
-    opportunity = services.opportunity_create(company=company, contact=ana, title="Cafetería")
+    opportunity = opportunity_create(company=company, contact=ana, title="Cafetería")
     for step in OPPORTUNITY_PATHS[state]:
         opportunity = OPPORTUNITY_ACTIONS[step](opportunity)
     assert opportunity.state == state

@@ -22,14 +22,9 @@ from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Company, Contact, Conversation
 from sales.models import Opportunity, Product, Quote, QuoteLine
-from sales.services import (
-    QuoteItem,
-    price_list_item_set,
-    product_create,
-    quote_accept,
-    quote_create,
-    quote_reject,
-)
+from sales.services.catalog import price_list_item_set, product_create
+from sales.services.quote_lifecycle import quote_accept, quote_create, quote_reject
+from sales.services.quote_pricing import QuoteItem
 from tests.sales.conftest import Catalog
 from tests.statements import call_statements, shape
 

@@ -19,13 +19,9 @@ from core.models import Company, Contact, Conversation, SecurityEvent
 from core.roles import staff_membership_set
 from core.services import contact_create
 from sales.models import Quote
-from sales.services import (
-    QuoteItem,
-    price_list_create,
-    price_list_item_set,
-    product_create,
-    quote_create,
-)
+from sales.services.catalog import price_list_create, price_list_item_set, product_create
+from sales.services.quote_lifecycle import quote_create
+from sales.services.quote_pricing import QuoteItem
 from support.models import Case
 from support.services import case_open
 

@@ -1,0 +1,263 @@
+"""The instant-level check of one slot, inside the booking transaction, under a lock."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+
+from django.db.models import Exists
+from django.utils.translation import gettext as _g
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from agenda.availability.busy import blocked_range, scheduled_in_window, working_intervals
+from agenda.availability.queries import SETTINGS_FIELDS, loaded
+from agenda.availability.search import customer_limits, nearest_free_slots
+from agenda.availability.slots import describe_slots
+from agenda.models import AgendaSettings, Professional, Service, TimeOff, lock_schedules
+from agenda.selectors import agenda_settings_for
+from core.errors import ValidationFailed
+from core.models import Company
+
+
+def _unavailable(
+    message: str,
+    code: str,
+    *,
+    company: Company,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    now: datetime,
+    exclude_appointment_id: int | None,
+) -> ValidationFailed:
+    nearest = nearest_free_slots(
+        company=company,
+        service=service,
+        around=starts_at,
+        now=now,
+        prefer=professional,
+        exclude_appointment_id=exclude_appointment_id,
+    )
+    described = describe_slots(nearest, company.tz)
+    if described:
+        options = "; ".join(
+            _g("%(weekday)s %(date)s a las %(time)s con %(professional)s") % d for d in described
+        )
+        message = _g(
+            "%(problem)s Las franjas libres más cercanas son: %(options)s. "
+            "Consulte la disponibilidad para reservar una de ellas."
+        ) % {"problem": message, "options": options}
+    else:
+        message = _g("%(problem)s No hay franjas libres cerca de esa fecha.") % {"problem": message}
+    return ValidationFailed(message, code=code, nearest_free_slots=described)
+
+
+def slot_taken_error(
+    *,
+    company: Company,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    now: datetime,
+    exclude_appointment_id: int | None = None,
+) -> ValidationFailed:
+    return _unavailable(
+        _g("Esa franja ya está ocupada."),
+        "slot_taken",
+        company=company,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        now=now,
+        exclude_appointment_id=exclude_appointment_id,
+    )
+
+
+@dataclass(frozen=True)
+class SlotFacts:
+    """Everything `slot_check` decides on for one professional at one start, read together:
+    the company's booking rules, whether the professional is an active one of the company who
+    gives the service, their weekly hours, and whether time off or another scheduled
+    appointment touches the blocked range (the service plus its buffers)."""
+
+    company: Company
+    service: Service
+    professional: Professional
+    starts_at: datetime
+    exclude_appointment_id: int | None
+    settings: AgendaSettings
+    bookable: bool
+    weekly: dict[int, list[tuple[time, time]]]
+    time_off: bool
+    taken: bool
+
+
+def slot_facts(
+    *,
+    company: Company,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    exclude_appointment_id: int | None = None,
+) -> SlotFacts:
+    """The facts of a slot in one statement (after the lock): the professional's row LEFT JOIN
+    their hours and the company's agenda settings, with three EXISTS (gives the service; time
+    off; another scheduled appointment, but `exclude_appointment_id`) on the same bounded index
+    scans as a slot search. One snapshot, so the check sees one instant.
+
+    First, in a statement of its own, the professional's row is locked until the transaction
+    ends (`lock_schedules`), for two reasons. The bookings of one professional check and write
+    one at a time: without it, two inserts that overlap can each find the other's uncommitted
+    row in the exclusion constraint's check and wait for each other, a deadlock PostgreSQL
+    breaks by failing one of them (a SYSTEM answer instead of "taken"), and fifty customers
+    racing for a slot on a busy machine could make a chain of them. And a change of the
+    professional's schedule in flight (time off, hours, services, which take the same lock)
+    commits before the facts are read: the facts' statement, started after the lock is held,
+    sees it (a statement that waited for the lock itself would still read the schedule of
+    its start). Call inside a transaction.
+    """
+    block_from, block_until = blocked_range(service, starts_at)
+    appointments = scheduled_in_window([professional.pk], block_from, block_until)
+    if exclude_appointment_id is not None:
+        appointments = appointments.exclude(pk=exclude_appointment_id)
+    time_off = TimeOff.objects.filter(
+        professional_id=professional.pk, ends_at__gt=block_from, starts_at__lt=block_until
+    )
+    gives = Professional.services.through.objects.filter(
+        professional_id=professional.pk, service_id=service.pk
+    )
+    lock_schedules([professional.pk])
+    rows = (
+        Professional.objects.filter(company=company, pk=professional.pk)
+        .order_by()
+        .annotate(gives=Exists(gives), off=Exists(time_off), taken=Exists(appointments))
+        .values_list(
+            "active",
+            "gives",
+            "off",
+            "taken",
+            "working_hours__weekday",
+            "working_hours__start_time",
+            "working_hours__end_time",
+            *[f"company__agenda_settings__{name}" for name in SETTINGS_FIELDS],
+        )
+    )
+    weekly: dict[int, list[tuple[time, time]]] = defaultdict(list)
+    settings: AgendaSettings | None = None
+    bookable = in_time_off = taken = False  # no row: not a professional of this company
+    for active, gives_service, off, busy, weekday, start, end, *settings_values in rows:
+        bookable, in_time_off, taken = active and gives_service, off, busy
+        if weekday is not None:
+            weekly[weekday].append((start, end))
+        if settings is None and settings_values[0] is not None:
+            settings = loaded(
+                AgendaSettings, dict(zip(SETTINGS_FIELDS, settings_values, strict=True))
+            )
+            settings.company = company
+    if settings is None:  # the settings row is still to be created (or no such professional)
+        settings = agenda_settings_for(company=company)
+    return SlotFacts(
+        company=company,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        exclude_appointment_id=exclude_appointment_id,
+        settings=settings,
+        bookable=bookable,
+        weekly=weekly,
+        time_off=in_time_off,
+        taken=taken,
+    )
+
+
+def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool = True) -> None:
+    """Decide on a slot from its facts, read at the instant (`slot_facts`).
+
+    Raises ValidationFailed: past, too soon or too far (customer rules), service or
+    professional not bookable (a withdrawn service only for a new booking, not for a move),
+    outside working hours or in time off, or overlapping another scheduled appointment (then
+    with the nearest free slots).
+    """
+    company, service, starts_at = facts.company, facts.service, facts.starts_at
+    if starts_at <= now:
+        raise ValidationFailed(
+            _("Esa franja ya pasó. Elija una hora posterior a la actual."), code="slot_in_past"
+        )
+    settings = facts.settings
+    if enforce_customer_rules:
+        earliest, horizon = customer_limits(settings, now)
+        if starts_at < earliest:
+            raise ValidationFailed(
+                ngettext(
+                    "Esa franja empieza demasiado pronto: las reservas se hacen con al menos "
+                    "%(minutes)d minuto de antelación.",
+                    "Esa franja empieza demasiado pronto: las reservas se hacen con al menos "
+                    "%(minutes)d minutos de antelación.",
+                    settings.minimum_notice_minutes,
+                )
+                % {"minutes": settings.minimum_notice_minutes},
+                code="slot_too_soon",
+            )
+        if starts_at > horizon:
+            raise ValidationFailed(
+                _g("Solo se puede reservar con hasta %(days)d días de antelación.")
+                % {"days": settings.booking_horizon_days},
+                code="slot_beyond_horizon",
+            )
+    # A withdrawn service takes no new bookings, but the appointments already booked keep it
+    # and can still be moved (`exclude_appointment_id`: the appointment being moved).
+    moving = facts.exclude_appointment_id is not None
+    if service.company_id != company.pk or not (service.active or moving):
+        raise ValidationFailed(_("Ese servicio ya no se ofrece."), code="service_inactive")
+    if not facts.bookable:
+        raise ValidationFailed(
+            _("Ese profesional no ofrece ese servicio."), code="professional_unavailable"
+        )
+    context = {
+        "company": company,
+        "service": service,
+        "professional": facts.professional,
+        "starts_at": starts_at,
+        "now": now,
+        "exclude_appointment_id": facts.exclude_appointment_id,
+    }
+    tz = company.tz
+    ends_at = starts_at + timedelta(minutes=service.duration_minutes)
+    day = starts_at.astimezone(tz).date()
+    if not any(
+        open_at <= starts_at and ends_at <= close_at
+        for open_at, close_at in working_intervals(facts.weekly, day, tz)
+    ):
+        raise _unavailable(
+            _g("Ese horario está fuera del horario de atención."), "slot_unavailable", **context
+        )
+    if facts.time_off:
+        raise _unavailable(
+            _g("Ese profesional no atiende en ese horario."), "slot_unavailable", **context
+        )
+    if facts.taken:
+        raise slot_taken_error(**context)
+
+
+def slot_validate(
+    *,
+    company: Company,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    now: datetime,
+    enforce_customer_rules: bool = True,
+    exclude_appointment_id: int | None = None,
+) -> None:
+    """Check, at the instant, that this professional can take this service at `starts_at`
+    (`slot_check` on `slot_facts`: the lock and one statement, and more only to refuse). Call
+    inside the booking transaction, right before writing: it locks the professional's row
+    until that transaction ends (`slot_facts`)."""
+    facts = slot_facts(
+        company=company,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        exclude_appointment_id=exclude_appointment_id,
+    )
+    slot_check(facts, now=now, enforce_customer_rules=enforce_customer_rules)

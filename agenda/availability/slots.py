@@ -1,0 +1,71 @@
+"""A free slot: its public reference, what the exposure ledger keeps, how customers read it."""
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from django.utils.translation import gettext_lazy as _
+
+from agenda.availability.local_time import describe_instants, local_label
+from agenda.models import Professional
+from core.errors import ValidationFailed
+from core.models import Company
+from core.references import ALPHABET as REFERENCE_ALPHABET
+from core.references import LENGTH as REFERENCE_LENGTH
+
+
+@dataclass(frozen=True)
+class Slot:
+    professional: Professional
+    starts_at: datetime  # aware, UTC
+    ends_at: datetime
+
+    def local(self, tz: ZoneInfo) -> datetime:
+        return self.starts_at.astimezone(tz)
+
+    def label(self, tz: ZoneInfo) -> str:
+        """The loose human key of a slot: local "YYYY-MM-DD HH:MM"."""
+        return local_label(self.starts_at, tz)
+
+
+def slot_reference(company: Company, professional_id: int, starts_at: datetime) -> str:
+    """A short public code for a slot, stable across searches (the same slot keeps its code,
+    so repeated searches do not flood the ledger). It reveals nothing: a digest, not an id."""
+    seed = f"{company.pk}:{professional_id}:{int(starts_at.timestamp())}".encode()
+    number = int.from_bytes(hashlib.sha256(seed).digest()[:8], "big")
+    code = []
+    for _i in range(REFERENCE_LENGTH):
+        number, digit = divmod(number, len(REFERENCE_ALPHABET))
+        code.append(REFERENCE_ALPHABET[digit])
+    return "SL-" + "".join(code)
+
+
+def slot_ledger_data(slot: "Slot") -> dict[str, object]:
+    """What the exposure ledger keeps about a slot (server-side only, never shown)."""
+    return {"professional": slot.professional.pk, "start": slot.starts_at.isoformat()}
+
+
+def slot_from_ledger(*, company: Company, data: dict | None) -> tuple[Professional, datetime]:
+    """The professional and start instant of a slot the conversation was shown."""
+    data = data or {}
+    professional = Professional.objects.filter(company=company, pk=data.get("professional")).first()
+    try:
+        starts_at = datetime.fromisoformat(str(data.get("start")))
+    except ValueError:
+        starts_at = None
+    if professional is None or starts_at is None:
+        raise ValidationFailed(
+            _("Esa franja ya no está disponible. Consulte de nuevo la disponibilidad."),
+            code="slot_unavailable",
+        )
+    return professional, starts_at
+
+
+def describe_slots(slots: list[Slot], tz: ZoneInfo) -> list[dict[str, str]]:
+    """What customers are told of each slot: local date, weekday and time, and who."""
+    described = describe_instants([s.starts_at for s in slots], tz)
+    return [
+        {**d, "professional": s.professional.display_name}
+        for s, d in zip(slots, described, strict=True)
+    ]

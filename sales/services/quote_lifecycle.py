@@ -1,0 +1,306 @@
+"""A quote's life: created priced by the system, sent, accepted, rejected or expired.
+
+Lock order, everywhere, to keep concurrent writers free of deadlocks: quote, then its
+opportunity, then its products by ascending primary key.
+"""
+
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django_fsm import can_proceed
+
+from core.errors import NotInCompany, ValidationFailed
+from core.jobs import task_named
+from core.models import Company, Contact, Conversation
+from core.references import insert_with_fresh_reference
+from core.transactions import without_savepoint
+from sales.models import Opportunity, PriceList, Quote, QuoteLine
+from sales.selectors import price_list_current
+from sales.services.catalog import insufficient_stock, stock_reserve
+from sales.services.opportunities import opportunity_state_error
+from sales.services.quote_guards import quote_guard, quote_lock, quote_state_error
+from sales.services.quote_pricing import (
+    QuoteItem,
+    check_expected_total,
+    quote_total_compute,
+    require_price_list,
+)
+
+QUOTE_VALIDITY = timedelta(days=15)
+
+
+def quote_create(
+    *,
+    company: Company,
+    contact: Contact,
+    items: Iterable[QuoteItem],
+    expected_total: Decimal | str | None = None,
+    opportunity: Opportunity | None = None,
+    conversation: Conversation | None = None,
+    send: bool = True,
+    by: Any = None,
+    now: datetime | None = None,
+) -> Quote:
+    """Create a quote priced by the system, and (by default) send it to the contact.
+
+    The expected total, when given, must equal the computed one (VALIDATION with the real
+    total otherwise). Stock is looked at, not reserved: reservation happens at acceptance.
+    Every check comes before the first write; the quote comes back with its lines.
+    """
+    now = now or timezone.now()
+    NotInCompany.check(
+        contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
+    )
+
+    def create() -> Quote:
+        locked_opportunity = None
+        if opportunity is not None:
+            locked_opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
+            NotInCompany.check(
+                locked_opportunity.company_id,
+                company.pk,
+                _("No encontré esa oportunidad."),
+                code="opportunity_not_found",
+            )
+            if locked_opportunity.contact_id != contact.pk:
+                raise ValueError("the opportunity belongs to another contact")
+            if locked_opportunity.is_closed:
+                raise opportunity_state_error(locked_opportunity)
+        price_list = require_price_list(company, now)
+        totals = quote_total_compute(company=company, price_list=price_list, items=items)
+        check_expected_total(expected_total, totals.total, totals.currency)
+        for line in totals.lines:
+            if line.product.track_stock and line.product.quantity_available < line.quantity:
+                raise insufficient_stock(line.product)
+        quote = Quote(
+            company=company,
+            contact=contact,
+            price_list=price_list,
+            currency=totals.currency,
+            subtotal=totals.subtotal,
+            tax_total=totals.tax,
+            total=totals.total,
+            valid_until=_validity_end(price_list, now),
+            opportunity=locked_opportunity,
+            conversation=conversation,
+        )
+        insert_with_fresh_reference(quote, prefix="QT")
+        lines = QuoteLine.objects.bulk_create(
+            QuoteLine(
+                quote=quote,
+                position=position,
+                product=line.product,
+                sku=line.product.sku,
+                name=line.product.name,
+                quantity=line.quantity,
+                unit_price=line.unit_price,
+                tax_rate=line.tax_rate,
+                subtotal=line.subtotal,
+                tax=line.tax,
+                total=line.total,
+            )
+            for position, line in enumerate(totals.lines, start=1)
+        )
+        _lines_known(quote, lines)
+        if send:
+            # The row was inserted by this transaction: no other one sees it, nothing to lock.
+            _quote_send_locked(quote, by=by, now=now)
+        return quote
+
+    return without_savepoint(create)
+
+
+def _lines_known(quote: Quote, lines: list[QuoteLine]) -> None:
+    """Give `quote.lines.all()` the lines just inserted, as prefetch_related would, so showing
+    the new quote reads nothing again."""
+    known = quote.lines.all()
+    known._result_cache = lines
+    known._prefetch_done = True
+    quote._prefetched_objects_cache = {"lines": known}
+
+
+def quote_send(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
+    """Send a draft quote: it becomes answerable, and it is emailed after commit.
+
+    A draft goes out only at the prices the company quotes at `now`: one priced from a list
+    that has closed or been replaced as the current one is refused (staff draft it again),
+    and so is one whose opportunity is already closed.
+    """
+    now = now or timezone.now()
+
+    def send() -> Quote:
+        locked = quote_lock(quote)
+        quote_guard(locked, locked.send, now)
+        _check_draft_still_quotable(locked, now)
+        _quote_send_locked(locked, by=by, now=now)
+        return locked
+
+    return without_savepoint(send)
+
+
+def _check_draft_still_quotable(quote: Quote, now: datetime) -> None:
+    """Refuse to send a draft whose prices or opportunity no longer hold at `now`. Call while
+    holding the quote's row lock (lock order: the quote, then its opportunity)."""
+    current = price_list_current(company=quote.company, at=now)
+    if current is None or current.pk != quote.price_list_id:
+        raise ValidationFailed(
+            _(
+                "Este borrador se preparó con una lista de precios que ya no está vigente; "
+                "prepare una cotización nueva."
+            ),
+            code="price_list_outdated",
+        )
+    quote.price_list = current  # the same list, as it is now: its window bounds the validity
+    if quote.opportunity_id is not None:
+        opportunity = Opportunity.objects.select_for_update().get(pk=quote.opportunity_id)
+        if opportunity.is_closed:
+            raise opportunity_state_error(opportunity)
+
+
+def _quote_send_locked(quote: Quote, *, by: Any, now: datetime) -> None:
+    """Call while holding the quote's row lock (or having inserted it in this transaction),
+    with `quote.price_list` current at `now`."""
+    quote_guard(quote, quote.send, now)
+    # The customer gets the whole validity from the day it is sent, not what is left of a
+    # draft's (a draft kept for two weeks would give them a day); the price list may end first.
+    valid_until = _validity_end(quote.price_list, now)
+    if valid_until <= now:  # never email an offer that is already over
+        raise quote_state_error(Quote.State.EXPIRED)
+    quote.send(by=by)
+    quote.sent_at = now
+    quote.valid_until = valid_until
+    quote.save(update_fields=["state", "sent_at", "valid_until"])
+    quote_id = quote.pk  # a plain closure: Django's robust on_commit logs the callable's name
+    transaction.on_commit(lambda: _enqueue_quote_email(quote_id), robust=True)
+
+
+def _validity_end(price_list: PriceList, now: datetime) -> datetime:
+    """Until when a quote priced from `price_list` and sent at `now` may be accepted."""
+    valid_until = now + QUOTE_VALIDITY
+    if price_list.valid_until is not None:
+        valid_until = min(valid_until, price_list.valid_until)
+    return valid_until
+
+
+def _enqueue_quote_email(quote_id: int) -> None:
+    """Publish the email task (after commit). If the broker is down this raises, on_commit
+    (robust) logs it, and the quote stays sent: quote_emails_pending picks it up later."""
+    task_named("sales.tasks.quote_email_send").delay(quote_id)
+
+
+def quote_accept(
+    *,
+    quote: Quote,
+    expected_total: Decimal | str | None = None,
+    authorize: Callable[[], None] | None = None,
+    by: Any = None,
+    now: datetime | None = None,
+    locked: bool = False,
+) -> Quote:
+    """Accept a sent, still valid quote: reserve its stock and win its opportunity.
+
+    `authorize`, if given, runs after the state, validity and total checks and before any
+    effect (the tool's step-up check): a quote that cannot be accepted anyway says why
+    without asking the customer for a code first. `locked`: the caller read `quote` under
+    its row lock in the current transaction (quote_get(for_update=True)), so it is not read
+    again.
+
+    Stock is checked and reserved here, under row locks on the products taken in primary-key
+    order, so concurrent acceptances serialise per product and never oversell. Every check
+    comes before the first write.
+    """
+    now = now or timezone.now()
+
+    def accept() -> Quote:
+        current = quote if locked else quote_lock(quote)
+        quote_guard(current, current.accept, now)
+        check_expected_total(expected_total, current.total, current.currency)
+        if authorize is not None:
+            authorize()
+        opportunity = None
+        if current.opportunity_id is not None:
+            opportunity = Opportunity.objects.select_for_update().get(pk=current.opportunity_id)
+            if opportunity.state == Opportunity.State.LOST:
+                raise ValidationFailed(
+                    _(
+                        "Esta cotización ya no se puede aceptar; le pondremos en contacto con "
+                        "ventas."
+                    ),
+                    code="opportunity_lost",
+                )
+        stock_reserve(current)
+        current.accept(by=by)
+        current.resolved_at = now
+        current.save(update_fields=["state", "resolved_at"])
+        if opportunity is not None and not opportunity.is_closed:
+            opportunity.amount = current.total
+            opportunity.currency = current.currency
+            opportunity.win(by=by)
+            opportunity.closed_at = now
+            opportunity.save(update_fields=["amount", "currency", "state", "closed_at"])
+        return current
+
+    return without_savepoint(accept)
+
+
+def quote_reject(
+    *,
+    quote: Quote,
+    reason: str = "",
+    by: Any = None,
+    now: datetime | None = None,
+    locked: bool = False,
+) -> Quote:
+    """Reject a sent, still valid quote. `locked` as in quote_accept."""
+    now = now or timezone.now()
+
+    def reject() -> Quote:
+        current = quote if locked else quote_lock(quote)
+        quote_guard(current, current.reject, now)
+        current.reject(by=by)
+        current.rejection_reason = reason.strip()[:300]
+        current.resolved_at = now
+        current.save(update_fields=["state", "rejection_reason", "resolved_at"])
+        return current
+
+    return without_savepoint(reject)
+
+
+@transaction.atomic
+def quote_expire(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
+    """Mark an open quote expired (the beat task does it past validity; staff may withdraw)."""
+    now = now or timezone.now()
+    quote = quote_lock(quote)
+    if not can_proceed(quote.expire):
+        raise quote_state_error(quote.state)
+    quote.expire(by=by)
+    quote.resolved_at = now
+    quote.save(update_fields=["state", "resolved_at"])
+    return quote
+
+
+def quotes_expire_due(*, now: datetime | None = None, batch: int = 500) -> int:
+    """Expire open quotes past their validity; return how many. Each in its own transaction,
+    skipping quotes another transaction holds (an acceptance checks the instant itself)."""
+    now = now or timezone.now()
+    due = list(
+        Quote.objects.lapsed(now).order_by("valid_until").values_list("pk", flat=True)[:batch]
+    )
+    expired = 0
+    for pk in due:
+        with transaction.atomic():
+            quote = (
+                Quote.objects.select_for_update(skip_locked=True).lapsed(now).filter(pk=pk).first()
+            )
+            if quote is None:
+                continue
+            quote.expire()
+            quote.resolved_at = now
+            quote.save(update_fields=["state", "resolved_at"])
+            expired += 1
+    return expired
