@@ -157,7 +157,7 @@ class StepUpPolicyAdmin(CompanyScopedAdmin):
         self._tell_when_applied(request)
 
     def _tell_when_applied(self, request: HttpRequest) -> None:
-        # Servers keep a company's policy for a few seconds (core.identity.step_up_policies).
+        # Servers keep a company's policy a few seconds (core.identity.step_up.step_up_policies).
         self.message_user(
             request,
             _("Every server applies this change within %(seconds)d seconds.")
