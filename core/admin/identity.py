@@ -21,7 +21,7 @@ from core.models import (
     default_step_up_actions,
 )
 from core.step_up import step_up_actions
-from core.verification import challenge_issue, challenge_resend, challenge_revoke
+from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
 
 
 @admin.register(Contact)
