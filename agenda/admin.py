@@ -23,8 +23,7 @@ from agenda.availability.check import slot_validate
 from agenda.availability.local_time import describe_instant, local_instant
 from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
 from agenda.selectors import appointments_for_day, appointments_within_time_off
-from core.admin import CompanyScopedAdmin, TransitionHistoryInline
-from core.admin_fsm import ServiceTransitionsAdmin
+from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
 from core.errors import GaranteError
 from core.models import Company
 from core.roles import staff_company_ids

@@ -5,7 +5,7 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from core.identity import step_up_policies
+from core.identity.step_up import step_up_policies
 from core.models import Company, GatewayCredential, StepUpPolicy
 from core.selectors import authentications
 

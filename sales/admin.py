@@ -15,8 +15,7 @@ from django.db.models import Q
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from core.admin import CompanyScopedAdmin, TransitionHistoryInline
-from core.admin_fsm import ServiceTransitionsAdmin
+from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
 from core.errors import GaranteError
 from core.models import Contact
 from core.roles import staff_company_ids

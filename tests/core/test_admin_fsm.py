@@ -1,4 +1,4 @@
-"""The admin's transition buttons, wired once (core.admin_fsm.ServiceTransitionsAdmin): every
+"""The admin's transition buttons, wired once (core.admin.ServiceTransitionsAdmin): every
 model with transitions uses it, a button is offered only when the state allows it now and a
 service applies it, and a posted name that is no such button changes nothing."""
 
@@ -7,7 +7,7 @@ from django.contrib import admin
 from django_fsm import FSMFieldMixin
 from django_fsm_log.models import StateLog
 
-from core.admin_fsm import ServiceTransitionsAdmin
+from core.admin import ServiceTransitionsAdmin
 from support import services
 from support.models import Case
 from tests.support.test_admin import change_form_data, change_url, transition_buttons

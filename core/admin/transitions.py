@@ -1,17 +1,23 @@
-"""The admin's state-transition buttons, wired once for every model with transitions: offered
-only when the state allows them now, applied by the domain service, never the model method."""
+"""The admin's state transitions, wired once for every model with them.
+
+The buttons are offered only when the state allows them now and applied by the domain
+service, never the model method; the history shows the changes made, read-only.
+"""
 
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
+from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
 from django_fsm import Transition
 from django_fsm.admin import FSMAdminMixin
+from django_fsm_log.admin import StateLogInline
+from django_fsm_log.models import StateLog
 
 from core.errors import GaranteError
 
@@ -92,3 +98,52 @@ class ServiceTransitionsAdmin(FSMAdminMixin):
             return False
         self.message_user(request, self.fsm_done_message(done), level=messages.SUCCESS)
         return True
+
+
+class TransitionHistoryInline(StateLogInline):
+    """django-fsm-log's history of an object, in the staff's language: which button, from
+    which state to which, who, when. Read-only, newest first."""
+
+    fields = ["when", "transition_shown", "from_state", "to_state", "by_shown", "note"]
+    verbose_name = _("state change")
+    verbose_name_plural = _("state history")
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return self.fields
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return True  # whoever may see the object may see its history
+
+    @admin.display(description=_("when"))
+    def when(self, log: StateLog) -> str:
+        return formats.date_format(timezone.localtime(log.timestamp), "SHORT_DATETIME_FORMAT")
+
+    @admin.display(description=_("note"))
+    def note(self, log: StateLog) -> str:
+        return log.description or "—"
+
+    @admin.display(description=_("action"))
+    def transition_shown(self, log: StateLog) -> str:
+        method = getattr(log.content_type.model_class(), log.transition, None)
+        meta = getattr(method, "_django_fsm", None)
+        for transition in getattr(meta, "transitions", {}).values():
+            if transition.custom.get("label"):
+                return str(transition.custom["label"])
+        return log.transition
+
+    @admin.display(description=_("from"))
+    def from_state(self, log: StateLog) -> str:
+        return log.get_source_state_display() or "—"
+
+    @admin.display(description=_("to"))
+    def to_state(self, log: StateLog) -> str:
+        return log.get_state_display()
+
+    @admin.display(description=_("by"))
+    def by_shown(self, log: StateLog) -> str:
+        if log.by is None:
+            return _("the conversational agent or the system")
+        return f"{log.by.get_full_name() or log.by.get_username()} ({log.by.get_username()})"

@@ -1,0 +1,31 @@
+"""Staff admin for the core models, and the scoping and transition wiring every admin uses.
+
+Django's autodiscovery imports this package: importing the modules below registers the core
+models' admins. Other apps' admin modules import the shared bases from here.
+"""
+
+from core.admin.identity import (
+    ContactAdmin,
+    ConversationAdmin,
+    SecurityEventAdmin,
+    StepUpPolicyAdmin,
+    VerificationChallengeAdmin,
+)
+from core.admin.scoping import CompanyScopedAdmin, values_filter
+from core.admin.tenants import CompanyAdmin, GatewayCredentialAdmin, StaffMembershipAdmin
+from core.admin.transitions import ServiceTransitionsAdmin, TransitionHistoryInline
+
+__all__ = [
+    "CompanyAdmin",
+    "CompanyScopedAdmin",
+    "ContactAdmin",
+    "ConversationAdmin",
+    "GatewayCredentialAdmin",
+    "SecurityEventAdmin",
+    "ServiceTransitionsAdmin",
+    "StaffMembershipAdmin",
+    "StepUpPolicyAdmin",
+    "TransitionHistoryInline",
+    "VerificationChallengeAdmin",
+    "values_filter",
+]

@@ -1,0 +1,261 @@
+"""Staff admin for who is talking: contacts, conversations, step-up, security events, codes."""
+
+import math
+import re
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from core.admin.scoping import CompanyScopedAdmin
+from core.errors import GaranteError
+from core.models import (
+    Contact,
+    Conversation,
+    SecurityEvent,
+    StepUpPolicy,
+    VerificationChallenge,
+    default_step_up_actions,
+)
+from core.step_up import step_up_actions
+from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
+
+
+@admin.register(Contact)
+class ContactAdmin(CompanyScopedAdmin):
+    list_display = ["__str__", "company", "document_number", "phone", "email", "created_at"]
+    list_filter = ["company"]
+    search_fields = ["first_name", "last_name", "document_number", "phone", "email"]
+
+    def save_model(self, request, obj, form, change):
+        from core.normalize import normalize_document, normalize_email, normalize_phone
+
+        country = obj.company.country
+        obj.document_number = (
+            normalize_document(obj.document_number, country) if obj.document_number else ""
+        )
+        obj.phone = normalize_phone(obj.phone, country) if obj.phone else ""
+        obj.email = normalize_email(obj.email) if obj.email else ""
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Conversation)
+class ConversationAdmin(CompanyScopedAdmin):
+    list_display = ["external_id", "company", "contact", "identified_at", "last_seen_at"]
+    list_filter = ["company"]
+    # The contact is optional (an unidentified conversation), so Django's own select_related of
+    # list_display's foreign keys would leave it out: a query per row.
+    list_select_related = ["company", "contact"]
+    search_fields = ["external_id"]
+    readonly_fields = [f.name for f in Conversation._meta.fields]
+    actions = ["send_code_by_sms", "send_code_by_email"]
+    action_permissions = {"issue_code": "core.add_verificationchallenge"}
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_issue_code_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("core.add_verificationchallenge")
+
+    def _issue(self, request: HttpRequest, queryset: QuerySet, channel: str) -> None:
+        """Staff issue a code for the caller of each conversation, to the identified contact's
+        own registered channel (the same service, limits and delivery as the tool)."""
+        for conversation in queryset.select_related("contact"):
+            if conversation.contact is None:
+                self.message_user(
+                    request,
+                    _("%(c)s: nobody has identified in this conversation yet.")
+                    % {"c": conversation},
+                    messages.ERROR,
+                )
+                continue
+            try:
+                challenge = challenge_issue(
+                    contact=conversation.contact,
+                    channel=channel,
+                    conversation=conversation,
+                    issued_by=request.user,
+                )
+            except GaranteError as error:
+                self.message_user(request, f"{conversation}: {error.user_message}", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                _("%(c)s: a code is on its way to %(to)s.")
+                % {"c": conversation, "to": challenge.masked_destination},
+            )
+
+    @admin.action(description=_("Send a verification code by SMS"), permissions=["issue_code"])
+    def send_code_by_sms(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._issue(request, queryset, "sms")
+
+    @admin.action(description=_("Send a verification code by email"), permissions=["issue_code"])
+    def send_code_by_email(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._issue(request, queryset, "email")
+
+
+class StepUpPolicyForm(forms.ModelForm):
+    actions_text = forms.CharField(
+        label=_("Actions that need a verification code"),
+        widget=forms.Textarea(attrs={"rows": 6}),
+        required=False,
+        help_text=_("One tool name per line, e.g. accept_quote or update_contact_details."),
+    )
+
+    class Meta:
+        model = StepUpPolicy
+        fields = ["company"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        actions = self.instance.actions if self.instance.pk else default_step_up_actions()
+        self.fields["actions_text"].initial = "\n".join(actions)
+
+    def clean_actions_text(self) -> list[str]:
+        names = [line.strip() for line in self.cleaned_data["actions_text"].splitlines()]
+        names = [n for n in names if n]
+        invalid = [n for n in names if not _TOOL_NAME.match(n)]
+        if invalid:
+            raise forms.ValidationError(
+                _("Not a tool name: %(names)s"), params={"names": ", ".join(invalid)}
+            )
+        # A name the tools do not check would protect nothing while seeming to.
+        can_ask = step_up_actions()
+        unable = [n for n in names if n not in can_ask]
+        if unable:
+            raise forms.ValidationError(
+                _(
+                    "Not a tool that acts for an identified customer, so it cannot ask for a "
+                    "code: %(names)s"
+                ),
+                params={"names": ", ".join(unable)},
+            )
+        return sorted(set(names))
+
+    def save(self, commit: bool = True) -> StepUpPolicy:
+        self.instance.actions = self.cleaned_data["actions_text"]
+        return super().save(commit=commit)
+
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+@admin.register(StepUpPolicy)
+class StepUpPolicyAdmin(CompanyScopedAdmin):
+    form = StepUpPolicyForm
+    list_display = ["company", "actions", "updated_at"]
+
+    def save_model(self, request: HttpRequest, obj, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        self._tell_when_applied(request)
+
+    def delete_model(self, request: HttpRequest, obj) -> None:
+        super().delete_model(request, obj)
+        self._tell_when_applied(request)
+
+    def _tell_when_applied(self, request: HttpRequest) -> None:
+        # Servers keep a company's policy a few seconds (core.identity.step_up.step_up_policies).
+        self.message_user(
+            request,
+            _("Every server applies this change within %(seconds)d seconds.")
+            % {"seconds": math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)},
+        )
+
+
+@admin.register(SecurityEvent)
+class SecurityEventAdmin(CompanyScopedAdmin):
+    list_display = [
+        "created_at",
+        "kind",
+        "company",
+        "conversation_key",
+        "contact",
+        "claimed_contact",
+        "credential",
+    ]
+    list_filter = ["kind", "company"]
+    search_fields = ["conversation_key"]
+    list_select_related = ["company", "contact", "claimed_contact", "credential"]
+    # The digest counts failures per identifier value; it means nothing to a reader.
+    exclude = ["identifier_digest"]
+    date_hierarchy = "created_at"
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return [f.name for f in SecurityEvent._meta.fields if f.name != "identifier_digest"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(VerificationChallenge)
+class VerificationChallengeAdmin(CompanyScopedAdmin):
+    """Status, channel, masked destination, attempts and times; never the code, its HMAC or
+    the full destination. Codes are issued from the conversation list (an action there)."""
+
+    list_display = [
+        "created_at",
+        "contact",
+        "channel",
+        "masked_destination",
+        "status",
+        "delivery_status",
+        "attempts",
+        "expires_at",
+        "sent_at",
+    ]
+    list_filter = ["status", "delivery_status", "channel", "company"]
+    search_fields = ["conversation__external_id", "contact__first_name", "contact__last_name"]
+    list_select_related = ["contact"]
+    fields = [
+        "company",
+        "contact",
+        "conversation",
+        "channel",
+        "masked_destination",
+        "status",
+        "attempts",
+        "created_at",
+        "expires_at",
+        "verified_at",
+        "delivery_status",
+        "delivery_attempts",
+        "delivery_error",
+        "provider_message_id",
+        "provider_status",
+        "sent_at",
+        "issued_by",
+    ]
+    actions = ["revoke", "resend"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return self.fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description=_("Revoke selected codes"), permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
+        revoked = sum(challenge_revoke(challenge=c) for c in queryset)
+        self.message_user(request, _("Revoked %(n)d code(s).") % {"n": revoked})
+
+    @admin.action(
+        description=_("Resend: a new code to the same contact and channel"),
+        permissions=["change"],
+    )
+    def resend(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for challenge in queryset.select_related("contact", "conversation"):
+            try:
+                fresh = challenge_resend(challenge=challenge, issued_by=request.user)
+            except GaranteError as error:
+                self.message_user(request, str(error.user_message), messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                _("A new code is on its way to %(to)s.") % {"to": fresh.masked_destination},
+            )

@@ -1,0 +1,128 @@
+"""Staff admin for the tenants: companies, their staff memberships and gateway credentials."""
+
+import math
+from typing import Any
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from core.admin.scoping import CompanyScopedAdmin
+from core.models import Company, GatewayCredential, StaffMembership
+from core.roles import staff_company_ids, staff_membership_remove, staff_membership_set
+from core.services import gateway_credential_issue, gateway_credential_revoke
+
+
+@admin.register(Company)
+class CompanyAdmin(CompanyScopedAdmin):
+    company_path = "pk"
+    list_display = ["name", "environment", "timezone", "language", "currency"]
+    list_filter = ["environment"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    # Which companies exist, under which slug, and which are sandboxes (where the tool API's
+    # fault switch works) are the platform operator's: a company's admin edits the rest. An
+    # editable slug also told them, by its "already exists" error, other companies' slugs.
+    operator_fields = ("slug", "environment")
+    fieldsets = [
+        (None, {"fields": ["name", "slug", "timezone", "language", "currency", "country"]}),
+        (_("Environment"), {"fields": ["environment"]}),
+        (
+            _("Limits on failed identifications"),
+            {
+                "description": _(
+                    "Each limit counts failed identifications in a sliding window. Past "
+                    "one, identification answers 'too many attempts' with the seconds to "
+                    "wait, the same for every identifier."
+                ),
+                "fields": [
+                    ("identify_failures_per_conversation", "identify_conversation_window_minutes"),
+                    ("identify_failures_per_credential", "identify_credential_window_minutes"),
+                    ("identify_failures_per_identifier", "identify_identifier_window_minutes"),
+                ],
+            },
+        ),
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> Any:
+        readonly = super().get_readonly_fields(request, obj)
+        return readonly if request.user.is_superuser else (*readonly, *self.operator_fields)
+
+    def get_prepopulated_fields(self, request: HttpRequest, obj=None) -> dict:
+        return super().get_prepopulated_fields(request, obj) if request.user.is_superuser else {}
+
+
+@admin.register(StaffMembership)
+class StaffMembershipAdmin(CompanyScopedAdmin):
+    """Memberships go through core.roles, which keeps the user's role groups in step."""
+
+    list_display = ["user", "company", "role"]
+    list_filter = ["role", "company"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return ["user", "company"] if obj is not None else []
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        ids = staff_company_ids(request)
+        if db_field.name == "user" and ids is not None:
+            # Colleagues, or accounts no company has taken on yet; never another company's staff.
+            kwargs["queryset"] = (
+                get_user_model()
+                .objects.filter(
+                    Q(memberships__company__in=ids) | Q(memberships__isnull=True),
+                    is_superuser=False,
+                )
+                .distinct()
+                .order_by("username")
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        membership = staff_membership_set(user=obj.user, company=obj.company, role=obj.role)
+        obj.pk = membership.pk
+
+    def delete_model(self, request, obj):
+        staff_membership_remove(memberships=[obj])
+
+    def delete_queryset(self, request, queryset):
+        staff_membership_remove(memberships=queryset.select_related("user"))
+
+
+@admin.register(GatewayCredential)
+class GatewayCredentialAdmin(CompanyScopedAdmin):
+    list_display = ["name", "company", "token_prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["company"]
+    fields = ["company", "name", "token_prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["token_prefix", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        credential, token = gateway_credential_issue(company=obj.company, name=obj.name)
+        obj.pk = credential.pk
+        obj.token_prefix = credential.token_prefix
+        obj.token_hash = credential.token_hash
+        messages.warning(
+            request,
+            _("Copy this token now; it will not be shown again: %(token)s") % {"token": token},
+        )
+
+    @admin.action(description=_("Revoke selected credentials"), permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
+        revoked = 0
+        for credential in queryset.filter(revoked_at__isnull=True):
+            gateway_credential_revoke(credential=credential)
+            revoked += 1
+        self.message_user(
+            request,
+            _("Revoked %(n)d credential(s); every server refuses them within %(seconds)d seconds.")
+            % {"n": revoked, "seconds": math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)},
+        )

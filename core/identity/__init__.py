@@ -1,0 +1,32 @@
+"""Who is talking: identification, ownership checks and step-up requirements (seed 1 §2).
+
+The Gateway sends no authenticated end user. A conversation becomes bound to one contact by
+`identify_contact` (core.identity.binding); every sensitive tool then takes that contact's
+identifier as a parameter and calls `contact_for_conversation`, then `check_owner` on its
+target entity (core.identity.ownership), and, when the company's policy says so,
+`require_step_up` (core.identity.step_up). Failed identifications are limited
+(core.identity.limits). Callers outside core import these names from here; core's own
+modules import them from the module that defines them.
+"""
+
+from core.identity.binding import identify_contact
+from core.identity.ownership import check_owner, contact_for_conversation, identified_contact
+from core.identity.step_up import (
+    conversation_is_verified,
+    require_step_up,
+    security_event_record,
+    step_up_actions,
+    step_up_policies,
+)
+
+__all__ = [
+    "check_owner",
+    "contact_for_conversation",
+    "conversation_is_verified",
+    "identified_contact",
+    "identify_contact",
+    "require_step_up",
+    "security_event_record",
+    "step_up_actions",
+    "step_up_policies",
+]

@@ -1,0 +1,141 @@
+"""Binding a conversation to the contact it identifies as, and refusing an identity switch."""
+
+from functools import cache
+
+from django.db import connection
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from core.errors import NotFound, PermissionRefused
+from core.identity.identifiers import CONTACT_FIELD, Identifier, normalize_identifier
+from core.identity.limits import Attempt, failure_record, refuse_when_too_many_failures
+from core.identity.step_up import verification_drop
+from core.models import Contact, Conversation, SecurityEvent
+from core.sql import column, selected, update_fields
+from core.transactions import without_savepoint
+
+# What a conversation knows of its identity, read again under the row lock.
+_IDENTITY_FIELDS = (
+    "contact_id",
+    "identified_via",
+    "identified_at",
+    "verified_at",
+    "verified_until",
+)
+
+
+def _contact_with(*, company_id: int, identifier: Identifier) -> Contact | None:
+    """The company's contact with this identifier: at most one, an identifier being unique in
+    a company. SQL built from the model's metadata (core.sql), as every identification asks."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _contact_with_sql(connection.vendor, identifier.kind), [company_id, identifier.value]
+        )
+        row = cursor.fetchone()
+    return None if row is None else selected(Contact).instance(row)
+
+
+@cache
+def _contact_with_sql(vendor: str, kind: str) -> str:
+    """The SQL of _contact_with for one kind of identifier, built once per process."""
+    table = connection.ops.quote_name(Contact._meta.db_table)
+    return (
+        f"SELECT {selected(Contact).columns} FROM {table} "
+        f"WHERE {column(Contact, 'company')} = %s "
+        f"AND {column(Contact, CONTACT_FIELD[kind])} = %s LIMIT 1"
+    )
+
+
+def identify_contact(
+    *, conversation: Conversation, kind: str, value: str, new_conversation: bool = False
+) -> Contact:
+    """Bind the conversation to the company's contact with this document, phone or email.
+
+    NotFound if nobody has it; PermissionRefused if the conversation already identified as
+    someone else (a SecurityEvent, and any verification is dropped) or, `too_many_attempts`
+    with `retry_after_seconds`, if a limit on failed identifications stands: the
+    conversation's, its gateway credential's (all its conversations) or the identifier
+    value's (all conversations of the company), each a sliding window set per company.
+    Failures are counted in the database, durably, so every app node sees them and the
+    call's rollback does not erase them. A conversation naming its own identified customer
+    again is never refused.
+
+    `new_conversation`: the caller inserted the conversation in the transaction this runs in
+    (ToolContext.conversation_is_new). Its row is then this transaction's until it ends and
+    holds what was inserted, so it is not locked and read again.
+    """
+    # The one write a refusal follows, dropping the verification on an identity switch, is
+    # meant to stand anyway.
+    return without_savepoint(
+        lambda: _identify_locked(
+            conversation=conversation, kind=kind, value=value, new=new_conversation
+        )
+    )
+
+
+def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: bool) -> Contact:
+    now = timezone.now()
+    if not new:
+        # Serialise identifications of one conversation so concurrent guesses are counted in
+        # turn (a twin of a new one waits on its insert instead). FOR NO KEY UPDATE leaves
+        # durable inserts referring to this row free to proceed.
+        locked = Conversation.objects.select_for_update(no_key=True).get(pk=conversation.pk)
+        for name in _IDENTITY_FIELDS:
+            setattr(conversation, name, getattr(locked, name))
+    identifier = normalize_identifier(kind, value, conversation.company.country)
+    if conversation.contact_id is not None:
+        own = conversation.contact
+        if own is not None and getattr(own, CONTACT_FIELD[kind]) == identifier.value:
+            # The conversation's own customer again: no guess, so no limit stands in the way
+            # (a credential at its limit never locks out conversations already identified).
+            return own
+    attempt = Attempt.of(conversation, [identifier.value])
+    # Checked before the lookup, so a refusal is the same, statement for statement, whether
+    # the identifier exists or not.
+    refuse_when_too_many_failures(attempt, now)
+    contact = _contact_with(company_id=conversation.company_id, identifier=identifier)
+    if contact is None:
+        failure_record(
+            attempt,
+            now,
+            kind=SecurityEvent.Kind.IDENTIFICATION_FAILED,
+            contact=conversation.contact,
+            detail={"via": kind},
+        )
+        raise NotFound(
+            _("No encontré ningún cliente con ese dato. ¿Puede comprobarlo?"),
+            code="contact_not_found",
+        )
+    if conversation.contact_id is not None and conversation.contact_id != contact.pk:
+        failure_record(
+            attempt,
+            now,
+            kind=SecurityEvent.Kind.IDENTITY_SWITCH,
+            contact=conversation.contact,
+            claimed_contact=contact,
+            detail={"via": kind, "during": "identify_contact"},
+        )
+        verification_drop(conversation)
+        raise _identity_changed()
+    if conversation.contact_id is None:
+        conversation.contact = contact
+        conversation.identified_via = kind
+        conversation.identified_at = now
+        # A verification belongs to whom it verified: a conversation bound again (its contact
+        # erased by staff) starts without one.
+        conversation.verified_at = conversation.verified_until = None
+        update_fields(
+            conversation,
+            ["contact", "identified_via", "identified_at", "verified_at", "verified_until"],
+        )
+    return contact
+
+
+def _identity_changed() -> PermissionRefused:
+    return PermissionRefused(
+        _(
+            "En esta conversación ya se identificó otra persona. Por seguridad no puedo "
+            "cambiar de cliente; le paso con una persona del equipo."
+        ),
+        code="identity_switch",
+    )

@@ -1,0 +1,109 @@
+"""Step-up: whether a conversation's verification holds, and which actions need one.
+
+A verification is voided by the security events of an identity alarm; which tools need one
+is the company's StepUpPolicy (core.step_up lists the tools that can ask for a code).
+"""
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from core.durable import durably
+from core.errors import PermissionRefused
+from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy
+from core.process_cache import ProcessCache
+
+# Events after which a conversation's earlier verification no longer counts.
+VERIFICATION_DROPPING_EVENTS = (
+    SecurityEvent.Kind.IDENTITY_SWITCH,
+    SecurityEvent.Kind.IDENTIFIER_MISMATCH,
+)
+
+
+def security_event_record(
+    *,
+    conversation: Conversation,
+    kind: str,
+    contact: Contact | None = None,
+    claimed_contact: Contact | None = None,
+    detail: dict[str, Any] | None = None,
+) -> SecurityEvent:
+    """Record a security event durably: it survives the rollback of the failing call."""
+    return durably(
+        lambda: SecurityEvent.objects.create(
+            company_id=conversation.company_id,
+            conversation_key=conversation.external_id,
+            kind=kind,
+            contact=contact,
+            claimed_contact=claimed_contact,
+            detail=detail or {},
+        )
+    )
+
+
+def verification_drop(conversation: Conversation) -> None:
+    """Void the conversation's verification, after an identity alarm."""
+    # The durable event already makes any earlier verification void (see
+    # conversation_is_verified); clearing the fields keeps the row honest when this commits.
+    Conversation.objects.filter(pk=conversation.pk).update(verified_until=None)
+    conversation.verified_until = None
+
+
+def conversation_is_verified(conversation: Conversation, *, now: datetime | None = None) -> bool:
+    """Whether a step-up verification of this conversation holds right now."""
+    now = now or timezone.now()
+    if conversation.contact_id is None or conversation.verified_until is None:
+        return False
+    if conversation.verified_until <= now:
+        return False
+    return not SecurityEvent.objects.filter(
+        company_id=conversation.company_id,
+        conversation_key=conversation.external_id,
+        kind__in=VERIFICATION_DROPPING_EVENTS,
+        created_at__gte=conversation.verified_at
+        or conversation.verified_until - settings.GARANTE_VERIFICATION_VALID_FOR,
+    ).exists()
+
+
+# company id -> the tool names of its StepUpPolicy row, or None when it has none (then the
+# settings' defaults apply, read at each call). Tagged with the company id: core.signals
+# forgets a company's entry whenever its policy is saved or deleted.
+step_up_policies = ProcessCache("step-up policies")
+
+
+def step_up_actions(*, company_id: int) -> list[str]:
+    """The tools this company protects with a verification code.
+
+    Read by every sensitive write and changed rarely, by staff, so kept in the process cache
+    (core.process_cache) like the company of a gateway token: a change takes effect at once in
+    the process that makes it, and in the others within GARANTE_PROCESS_CACHE_SECONDS.
+    """
+    actions = step_up_policies.get(company_id, lambda: _step_up_policy_read(company_id))
+    if actions is None:
+        return list(settings.GARANTE_STEP_UP_DEFAULT_ACTIONS)
+    return list(actions)
+
+
+def _step_up_policy_read(company_id: int) -> tuple[int, tuple[str, ...] | None]:
+    policy = StepUpPolicy.objects.filter(company_id=company_id).first()
+    return company_id, None if policy is None else tuple(policy.actions or [])
+
+
+def require_step_up(*, conversation: Conversation, action: str) -> None:
+    """PermissionRefused("verification_required") when the company's policy lists `action`
+    (a tool name) and the conversation is not verified right now."""
+    if action not in step_up_actions(company_id=conversation.company_id):
+        return
+    if conversation_is_verified(conversation):
+        return
+    raise PermissionRefused(
+        _(
+            "Para esta operación necesito confirmar su identidad con un código que le "
+            "enviaré a su teléfono o correo registrados."
+        ),
+        code="verification_required",
+        action=action,
+    )

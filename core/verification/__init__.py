@@ -1,0 +1,36 @@
+"""Step-up verification codes: sent to a contact's own channel, checked once, never readable.
+
+Codes are six digits from `secrets`, valid for ten minutes, single use, at most five tries.
+Only an HMAC of the code (keyed from SECRET_KEY, bound to the challenge's nonce and the
+contact) is stored, and compared in constant time (core.verification.codes). The code
+travels to the Celery worker sealed with a one-time pad derived the same way, so neither the
+broker nor a log line ever holds it in clear; only the message to the customer does.
+
+Issuing (core.verification.issue), checking (core.verification.check) and delivering
+(core.verification.delivery) each have their module. Every write that must survive the
+failing call that caused it (an attempt counted, a lock, a challenge marked not sent) goes
+through core.durable. Callers outside core import these names from here; core's own modules
+import them from the module that defines them.
+"""
+
+from core.verification.check import challenge_verify
+from core.verification.codes import seal_code
+from core.verification.delivery import (
+    DELIVERY_SETTLE_GRACE,
+    DeliveryOutcome,
+    challenge_deliver_once,
+    challenge_deliveries_settle,
+)
+from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
+
+__all__ = [
+    "DELIVERY_SETTLE_GRACE",
+    "DeliveryOutcome",
+    "challenge_deliver_once",
+    "challenge_deliveries_settle",
+    "challenge_issue",
+    "challenge_resend",
+    "challenge_revoke",
+    "challenge_verify",
+    "seal_code",
+]

@@ -1,0 +1,158 @@
+"""Checking a code: one attempt taken per guess, durably, and the challenge locked at the last."""
+
+import hmac
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from core.durable import durably
+from core.errors import PermissionRefused, ValidationFailed
+from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
+from core.verification.codes import CODE_DIGITS, code_hmac
+
+Status = VerificationChallenge.Status
+Delivery = VerificationChallenge.Delivery
+
+
+def _latest_challenge(conversation: Conversation, contact: Contact) -> VerificationChallenge:
+    challenge = (
+        VerificationChallenge.objects.filter(conversation=conversation, contact=contact)
+        .exclude(Q(status=Status.SUPERSEDED) | Q(delivery_status=Delivery.NOT_SENT))
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if challenge is None:
+        raise ValidationFailed(
+            _("No hay ningún código pendiente. Primero tengo que enviarle uno."),
+            code="no_code_pending",
+        )
+    return challenge
+
+
+def verification_locked(**extras: object) -> PermissionRefused:
+    return PermissionRefused(
+        _(
+            "Se superó el número de intentos con ese código y quedó bloqueado. Por seguridad, "
+            "le paso con una persona del equipo."
+        ),
+        code="verification_locked",
+        **extras,
+    )
+
+
+def _take_attempt(challenge: VerificationChallenge, now: datetime) -> tuple[int | None, str]:
+    """Take one of the challenge's attempts, durably, before its code is compared: the
+    attempts taken so far (this one included) and the challenge's status, or None when it
+    takes no more guesses (not active, expired, or out of attempts). Guesses sent in parallel
+    wait for each other on the challenge's row here, so however many arrive at once, no more
+    codes are compared than the maximum (counting them after the comparison let a burst of
+    thirty compare thirty). The call's rollback does not give an attempt back."""
+    maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
+
+    def take() -> tuple[int | None, str]:
+        row = (
+            VerificationChallenge.objects.select_for_update()
+            .only("status", "attempts", "expires_at")
+            .get(pk=challenge.pk)
+        )
+        if row.status != Status.ACTIVE or row.expires_at <= now or row.attempts >= maximum:
+            return None, row.status
+        VerificationChallenge.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1)
+        return row.attempts + 1, row.status
+
+    return durably(take)
+
+
+def _lock_challenge(challenge: VerificationChallenge, conversation: Conversation) -> bool:
+    """Lock the challenge, durably, and record it (its last attempt was wrong); False if it
+    was no longer active (a right guess in parallel used it)."""
+
+    def lock() -> bool:
+        locked = VerificationChallenge.objects.filter(pk=challenge.pk, status=Status.ACTIVE).update(
+            status=Status.LOCKED
+        )
+        if locked:
+            SecurityEvent.objects.create(
+                company_id=challenge.company_id,
+                conversation_key=conversation.external_id,
+                kind=SecurityEvent.Kind.VERIFICATION_LOCKED,
+                contact_id=challenge.contact_id,
+                detail={
+                    "channel": challenge.channel,
+                    "attempts": settings.GARANTE_VERIFICATION_MAX_ATTEMPTS,
+                },
+            )
+        return bool(locked)
+
+    return durably(lock)
+
+
+def _refused(status: str, *, expired: bool) -> Exception:
+    """Why a challenge in this state takes no code."""
+    if status == Status.LOCKED:
+        return verification_locked()
+    if status == Status.VERIFIED:
+        return ValidationFailed(
+            _("Ese código ya se usó. Si lo necesita, le envío otro."), code="code_used"
+        )
+    if status == Status.REVOKED:
+        return ValidationFailed(
+            _("Ese código se anuló. Si lo necesita, le envío otro."), code="code_revoked"
+        )
+    if expired:
+        return ValidationFailed(
+            _("Ese código caducó. Si lo necesita, le envío otro."), code="code_expired"
+        )
+    return verification_locked()  # active, but out of attempts
+
+
+@transaction.atomic
+def challenge_verify(
+    *, conversation: Conversation, contact: Contact, code: str
+) -> VerificationChallenge:
+    """Check a code against the latest challenge of this conversation for this contact; on
+    success mark the conversation verified for settings.GARANTE_VERIFICATION_VALID_FOR.
+
+    Each code compared uses up one of the challenge's attempts first (`_take_attempt`); the
+    last one wrong locks the challenge."""
+    code = "".join((code or "").split())
+    if len(code) != CODE_DIGITS or not code.isdigit():
+        raise ValidationFailed(
+            _("El código tiene seis cifras. ¿Puede repetirlo?"), code="invalid_code_format"
+        )
+    challenge = _latest_challenge(conversation, contact)
+    now = timezone.now()
+    if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
+        raise _refused(challenge.status, expired=challenge.expires_at <= now)
+    attempts, status = _take_attempt(challenge, now)
+    if attempts is None:
+        raise _refused(status, expired=challenge.expires_at <= now)
+    maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
+    expected = code_hmac(nonce=challenge.nonce, contact_id=contact.pk, code=code)
+    if not hmac.compare_digest(expected, challenge.code_hmac):
+        if attempts >= maximum and _lock_challenge(challenge, conversation):
+            raise verification_locked()
+        raise ValidationFailed(
+            _("El código no es correcto."), code="wrong_code", attempts_left=maximum - attempts
+        )
+    # Conditional: a concurrent last wrong guess may have locked it, or a twin call used it.
+    used = VerificationChallenge.objects.filter(
+        pk=challenge.pk, status=Status.ACTIVE, expires_at__gt=now
+    ).update(status=Status.VERIFIED, verified_at=now)
+    if not used:
+        raise (
+            verification_locked()
+            if VerificationChallenge.objects.filter(pk=challenge.pk, status=Status.LOCKED).exists()
+            else ValidationFailed(
+                _("Ese código ya no es válido. Si lo necesita, le envío otro."), code="code_used"
+            )
+        )
+    conversation.verified_at = now
+    conversation.verified_until = now + settings.GARANTE_VERIFICATION_VALID_FOR
+    conversation.save(update_fields=["verified_at", "verified_until"])
+    challenge.status, challenge.verified_at = Status.VERIFIED, now
+    return challenge

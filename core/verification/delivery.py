@@ -1,0 +1,158 @@
+"""Delivering a code by SMS or email, once (run by the Celery task), and settling lost ones."""
+
+import logging
+from datetime import datetime, timedelta
+from email.utils import make_msgid
+from enum import StrEnum
+
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db.models import F
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _g
+
+from core.mail import smtp_error_is_transient, smtp_error_summary
+from core.models import VerificationChallenge
+from core.sms import SmsPermanentError, SmsTransientError, sms_send
+from core.verification.codes import unseal_code
+
+logger = logging.getLogger("garante.verification")
+
+Channel = VerificationChallenge.Channel
+Status = VerificationChallenge.Status
+Delivery = VerificationChallenge.Delivery
+
+
+class DeliveryOutcome(StrEnum):
+    SENT = "sent"
+    RETRY = "retry"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class _Transient(Exception):
+    pass
+
+
+class _Permanent(Exception):
+    pass
+
+
+def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str]:
+    minutes = int(settings.GARANTE_VERIFICATION_CODE_TTL.total_seconds() // 60)
+    company = challenge.company
+    with translation.override(company.language):
+        subject = _g("Su código de verificación de %(company)s") % {"company": company.name}
+        body = _g(
+            "%(company)s: su código de verificación es %(code)s. Caduca en %(minutes)d "
+            "minutos. Si no lo ha pedido usted, ignore este mensaje."
+        ) % {"company": company.name, "code": code, "minutes": minutes}
+    return subject, body
+
+
+def _send_email(challenge: VerificationChallenge, subject: str, body: str) -> tuple[str, str]:
+    message_id = make_msgid(domain="garante.local")
+    message = EmailMessage(
+        subject=subject,
+        body=body,
+        to=[challenge.destination],
+        headers={"Message-ID": message_id},
+    )
+    try:
+        message.send(fail_silently=False)
+    except OSError as exc:  # SMTPException is one
+        error = smtp_error_summary(exc)
+        raise (_Transient(error) if smtp_error_is_transient(exc) else _Permanent(error)) from None
+    return message_id, "accepted"
+
+
+def _send_sms(challenge: VerificationChallenge, body: str) -> tuple[str, str]:
+    try:
+        result = sms_send(to=challenge.destination, body=body)
+    except SmsTransientError as exc:
+        raise _Transient(exc.detail) from None
+    except SmsPermanentError as exc:
+        raise _Permanent(exc.detail) from None
+    return result.message_id, result.status
+
+
+def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: bool) -> str:
+    """Claim the challenge's delivery and hand the message to its channel, once.
+
+    The claim is a conditional UPDATE (queued or retrying -> sending), so a duplicated task
+    message or a second worker finds nothing to do. A code that expired, was revoked or was
+    superseded before it could leave is not sent.
+    """
+    now = timezone.now()
+    claimable = VerificationChallenge.objects.filter(
+        pk=challenge_id, delivery_status__in=[Delivery.QUEUED, Delivery.RETRYING]
+    )
+    claimed = claimable.filter(status=Status.ACTIVE, expires_at__gt=now).update(
+        delivery_status=Delivery.SENDING, delivery_attempts=F("delivery_attempts") + 1
+    )
+    if not claimed:
+        claimable.update(delivery_status=Delivery.NOT_SENT, delivery_error="no longer valid")
+        return DeliveryOutcome.SKIPPED
+    challenge = VerificationChallenge.objects.select_related("company").get(pk=challenge_id)
+    subject, body = _message_text(challenge, unseal_code(sealed_code, challenge.nonce))
+    try:
+        if challenge.channel == Channel.EMAIL:
+            message_id, provider_status = _send_email(challenge, subject, body)
+        else:
+            message_id, provider_status = _send_sms(challenge, body)
+    except _Transient as exc:
+        status = Delivery.FAILED if last_try else Delivery.RETRYING
+        VerificationChallenge.objects.filter(pk=challenge_id).update(
+            delivery_status=status, delivery_error=str(exc)[:300]
+        )
+        logger.warning("verification code %s: transient delivery error %s", challenge_id, exc)
+        return DeliveryOutcome.FAILED if last_try else DeliveryOutcome.RETRY
+    except _Permanent as exc:
+        VerificationChallenge.objects.filter(pk=challenge_id).update(
+            delivery_status=Delivery.FAILED, delivery_error=str(exc)[:300]
+        )
+        logger.warning("verification code %s: delivery refused %s", challenge_id, exc)
+        return DeliveryOutcome.FAILED
+    VerificationChallenge.objects.filter(pk=challenge_id).update(
+        delivery_status=Delivery.SENT,
+        delivery_error="",
+        provider_message_id=message_id[:100],
+        provider_status=provider_status[:40],
+        sent_at=timezone.now(),
+    )
+    logger.info("verification code %s delivered by %s", challenge_id, challenge.channel)
+    return DeliveryOutcome.SENT
+
+
+# How long after a code expired its delivery is settled: past any retry of its task (a retry
+# of an expired code settles it itself) and any send under way at the expiry.
+DELIVERY_SETTLE_GRACE = timedelta(minutes=5)
+
+
+def challenge_deliveries_settle(*, now: datetime | None = None) -> int:
+    """Settle the deliveries no worker will finish, once their code expired; how many.
+
+    A task lost on its way (a broker that dropped it, a worker killed before its claim) leaves
+    the delivery queued or retrying: nothing was sent, so it is marked not sent. A worker that
+    stopped between its claim and its result leaves it sending: the message may or may not
+    have left, so it is marked unknown rather than either. Staff reading a customer's codes
+    then see what is known, not a delivery that looks under way for ever. A worker finishing
+    after all still records its outcome (its last update is unconditional).
+    """
+    due = VerificationChallenge.objects.filter(
+        expires_at__lt=(now or timezone.now()) - DELIVERY_SETTLE_GRACE
+    )
+    unsent = due.filter(delivery_status__in=[Delivery.QUEUED, Delivery.RETRYING]).update(
+        delivery_status=Delivery.NOT_SENT, delivery_error="expired before delivery"
+    )
+    unknown = due.filter(delivery_status=Delivery.SENDING).update(
+        delivery_status=Delivery.UNKNOWN,
+        delivery_error="the worker stopped while sending; it may have left",
+    )
+    if unsent or unknown:
+        logger.warning(
+            "verification codes settled: %d never sent, %d stopped while sending",
+            unsent,
+            unknown,
+        )
+    return unsent + unknown
