@@ -50,10 +50,10 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from core.deferred import deferred_writer_stop  # noqa: E402
 from core.models import Company  # noqa: E402
 from core.process_cache import process_caches_forget  # noqa: E402
 from core.services import gateway_credential_issue, gateway_credential_revoke  # noqa: E402
-from tooling.deferred import deferred_writer_stop  # noqa: E402
 
 CUSTOMER = "12345678Z"  # Ana, a sandbox contact
 CONVERSATION = f"cpu-breakdown-{uuid.uuid4().hex[:8]}"

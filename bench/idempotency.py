@@ -22,7 +22,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 os.environ.setdefault("GARANTE_TEST_DB_NAME", "bench_idem")
 os.environ.setdefault("GARANTE_LOG_LEVEL", "WARNING")
 # As shipped (tests.settings writes them at once): trace rows and replay counters are queued
-# and written in batches by tooling.deferred, so they are not among a call's statements.
+# and written in batches by core.deferred, so they are not among a call's statements.
 os.environ.setdefault("GARANTE_DEFERRED_WRITE_SECONDS", "0.5")
 
 import django  # noqa: E402
@@ -37,10 +37,10 @@ from django.test.utils import (  # noqa: E402
     teardown_test_environment,
 )
 
+from core.deferred import deferred_writer_stop  # noqa: E402
+from core.idempotency import idempotent_execute  # noqa: E402
 from core.models import Company  # noqa: E402
 from core.services import gateway_credential_issue  # noqa: E402
-from tooling.deferred import deferred_writer_stop  # noqa: E402
-from tooling.idempotency import idempotent_execute  # noqa: E402
 
 WRITE_TOOL = "/api/tools/testapp_increment_counter"
 READ_TOOL = "/api/tools/testapp_read_counter"

@@ -238,7 +238,7 @@ GARANTE_DB_ANSWER_SECONDS = float(
 # The conversation trace (tooling.trace): tool calls older than this are trimmed daily.
 GARANTE_TRACE_RETENTION_DAYS = float(os.environ.get("GARANTE_TRACE_RETENTION_DAYS", "30"))
 # Bookkeeping (trace rows, replay counters) is written in batches this often, off the request
-# path (tooling.deferred); 0 writes each row at once, in the request.
+# path (core.deferred); 0 writes each row at once, in the request.
 GARANTE_DEFERRED_WRITE_SECONDS = float(os.environ.get("GARANTE_DEFERRED_WRITE_SECONDS", "0.5"))
 
 # The integration API (/api/v1/, DRF) for the company's other systems; see integration/.

@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from django.views import defaults
 
+from core.outcome import error_response
 from tooling.api import api
-from tooling.http import error_response
 from tooling.mcp import mcp_endpoint
 from tooling.middleware import api_error_for
 

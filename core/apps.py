@@ -9,6 +9,7 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from core import signals  # noqa: F401  (connects the receivers)
+        from core.idempotency import admin  # noqa: F401  (not core.admin's: it imports that)
 
         # Each app declares its own staff grants (`roles`, core.roles) and landing-page panels
         # (`dashboard`, core.dashboard), found the way the admin finds `admin` modules.

@@ -228,13 +228,14 @@ def staff_company_ids(request: HttpRequest, permission: str | None = None) -> li
 
 # Agents serve customers: they see the companies, contacts and conversations, and keep contacts
 # up to date. Supervisors also see who is on the team and its policies, and send verification
-# codes. The transition log (django_fsm_log) of the apps' state machines is everyone's to see.
+# codes, and see the idempotency records of every API's writes. The transition log
+# (django_fsm_log) of the apps' state machines is everyone's to see.
 staff_grants(
     "core",
     agent_view=["company", "contact", "conversation", "securityevent", "verificationchallenge"],
     agent_add=["contact"],
     agent_change=["contact"],
-    supervisor_view=["staffmembership", "stepuppolicy"],
+    supervisor_view=["staffmembership", "stepuppolicy", "idempotencyrecord"],
     supervisor_add=["verificationchallenge"],
     supervisor_change=["verificationchallenge"],
 )

@@ -1,6 +1,7 @@
 """Celery tasks of the core app: delivery of verification codes, and settling the deliveries
 no worker will finish; staff emails about security events (and the sweep that resends lost
-ones); telling a customer at their old channel that their contact details changed."""
+ones); telling a customer at their old channel that their contact details changed; and, from
+core.idempotency.tasks, purging idempotency records."""
 
 import logging
 import random
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
+from core.idempotency import tasks as idempotency_tasks  # noqa: F401  (the purge, on beat)
 from core.periodic import every
 from core.security import security_event_notices_pending, security_event_staff_notify
 from core.services import contact_change_notice_send

@@ -22,8 +22,7 @@ from core.errors import (
     SystemUnavailable,
     ValidationFailed,
 )
-from tooling.execution import error_outcome
-from tooling.http import outcome_response
+from core.outcome import error_outcome, outcome_response
 
 logger = logging.getLogger("garante.integration")
 

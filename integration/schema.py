@@ -8,8 +8,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from core.errors import RULE_CODES
+from core.idempotency import HTTP_KEY_PATTERN
 from integration.serializers import ErrorOut
-from tooling.idempotency import HTTP_KEY_PATTERN
 
 API_DESCRIPTION = """
 The REST API for a company's own systems (website, ERP, call-centre software). It runs the

@@ -35,8 +35,10 @@ from agenda.services import (
     appointment_reschedule,
 )
 from core.errors import ValidationFailed
+from core.idempotency import check_http_key, idempotent_execute
 from core.models import Company
 from core.normalize import normalize_document, normalize_email, normalize_phone
+from core.outcome import Outcome, outcome_response
 from core.references import normalize_reference
 from core.services import contact_create
 from integration import selectors
@@ -70,9 +72,6 @@ from support.services import (
     case_start,
     case_wait_for_customer,
 )
-from tooling.execution import Outcome
-from tooling.http import outcome_response
-from tooling.idempotency import check_http_key, idempotent_execute
 
 API_PREFIX = "/api/v1"
 

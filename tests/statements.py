@@ -13,8 +13,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from core.models import Company
+from core.outcome import Outcome
 from tooling.context import CallMeta
-from tooling.execution import Outcome, call_tool
+from tooling.execution import call_tool
 from tooling.registry import registry
 
 _WRITTEN = re.compile(r'^(?:INSERT INTO|UPDATE|DELETE FROM) "(\w+)"')

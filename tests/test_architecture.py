@@ -127,7 +127,7 @@ def test_the_kernel_imports_no_app_built_on_it():
 # Which top-level packages each may import (docs/architecture.md); its own is always allowed.
 LAYERS = {
     "config": {"core", "tooling", "integration", "agenda", "sales", "support"},
-    "integration": {"core", "tooling", "agenda", "sales", "support"},
+    "integration": {"core", "agenda", "sales", "support"},
     "tooling": {"core"},
     "agenda": {"core"},
     "sales": {"core"},
@@ -138,10 +138,10 @@ DOMAIN_APPS = ("agenda", "sales", "support")
 
 
 def test_each_layer_imports_only_the_layers_below_it():
-    """config wires everything; the integration API uses the domain apps and the tool API's
-    machinery; the domain apps use core and not one another; the tool API knows no domain app
-    (their tools register themselves). A domain app's `tools` module is its face in the tool
-    API, so it alone may import tooling."""
+    """config wires everything; the integration API uses the domain apps and the kernel; the
+    domain apps use core and not one another; the tool API knows no domain app (their tools
+    register themselves). A domain app's `tools` module is its face in the tool API, so it
+    alone may import tooling."""
     crossings = sorted(
         f"{module} imports {target}"
         for module, targets in import_graph().items()
@@ -151,3 +151,30 @@ def test_each_layer_imports_only_the_layers_below_it():
         and not (layer in DOMAIN_APPS and module == f"{layer}.tools" and below == "tooling")
     )
     assert crossings == []
+
+
+def test_the_two_apis_stand_side_by_side_on_the_kernel():
+    """The tool API and the integration API share the idempotency engine and the error mapping
+    through core (core.idempotency, core.outcome), so neither imports the other at all."""
+    crossing = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if {module.split(".")[0], target.split(".")[0]} == {"tooling", "integration"}
+    )
+    assert crossing == []
+
+
+def test_the_apis_reach_the_idempotency_engine_through_its_front_door():
+    """Above the kernel, the engine is `core.idempotency` (idempotent_execute and the key
+    checks), never one of its modules: what lies behind may change without touching an API.
+    (core itself names the modules it registers: the admin in core.apps, the purge in
+    core.tasks.)"""
+    behind = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if module.split(".")[0] != "core"
+        for target in targets
+        if target.startswith("core.idempotency.")
+    )
+    assert behind == []

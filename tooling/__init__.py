@@ -1,1 +1,1 @@
-"""The Gateway-facing tool API: registry, MCP transport, REST mirror, idempotency, output cap."""
+"""The Gateway-facing tool API: registry, toolkit, MCP transport, REST mirror, output cap."""

@@ -24,18 +24,13 @@ from core.errors import (
     SystemUnavailable,
     ValidationFailed,
 )
+from core.idempotency import HTTP_KEY_PATTERN, check_http_key
 from core.models import Company, Conversation
+from core.outcome import error_response, json_response, outcome_response
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
 from tooling.execution import call_tool
-from tooling.http import (
-    error_response,
-    is_json_media_type,
-    json_response,
-    loads,
-    outcome_response,
-)
-from tooling.idempotency import HTTP_KEY_PATTERN, check_http_key
+from tooling.http import is_json_media_type, loads
 from tooling.registry import Tool, ToolErrorOut, registry
 
 logger = logging.getLogger("garante.tools")

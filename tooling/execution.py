@@ -1,6 +1,7 @@
 """The single path every tool call takes, whatever the surface (MCP or REST).
 
-validate arguments -> (writes) idempotency engine -> handler -> output cap -> error mapping.
+validate arguments -> (writes) idempotency engine (core.idempotency) -> handler -> output cap ->
+error mapping (core.outcome).
 """
 
 import contextlib
@@ -16,12 +17,12 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import GaranteError, SystemUnavailable, ValidationFailed
+from core.idempotency import check_gateway_key, idempotent_execute
 from core.models import Company, Conversation
+from core.outcome import Outcome, error_outcome
 from tooling.context import CallMeta, ToolContext
 from tooling.faults import injected_fault
-from tooling.idempotency import check_gateway_key, idempotent_execute
 from tooling.ledger import ledger_record_shown
-from tooling.outcome import Outcome
 from tooling.output import capped
 from tooling.registry import Tool
 from tooling.trace import tool_call_record
@@ -281,17 +282,6 @@ def _check_conversation_id(conversation_id: Any) -> None:
 
 # What the conversation's row can hold: a longer id would fail its insert as a database error.
 _CONVERSATION_ID_MAX_LENGTH = Conversation._meta.get_field("external_id").max_length
-
-
-def error_outcome(error: GaranteError) -> Outcome:
-    body, text = capped(error.as_dict())
-    return Outcome(
-        body=body,
-        is_error=True,
-        status=error.http_status,
-        error_type=error.error_type.value,
-        text=text,
-    )
 
 
 def _discard_broken_connection() -> None:

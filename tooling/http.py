@@ -1,19 +1,11 @@
 """HTTP for the tool surfaces: the one JSON reading of a request body (MCP and the REST tool
-mirror), and the answers of tool outcomes (the REST tool mirror, MCP and the DRF integration API).
-
-Free of ninja and DRF so either surface can use it (seed 2's replay and retry headers live here).
-"""
+mirror). Their answers, and the integration API's, are written by core.outcome."""
 
 import json
 import math
-from collections.abc import Mapping
 from typing import Any
 
-from django.http import HttpResponse
-
-from core.errors import GaranteError
-from tooling.execution import Outcome, error_outcome
-from tooling.output import dumps
+from core.outcome import dumps
 
 
 def is_json_media_type(content_type: str | None) -> bool:
@@ -62,35 +54,3 @@ def _finite(literal: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"{literal[:40]} is too large a number")
     return value
-
-
-def json_response(
-    body: dict[str, Any], status: int, headers: Mapping[str, str] | None = None
-) -> HttpResponse:
-    return text_response(dumps(body), status, headers)
-
-
-def text_response(
-    text: str, status: int = 200, headers: Mapping[str, str] | None = None
-) -> HttpResponse:
-    """A JSON answer from its text. Encoded here: given bytes, Django skips looking up the
-    response's charset, which costs a tool call more than the encoding (docs/performance.md)."""
-    response = HttpResponse(text.encode(), status=status, content_type="application/json")
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response
-
-
-def outcome_response(outcome: Outcome) -> HttpResponse:
-    """The HTTP answer of a tool outcome (seed 2): a replay keeps the original status and body
-    and says so; a retryable error (request_in_progress) carries Retry-After."""
-    headers = {}
-    if outcome.replayed:
-        headers["X-Idempotency-Replayed"] = "true"
-    if outcome.is_error and "retry_after_seconds" in outcome.body:
-        headers["Retry-After"] = str(outcome.body["retry_after_seconds"])
-    return text_response(outcome.body_text(), outcome.status, headers)
-
-
-def error_response(error: GaranteError) -> HttpResponse:
-    return outcome_response(error_outcome(error))

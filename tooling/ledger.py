@@ -23,10 +23,10 @@ from django.utils.translation import gettext_lazy as _
 from core.errors import Ambiguous, ValidationFailed
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
+from core.outcome import dumps
 from core.references import normalize_reference
 from core.sql import column
 from tooling.models import ExposedReference
-from tooling.output import dumps
 
 MIN_SUFFIX_LENGTH = 2
 MAX_CANDIDATES = 10

@@ -63,11 +63,11 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIO
 
 from core.errors import PermissionRefused, SystemUnavailable
 from core.models import Company
+from core.outcome import Outcome, dumps, error_outcome, json_response, text_response
 from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
-from tooling.execution import Outcome, call_tool, company_language, error_outcome
-from tooling.http import is_json_media_type, json_response, loads, text_response
-from tooling.output import dumps
+from tooling.execution import call_tool, company_language
+from tooling.http import is_json_media_type, loads
 from tooling.registry import registry
 
 logger = logging.getLogger("garante.mcp")

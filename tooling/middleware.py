@@ -20,7 +20,7 @@ from core.errors import (
     ValidationFailed,
 )
 from core.middleware import is_machine_api
-from tooling.http import error_response
+from core.outcome import error_response
 
 
 def api_error_for(status: int, path: str) -> GaranteError:

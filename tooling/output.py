@@ -1,8 +1,8 @@
-"""The one output cap: every tool result, error included, fits in 3,000 characters of JSON."""
+"""The one output cap: every tool result fits in 3,000 characters of JSON (an error is capped
+to the same limit where it is mapped, core.outcome); and the shapes of list answers."""
 
 import base64
 import binascii
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,18 +13,8 @@ from django.utils.translation import gettext_lazy
 from pydantic import Field
 
 from core.errors import ValidationFailed
+from core.outcome import dumps
 from tooling.registry import ToolOutput
-
-# One encoder for every answer: json.dumps with options builds a new one per call, which costs
-# a cheap tool call's answer a quarter of its encoding time. An encoder keeps no state between
-# calls, so threads share it.
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def dumps(payload: Any) -> str:
-    """The JSON text of a payload, as it goes on the wire (compact, UTF-8 kept)."""
-    return _encoder.encode(payload)
-
 
 # A list tool's `cursor` argument: where its previous answer stopped. Cursors are positions in
 # the list as the tool orders it (rows added meanwhile may shift a page by a few), made only by
@@ -123,7 +113,8 @@ def capped(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """A result shrunk to the character cap, and its JSON text as it goes on the wire.
 
     A listing loses items from its tail and says more exist; anything else that is still too
-    large is replaced by a short result saying so (never cut mid-JSON).
+    large is replaced by a short result saying so (never cut mid-JSON). Errors are not results:
+    core.outcome.error_outcome caps them.
     """
     limit = settings.GARANTE_OUTPUT_MAX_CHARS
     text = dumps(payload)
@@ -141,25 +132,6 @@ def capped(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
         text = dumps(shrunk)
         if len(text) <= limit:
             return shrunk, text
-    problems = payload.get("problems")
-    if "error_type" in payload and isinstance(problems, list):
-        # An argument error keeps the problems that fit and says how many it left out.
-        omitted = payload.get("problems_omitted") or 0
-        shrunk = dict(payload, problems=list(problems))
-        while shrunk["problems"] and len(dumps(shrunk)) > limit:
-            shrunk["problems"].pop()
-            omitted += 1
-            shrunk["problems_omitted"] = omitted
-        text = dumps(shrunk)
-        if len(text) <= limit:
-            return shrunk, text
-    if "error_type" in payload:
-        short = {
-            "error_type": payload["error_type"],
-            "user_message": str(payload.get("user_message", ""))[:500],
-            "code": payload.get("code", ""),
-        }
-        return short, dumps(short)
     too_long = {
         "truncated": True,
         "message": _(

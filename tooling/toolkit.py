@@ -20,9 +20,10 @@ checks what the tool declares (identity, then step-up) before the handler, caps 
 records what it shows and maps errors (core.errors) to results. docs/tools.md says more.
 """
 
+from core.outcome import dumps
 from tooling.context import ToolContext
 from tooling.ledger import LedgerEntry, LedgerKind
-from tooling.output import Cursor, ListOutput, PagedListOutput, dumps, listing, page
+from tooling.output import Cursor, ListOutput, PagedListOutput, listing, page
 from tooling.registry import ToolInput, ToolOutput, tool
 
 __all__ = [

@@ -3,7 +3,7 @@
 Staff read it to answer "why did the assistant say that?": which tool ran, with what (masked)
 arguments, how it ended (error type and stable code), how long it took and whether it was a
 replay. Writing it must never change the call it describes: it runs after the call is over,
-outside the write's transaction, in batches off the request path (tooling.deferred), and a
+outside the write's transaction, in batches off the request path (core.deferred), and a
 failure to write is logged and swallowed.
 """
 
@@ -18,14 +18,13 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from core.deferred import DeferredQueue
 from core.models import Company
-from tooling.deferred import DeferredQueue
+from core.outcome import Outcome, dumps
 from tooling.models import ToolCall
-from tooling.output import dumps
 
 if TYPE_CHECKING:
     from tooling.context import CallMeta
-    from tooling.outcome import Outcome
     from tooling.registry import Tool
 
 logger = logging.getLogger("garante.tools")
@@ -139,13 +138,13 @@ def tool_call_record(
     meta: "CallMeta",
     surface: str,
     arguments: Any,
-    outcome: "Outcome",
+    outcome: Outcome,
     latency_ms: float,
 ) -> None:
     """Record one finished tool call. Never raises: the trace must not break the call.
 
     Call after the call's own transaction has ended. The row is written by the deferred
-    writer (tooling.deferred), in a batch with the process's other calls of that moment.
+    writer (core.deferred), in a batch with the process's other calls of that moment.
     """
     try:
         row = _row(tool, company, meta, surface, arguments, outcome, latency_ms)
@@ -162,7 +161,7 @@ def _row(
     meta: "CallMeta",
     surface: str,
     arguments: Any,
-    outcome: "Outcome",
+    outcome: Outcome,
     latency_ms: float,
 ) -> dict[str, Any]:
     key = meta.conversation_id if isinstance(meta.conversation_id, str) else ""

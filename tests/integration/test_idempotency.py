@@ -8,11 +8,10 @@ import pytest
 from django.utils import timezone
 
 from agenda.models import Appointment
-from core.models import Contact
+from core.idempotency.engine import idempotency_records_purge
+from core.models import Contact, IdempotencyRecord
 from support.models import Case
 from tests.integration.conftest import new_key, reference_of
-from tooling.idempotency import idempotency_records_purge
-from tooling.models import IdempotencyRecord
 
 pytestmark = pytest.mark.django_db
 

@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from agenda.models import Appointment
 from agenda.services import appointment_book
+from core.models import IdempotencyRecord
 from support.models import Case
 from support.services import case_open
 from tests.servers import wait_for
-from tooling.models import IdempotencyRecord
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -14,11 +14,10 @@ from agenda.models import Appointment, Service
 from agenda.selectors import agenda_settings_for
 from agenda.services import professional_create
 from core.identity import identify_contact
-from core.models import Company, Conversation
+from core.models import Company, Conversation, IdempotencyRecord
 from core.services import contact_create
 from support.models import Case
 from tests.reliability.conftest import Answer, Gateway, assert_clean_wire, unique
-from tooling.models import IdempotencyRecord
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

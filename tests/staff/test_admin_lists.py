@@ -9,12 +9,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from core.models import Conversation
+from core.models import Conversation, IdempotencyRecord
 from core.services import contact_create
 from tests.staff.test_trace import call
 from tooling.context import CallMeta, ToolContext
 from tooling.ledger import LedgerEntry, ledger_record
-from tooling.models import ExposedReference, IdempotencyRecord, ToolCall
+from tooling.models import ExposedReference, ToolCall
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +72,7 @@ def reads_every_row(sql: str, table: str) -> bool:
     ("url", "table"),
     [
         ("/admin/tooling/toolcall/", "tooling_toolcall"),
-        ("/admin/tooling/idempotencyrecord/", "tooling_idempotencyrecord"),
+        ("/admin/core/idempotencyrecord/", "tooling_idempotencyrecord"),
         ("/admin/tooling/exposedreference/", "tooling_exposedreference"),
     ],
 )
@@ -140,10 +140,10 @@ def test_idempotency_records_are_listed_newest_first_and_found_by_exact_key(clie
     newer = idempotency_record(sol, "bench-key-newer", operation="book_appointment")
     client.force_login(sol_admin)
 
-    page, queries = listed(client, "/admin/tooling/idempotencyrecord/")
-    exact, _ = listed(client, "/admin/tooling/idempotencyrecord/?q=bench-key-older")
-    partial, _ = listed(client, "/admin/tooling/idempotencyrecord/?q=bench-key")
-    by_operation, _ = listed(client, "/admin/tooling/idempotencyrecord/?q=book_appointment")
+    page, queries = listed(client, "/admin/core/idempotencyrecord/")
+    exact, _ = listed(client, "/admin/core/idempotencyrecord/?q=bench-key-older")
+    partial, _ = listed(client, "/admin/core/idempotencyrecord/?q=bench-key")
+    by_operation, _ = listed(client, "/admin/core/idempotencyrecord/?q=book_appointment")
 
     assert page.index(f"/{newer.pk}/change/") < page.index(f"/{older.pk}/change/")
     page_query = next(sql for sql in queries if "ORDER BY" in sql and "tooling_idempotency" in sql)

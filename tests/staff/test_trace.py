@@ -19,7 +19,7 @@ from tooling.context import CallMeta
 from tooling.execution import call_tool
 from tooling.models import ToolCall
 from tooling.registry import registry
-from tooling.tasks_trace import TRIM_TASK_NAME, tool_calls_trim_task
+from tooling.tasks import TRIM_TASK_NAME, tool_calls_trim_task
 from tooling.trace import redact_arguments
 
 ROOT = Path(__file__).resolve().parents[2]

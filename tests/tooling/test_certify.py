@@ -24,7 +24,8 @@ from pydantic import ConfigDict
 
 from agenda.models import Appointment
 from core.errors import ErrorType
-from core.models import Company, Conversation
+from core.idempotency import IdempotentResult
+from core.models import Company, Conversation, IdempotencyRecord
 from core.services import gateway_credential_issue
 from tooling.certification.exchange import CHECKS, Contact, Exchange
 from tooling.certification.responses import OUTPUT_LIMIT, owned_references, response_problems
@@ -39,8 +40,7 @@ from tooling.certification.verdicts import (
     verdict_refused_without_effect,
     verdict_terminal,
 )
-from tooling.idempotency import IdempotentResult
-from tooling.models import ExposedReference, IdempotencyRecord
+from tooling.models import ExposedReference
 from tooling.output import dumps
 from tooling.registry import ToolOutput, registry
 from tooling.toolkit import ToolContext

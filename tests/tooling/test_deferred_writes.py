@@ -1,4 +1,4 @@
-"""Deferred bookkeeping writes (tooling.deferred): trace rows and replay counters are queued by
+"""Deferred bookkeeping writes (core.deferred): trace rows and replay counters are queued by
 the request and written in batches by a background thread; a graceful stop writes them first,
 a failure to write never reaches a call."""
 
@@ -13,12 +13,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from core import deferred
+from core.deferred import DeferredQueue, deferred_flush, deferred_writer_stop
+from core.models import IdempotencyRecord
 from core.services import contact_create
-from tooling import deferred, trace
+from tooling import trace
 from tooling.context import CallMeta
-from tooling.deferred import DeferredQueue, deferred_flush, deferred_writer_stop
 from tooling.execution import call_tool
-from tooling.models import IdempotencyRecord, ToolCall
+from tooling.models import ToolCall
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)

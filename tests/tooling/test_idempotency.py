@@ -10,13 +10,13 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from core.errors import ValidationFailed
-from core.models import Company
+from core.idempotency import check_http_key, idempotent_execute
+from core.idempotency.engine import idempotency_records_purge
+from core.models import Company, IdempotencyRecord
 from tests.testapp import services
 from tests.testapp.models import Counter, Reservation
 from tooling.context import CallMeta
 from tooling.execution import call_tool
-from tooling.idempotency import check_http_key, idempotency_records_purge, idempotent_execute
-from tooling.models import IdempotencyRecord
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from core.models import IdempotencyRecord
 from tests.testapp.models import Counter
-from tooling.models import IdempotencyRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from core.errors import ValidationFailed
-from tooling.idempotency import canonical_json, request_fingerprint
+from core.idempotency.engine import canonical_json, request_fingerprint
 
 SAFE_INTEGER = 2**53 - 1  # RFC 8785 numbers are IEEE-754 doubles
 

@@ -11,11 +11,14 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
-from core.models import StaffMembership
+from core.idempotency import idempotent_execute
+from core.idempotency.tasks import (
+    PURGE_ANSWER_SECONDS,
+    PURGE_TASK_NAME,
+    idempotency_records_purge_task,
+)
+from core.models import IdempotencyRecord, StaffMembership
 from core.postgresql.base import bound_this_process, current_deadline
-from tooling.idempotency import idempotent_execute
-from tooling.models import IdempotencyRecord
-from tooling.tasks import PURGE_ANSWER_SECONDS, PURGE_TASK_NAME, idempotency_records_purge_task
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +52,7 @@ def test_staff_see_their_companys_records_with_their_lifetimes_and_replays(
     executed(other_company, "k-9", operation="other_company_operation")
     client.force_login(staff)
 
-    page = client.get("/admin/tooling/idempotencyrecord/").content.decode()
+    page = client.get("/admin/core/idempotencyrecord/").content.decode()
 
     assert "testapp_cancel_reservation" in page
     assert "other_company_operation" not in page
@@ -62,7 +65,7 @@ def test_the_list_never_shows_the_stored_answers(client, admin_user, company):
     executed(company, "k-1")
     client.force_login(admin_user)
 
-    page = client.get("/admin/tooling/idempotencyrecord/").content.decode()
+    page = client.get("/admin/core/idempotencyrecord/").content.decode()
 
     assert "testapp_cancel_reservation" in page
     assert "RS-SECRET" not in page
@@ -73,7 +76,7 @@ def test_staff_cannot_open_another_companys_record(client, staff, other_company)
     record = IdempotencyRecord.objects.get()
     client.force_login(staff)
 
-    response = client.get(f"/admin/tooling/idempotencyrecord/{record.pk}/change/")
+    response = client.get(f"/admin/core/idempotencyrecord/{record.pk}/change/")
 
     assert response.status_code == 302  # the admin redirects: "does not exist"
 
@@ -82,9 +85,9 @@ def test_records_are_read_only_even_for_superusers(client, admin_user, company):
     executed(company, "k-1")
     record = IdempotencyRecord.objects.get()
     client.force_login(admin_user)
-    url = f"/admin/tooling/idempotencyrecord/{record.pk}"
+    url = f"/admin/core/idempotencyrecord/{record.pk}"
 
-    assert client.get("/admin/tooling/idempotencyrecord/add/").status_code == 403
+    assert client.get("/admin/core/idempotencyrecord/add/").status_code == 403
     assert client.get(f"{url}/delete/").status_code == 403
     detail = client.get(f"{url}/change/")
     client.post(f"{url}/change/", {"operation": "tampered", "response": "{}"})
@@ -120,7 +123,8 @@ def test_the_purge_waits_for_the_database_longer_than_a_workers_other_tasks(monk
     so the purge's bound is its own, long but not endless."""
     seen = []
     monkeypatch.setattr(
-        "tooling.tasks.idempotency_records_purge", lambda: seen.append(current_deadline()) or (0, 0)
+        "core.idempotency.tasks.idempotency_records_purge",
+        lambda: seen.append(current_deadline()) or (0, 0),
     )
     bound_this_process(2)
     try:

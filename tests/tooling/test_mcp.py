@@ -13,12 +13,11 @@ from pydantic import Field
 
 from agenda.models import Service
 from core.errors import NotFound
-from core.models import GatewayCredential
+from core.models import GatewayCredential, IdempotencyRecord
 from core.services import gateway_credential_revoke
 from tests.conftest import McpClient
 from tooling import mcp as mcp_module
 from tooling.mcp import RequestId
-from tooling.models import IdempotencyRecord
 from tooling.registry import Tool, ToolInput, ToolOutput, registry
 
 pytestmark = pytest.mark.django_db(transaction=True)

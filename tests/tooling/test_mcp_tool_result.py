@@ -9,8 +9,8 @@ from mcp_types import SERVER_INFO_META_KEY
 from mcp_types import methods as mcp_methods
 
 from core.errors import Conflict, ValidationFailed
-from tooling.execution import Outcome, error_outcome
-from tooling.idempotency import response_text
+from core.idempotency.engine import response_text
+from core.outcome import Outcome, error_outcome
 from tooling.mcp import LEGACY_VERSIONS, MODERN_VERSIONS, SERVER_INFO, Route, _tool_result
 from tooling.output import capped
 

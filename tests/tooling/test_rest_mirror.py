@@ -5,7 +5,7 @@ import json
 import pytest
 
 from agenda.models import Service
-from tooling.models import IdempotencyRecord
+from core.models import IdempotencyRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

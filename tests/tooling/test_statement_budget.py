@@ -14,14 +14,13 @@ from django.db import connection, connections, transaction
 
 from core import references
 from core.errors import Conflict
+from core.idempotency import idempotent_execute
 from core.identity import identify_contact, step_up_policies
-from core.models import Company, Conversation
+from core.models import Company, Conversation, IdempotencyRecord
 from core.services import contact_create
 from support.models import Case
 from tests.statements import call_statements, shape
 from tooling.context import CallMeta, ToolContext
-from tooling.idempotency import idempotent_execute
-from tooling.models import IdempotencyRecord
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -1,4 +1,5 @@
-"""The one idempotency engine, shared by the MCP endpoint, the REST tool mirror and the DRF API.
+"""The one idempotency engine, shared by the MCP endpoint, the REST tool mirror and the DRF API
+(through the package's front door, core.idempotency).
 
 Order (seed 1 §1): the key is looked up before any guard; a stored success is replayed as it
 was; another request under the same key is a conflict. Otherwise the record is inserted and
@@ -26,11 +27,10 @@ from django.db.models import F, Field
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.deferred import DeferredQueue
 from core.errors import Conflict, ValidationFailed
-from core.models import Company
+from core.models import Company, IdempotencyRecord
 from core.sql import RowReader, column, insert_parts
-from tooling.deferred import DeferredQueue
-from tooling.models import IdempotencyRecord
 
 HTTP_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_KEY_LENGTH = 255
@@ -217,7 +217,7 @@ def _replay(
 
 
 def _count_replay(record: _StoredRecord, now: datetime) -> None:
-    """Bookkeeping for the admin, written off the request path (tooling.deferred): a lost
+    """Bookkeeping for the admin, written off the request path (core.deferred): a lost
     count after a crash harms nobody, and the replay answers without another statement."""
     _replay_counts.add((record.id, now))
 

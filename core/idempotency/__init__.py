@@ -1,0 +1,25 @@
+"""The idempotency engine, a layer below both APIs: the tool API (MCP and its REST mirror) and
+the integration API run every write through `idempotent_execute`, after checking the caller's
+key with `check_gateway_key` (MCP's `_meta`) or `check_http_key` (the `Idempotency-Key` header).
+
+This is the package's front door: the APIs import these names from `core.idempotency`, never
+its modules (tests/test_architecture.py). The records are core.models.IdempotencyRecord; their
+purge runs on beat's schedule (core.idempotency.tasks) and staff read them in the admin
+(core.idempotency.admin).
+"""
+
+from core.idempotency.engine import (
+    HTTP_KEY_PATTERN,
+    IdempotentResult,
+    check_gateway_key,
+    check_http_key,
+    idempotent_execute,
+)
+
+__all__ = [
+    "HTTP_KEY_PATTERN",
+    "IdempotentResult",
+    "check_gateway_key",
+    "check_http_key",
+    "idempotent_execute",
+]
