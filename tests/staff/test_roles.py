@@ -50,7 +50,7 @@ def test_the_migration_created_the_three_role_groups():
                 "sales.change_opportunity",
                 "agenda.change_professional",
                 "core.add_verificationchallenge",
-                "tooling.view_idempotencyrecord",
+                "core.view_idempotencyrecord",
                 "core.view_staffmembership",
             },
             {
