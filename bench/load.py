@@ -4,7 +4,7 @@ plain Django on the same server shape and database, in one run.
     make bench                                  # or: .venv/bin/python bench/load.py
     GARANTE_BENCH_QUICK=1 make bench            # 4 s windows; no memory top-up, no growth loads
     GARANTE_BENCH_SCENARIOS=replay,list_services ...   # only these scenarios (and baselines)
-    GARANTE_BENCH_OFF=process_cache ...         # also a Garante with that mechanism off (A/B)
+    GARANTE_BENCH_OFF="process_cache;h1c_parser" ...  # a Garante per group, those off (A/B)
     GARANTE_BENCH_SECONDS=4 GARANTE_BENCH_ROUNDS=5 ...  # window length, rounds (at least 3)
 
 What it does (docs/performance.md explains the results):

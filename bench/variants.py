@@ -1,9 +1,9 @@
 """The speed mechanisms that depart from plain Django, each with the switch that turns it off.
 
-bench/load.py with `GARANTE_BENCH_OFF=<name>[,<name>...]` serves a second Garante with those
-mechanisms off (bench/variant_wsgi.py, bench/variant_settings.py) and measures it next to the
-one as shipped, interleaved within each round, so every mechanism's gain is measured on its
-own scenario in the same run (docs/performance.md, "Mechanisms").
+bench/load.py with `GARANTE_BENCH_OFF=<name>[,<name>...][;<group>...]` serves, for each group,
+one more Garante with those mechanisms off (bench/variant_wsgi.py, bench/variant_settings.py),
+measured next to the one as shipped, interleaved within each round, so every mechanism's gain
+is measured on its own scenario in the same run (docs/performance.md, "Mechanisms").
 """
 
 from dataclasses import dataclass, field
