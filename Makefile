@@ -55,6 +55,8 @@ conformance-install: $(CONFORMANCE_STAMP)
 conformance: install conformance-install
 	$(BIN)/python -m tests.conformance.run
 
+# GARANTE_BENCH_QUICK=1 make bench: short windows, no memory top-up and no growth loads;
+# GARANTE_BENCH_SCENARIOS and GARANTE_BENCH_OFF choose rows (docs/performance.md).
 bench: install
 	$(BIN)/python bench/idempotency.py
 	@command -v wrk >/dev/null 2>&1 || { apt-get install -y -qq wrk >/dev/null 2>&1 || \

@@ -1,11 +1,17 @@
 """Where the CPU of one MCP tool call goes: worker CPU per call in process, with the process
 caches and the deferred bookkeeping writes on (as shipped) and switched off one after the
-other (as before issue #11's round), next to the ceiling (a bare django-ninja endpoint).
+other (as plain Django would be), next to the ceiling (a bare django-ninja endpoint).
 
 Runs in process (Django's test client: the full request cycle without the network) against
 the load benchmark's database, so run `bench/load.py` first:
 
     .venv/bin/python bench/cpu_breakdown.py [calls]
+    .venv/bin/python bench/cpu_breakdown.py --profile list_services "open_case (first write)"
+
+`--profile` runs each named scenario under cProfile and prints where its time goes (cProfile's
+wall clock, each function's own time, so waiting for PostgreSQL shows as psycopg's), by layer
+(Django, django-ninja, pydantic, psycopg, Garante's own packages, the rest) and by function:
+bench/load.py runs it for every scenario that missed its target.
 
 CPU is `time.process_time()` of this process, the deferred writer's thread included.
 """
@@ -78,6 +84,97 @@ SCENARIOS: dict[str, Callable[[], dict]] = {
     "open_case (replay)": lambda: tools_call("open_case", CASE, key=f"{CONVERSATION}-replayed"),
     "open_case (first write)": lambda: tools_call("open_case", CASE, key=str(uuid.uuid4())),
 }
+_fresh = iter(range(1, 10**9))
+
+
+def _identify_fresh() -> dict:
+    """A first identify_contact: a fresh conversation and key each call, as in bench/load.py."""
+    body = tools_call("identify_contact", {"document": CUSTOMER}, key=str(uuid.uuid4()))
+    body["params"]["_meta"]["com.asixto/conversationId"] = f"{CONVERSATION}-{next(_fresh)}"
+    return body
+
+
+PROFILED = {**SCENARIOS, "identify_contact (first write)": _identify_fresh}
+PROFILED["MCP ping (auth + envelope, no tool)"] = SCENARIOS["MCP ping"]
+LAYERS = (  # the first that a function's file path contains names its layer
+    ("/django/db/", "Django ORM"),
+    ("/django/", "Django (request, middleware, test client)"),
+    ("/ninja/", "django-ninja"),
+    ("/pydantic", "pydantic"),
+    ("/psycopg", "psycopg (and waiting for PostgreSQL)"),
+    ("/kombu/", "kombu / redis (publishing)"),
+    ("/redis/", "kombu / redis (publishing)"),
+    ("/celery/", "celery"),
+    ("/mcp_types/", "mcp_types"),
+    (f"{ROOT}/tooling/", "tooling (the tool platform)"),
+    (f"{ROOT}/core/", "core (kernel)"),
+    (f"{ROOT}/config/", "config"),
+    (f"{ROOT}/agenda/", "apps (agenda, support, sales)"),
+    (f"{ROOT}/support/", "apps (agenda, support, sales)"),
+    (f"{ROOT}/sales/", "apps (agenda, support, sales)"),
+)
+
+
+def _layer(filename: str) -> str:
+    for needle, layer in LAYERS:
+        if needle in filename:
+            return layer
+    if filename == "~":
+        return "builtins (C functions, socket waits)"
+    return "standard library and the rest"
+
+
+def profile(names: list[str], calls: int) -> None:
+    """Each scenario's CPU per call, split by layer (own time) and its top functions."""
+    import cProfile
+    import pstats
+
+    company = Company.objects.get(slug="sandbox")
+    credential, token = gateway_credential_issue(company=company, name="cpu profile")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    def post(body: dict) -> object:
+        return client.post(
+            "/mcp", body, content_type="application/json", HTTP_MCP_PROTOCOL_VERSION="2025-11-25"
+        )
+
+    post(tools_call("identify_contact", {"document": CUSTOMER}, key=str(uuid.uuid4())))
+    post(tools_call("open_case", CASE, key=f"{CONVERSATION}-replayed"))
+    for name in names:
+        make = PROFILED.get(name)
+        if make is None:
+            print(f"\n{name}: no in-process scenario of that name")
+            continue
+        for _ in range(20):
+            post(make())
+        profiler = cProfile.Profile()
+        started = time.process_time()
+        profiler.enable()
+        for _ in range(calls):
+            post(make())
+        profiler.disable()
+        deferred_writer_stop()
+        cpu = (time.process_time() - started) * 1000 / calls
+        stats = pstats.Stats(profiler)
+        layers: dict[str, float] = {}
+        functions = []
+        for (filename, line, function), row in stats.stats.items():  # type: ignore[attr-defined]
+            own = row[2]
+            layers[_layer(filename)] = layers.get(_layer(filename), 0.0) + own
+            functions.append((own, f"{Path(filename).name}:{line} {function}"))
+        total = sum(layers.values()) or 1.0
+        print(
+            f"\n{name}: {cpu:.2f} ms of CPU per call in process ({calls} calls, profiled); "
+            "shares of the profiled time:"
+        )
+        for layer, own in sorted(layers.items(), key=lambda item: -item[1]):
+            print(f"  {own / total:6.1%}  {layer}")
+        print("  top functions by own time:")
+        for own, label in sorted(functions, reverse=True)[:8]:
+            print(f"  {own / total:6.1%}  {label}")
+    gateway_credential_revoke(credential=credential)
+
+
 VARIANTS = {
     "as shipped": {},
     "process caches off": {"GARANTE_PROCESS_CACHE_SECONDS": 0},
@@ -99,6 +196,9 @@ def cpu_ms(call: Callable[[], object], calls: int) -> float:
 
 
 def main() -> None:
+    if "--profile" in sys.argv:
+        profile(sys.argv[sys.argv.index("--profile") + 1 :], calls=200)
+        return
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     company = Company.objects.get(slug="sandbox")
     credential, token = gateway_credential_issue(company=company, name="cpu breakdown")

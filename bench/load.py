@@ -1,40 +1,52 @@
-"""Load benchmark: Garante served as in production, driven over HTTP by wrk, in one run.
+"""Load benchmark: Garante served as in production, driven over HTTP by wrk, measured against
+plain Django on the same server shape and database, in one run.
 
-    make bench                      # or: .venv/bin/python bench/load.py
-    GARANTE_BENCH_SECONDS=4 ...     # shorter measuring windows (default 8 s per scenario)
+    make bench                                  # or: .venv/bin/python bench/load.py
+    GARANTE_BENCH_QUICK=1 make bench            # 4 s windows; no memory top-up, no growth loads
+    GARANTE_BENCH_SCENARIOS=replay,list_services ...   # only these scenarios (and baselines)
+    GARANTE_BENCH_OFF="process_cache;h1c_parser" ...  # a Garante per group, those off (A/B)
+    GARANTE_BENCH_SECONDS=4 GARANTE_BENCH_ROUNDS=5 ...  # window length, rounds (at least 3)
 
 What it does (docs/performance.md explains the results):
-1. A PostgreSQL database of its own (`garante_bench`, dropped and recreated), migrated and
-   seeded with `seed_sandbox`; a redis-server of its own on a free port as the Celery broker
-   (nothing consumes it: publishing is what a request pays); gunicorn with the project's
-   production settings (`config.settings`), gthread workers for 2 cores.
-2. Scenarios at a fixed concurrency, each warmed up, then measured by wrk with Lua scripts
-   (bench/wrk/mcp.lua): the bare django-ninja `/api/ping` (the framework's ceiling), and MCP
-   tools/call of list_services, find_available_slots, identify_contact (a first write: fresh
-   key and conversation each request), open_case with a fresh key each request, and open_case
-   replayed under one key. Requests/s, p50/p95/p99 and the ratio to the ceiling.
-3. The same trivial tool (list_services) on the official MCP Python SDK server
-   (bench/sdk_server.py), as shipped, with TCP_NODELAY fixed, and with 2026-07-28 requests.
-4. SQL queries per tool call, counted in process with CaptureQueriesContext.
-5. Gunicorn worker RSS before and after 20,000 further calls.
-6. Growth: slot search with 1,000 and 1,000,000 appointments in the table, replay (key lookup)
-   with 10,000 and up to 10,000,000 idempotency records, bulk-loaded with generate_series.
+1. A PostgreSQL database of its own (`GARANTE_BENCH_DB`, default `garante_bench`, dropped and
+   recreated), migrated and seeded with `seed_sandbox`, plus the baselines' two tables
+   (bench/baselines/, 100,000 rows to read); a redis-server of its own as the Celery broker
+   (nothing consumes it: publishing is what a request pays); gunicorn serving Garante
+   (`config.settings`) and, in the same shape (gthread, 2 workers x 4 threads), the baselines.
+2. Rounds (at least 3): in each, every row is measured once by wrk at a fixed concurrency,
+   each baseline next to the scenarios it is the yardstick of, the order reversed from one
+   round to the next. Rows: the baselines "plain read" (one ORM `.get()` by a unique key,
+   returned through a django-ninja schema) and "plain write" (`transaction.atomic()` and one
+   ORM `.create()`); the bare django-ninja `/api/ping` (the framework's ceiling); MCP ping;
+   tools/call of list_services, find_available_slots, identify_contact and open_case (first
+   writes: a fresh key each request) and open_case replayed under one key; the same trivial
+   tool on the official MCP SDK server (bench/sdk_server.py) in three configurations; and,
+   with GARANTE_BENCH_OFF, each chosen scenario on a Garante with those mechanisms off
+   (bench/variants.py). A ratio is computed within each round and the median reported.
+3. SQL statements per tool call, counted in process with CaptureQueriesContext.
+4. Gunicorn worker RSS before and after 20,000 further calls (not in quick mode).
+5. Growth (not in quick mode): slot search with 1,000 and 1,000,000 appointments in the table,
+   replay (key lookup) with 10,000 and up to 10,000,000 idempotency records.
+6. For each throughput target missed, a profile of where a call's CPU goes
+   (bench/cpu_breakdown.py --profile).
 
 Prints a table and writes bench-results/load.json and bench-results/load.png (bench/plot.py).
 A scenario that needs wrk is skipped, saying so, when wrk is not installed.
 """
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -44,6 +56,11 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, the project is not
+    sys.path.insert(0, str(ROOT))
+
+from bench.variants import MECHANISMS, chosen  # noqa: E402
+
 RESULTS = ROOT / "bench-results"
 WRK_SCRIPT = ROOT / "bench" / "wrk" / "mcp.lua"
 PYTHON = sys.executable
@@ -51,7 +68,15 @@ PYTHON = sys.executable
 BENCH_DB = os.environ.get("GARANTE_BENCH_DB", "garante_bench")
 PG_SERVER = os.environ.get("GARANTE_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DATABASE_URL = f"{PG_SERVER}/{BENCH_DB}"
-SECONDS = float(os.environ.get("GARANTE_BENCH_SECONDS", "8"))
+QUICK = os.environ.get("GARANTE_BENCH_QUICK", "") not in ("", "0")
+SECONDS = float(os.environ.get("GARANTE_BENCH_SECONDS", "4" if QUICK else "8"))
+ROUNDS = max(3, int(os.environ.get("GARANTE_BENCH_ROUNDS", "3")))
+ONLY = [name.strip() for name in os.environ.get("GARANTE_BENCH_SCENARIOS", "").split(",")]
+ONLY = [name for name in ONLY if name]
+# Variants of Garante, each with some mechanisms off: "a,b;c" serves one with a and b off and
+# one with c off.
+OFF = [chosen(group) for group in os.environ.get("GARANTE_BENCH_OFF", "").split(";")]
+OFF = [group for group in OFF if group]
 WARMUP_SECONDS = 2
 CONNECTIONS = int(os.environ.get("GARANTE_BENCH_CONNECTIONS", "16"))
 WORKERS = int(os.environ.get("GARANTE_BENCH_WORKERS", "2"))
@@ -63,15 +88,29 @@ APPOINTMENTS_SMALL, APPOINTMENTS_LARGE = 1_000, 1_000_000
 RECORDS_SMALL, RECORDS_LARGE = 10_000, 10_000_000
 RECORDS_BATCH = 1_000_000
 RECORDS_BUDGET_SECONDS = float(os.environ.get("GARANTE_BENCH_LOAD_BUDGET", "300"))
+PLAIN_ITEMS = 100_000  # rows of the plain read's table
 
-TARGETS = {  # issue 11: the ratio each scenario must reach
-    "list_services": ("ceiling", 0.7),
-    "find_available_slots": ("ceiling", 0.5),
-    "identify_contact (first write)": ("ceiling", 0.3),
-    "open_case (first write)": ("ceiling", 0.3),
-    "open_case (replay)": ("ceiling", 0.6),
+PLAIN_READ, PLAIN_WRITE = "baseline: plain read", "baseline: plain write"
+CEILING = "ceiling: GET /api/ping"
+MCP_PING = "MCP ping (auth + envelope, no tool)"
+REPLAY = "open_case (replay)"
+# The ratio each scenario must reach to the row it is measured against (issue 29).
+TARGETS = {
+    REPLAY: (PLAIN_READ, 1.5),
+    "list_services": (PLAIN_READ, 1.2),
+    "find_available_slots": (PLAIN_READ, 0.6),
+    "identify_contact (first write)": (PLAIN_WRITE, 0.8),
+    "open_case (first write)": (PLAIN_WRITE, 0.8),
+    MCP_PING: (CEILING, 0.95),
 }
-SDK_TARGET = 1.5
+SDK_TARGET = 1.0  # list_services over the MCP SDK server's fastest configuration
+SQL_BUDGETS = {  # SQL statements per call, at most
+    REPLAY: 1,
+    "list_services": 3,
+    "find_available_slots": 3,
+    "identify_contact (first write)": 6,
+    "open_case (first write)": 6,
+}
 # A run in which one worker did more than this share of the workers' CPU is measured again
 # (at most BALANCE_ATTEMPTS runs in all): see measure().
 BALANCED_SHARE = 0.65
@@ -185,9 +224,21 @@ def start_redis(workdir: Path) -> Process:
     raise RuntimeError(f"redis-server did not start:\n{process.tail()}")
 
 
-def start_gunicorn(workdir: Path, broker_url: str) -> Process:
+def start_gunicorn(
+    workdir: Path,
+    broker_url: str,
+    *,
+    app: str = "config.wsgi:application",
+    name: str = "garante",
+    env: dict[str, str] | None = None,
+    drop: tuple[str, ...] = (),
+    add: tuple[str, ...] = (),
+) -> Process:
+    """gunicorn in the bench's shape (gthread, WORKERS x THREADS) serving `app`: Garante as
+    shipped, the baselines, or Garante with mechanisms off (`drop`/`add`: arguments taken
+    out or put in, for the mechanisms that are gunicorn's)."""
     port = free_port()
-    command = [PYTHON, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}"]
+    command = [PYTHON, "-m", "gunicorn", app, "--bind", f"127.0.0.1:{port}"]
     command += ["--workers", str(WORKERS), "--threads", str(THREADS), "--worker-class", "gthread"]
     # Each worker listens on a socket of its own (SO_REUSEPORT) and the kernel spreads new
     # connections over them. On one shared socket, whichever worker woke first accepted all of
@@ -195,14 +246,46 @@ def start_gunicorn(workdir: Path, broker_url: str) -> Process:
     # core measured, not two.
     command += ["--reuse-port"]
     command += ["--keep-alive", "30", "--backlog", "2048", "--log-level", "warning"]
+    command = [arg for arg in command if arg not in drop] + list(add)
     process = spawn(
         command,
-        env=environment(CELERY_BROKER_URL=broker_url),
-        log_path=workdir / "gunicorn.log",
+        env=environment(CELERY_BROKER_URL=broker_url, **(env or {})),
+        log_path=workdir / f"gunicorn-{name}.log",
         url=f"http://127.0.0.1:{port}",
     )
-    wait_until(process, f"{process.url}/api/ping")
+    probe = "/plain/ping" if app.startswith("bench.baselines") else "/api/ping"
+    wait_until(process, f"{process.url}{probe}")
     return process
+
+
+def start_baselines(workdir: Path, broker_url: str) -> Process:
+    return start_gunicorn(
+        workdir,
+        broker_url,
+        app="bench.baselines.wsgi:application",
+        name="baselines",
+        env={"DJANGO_SETTINGS_MODULE": "bench.baselines.settings"},
+    )
+
+
+def start_variant(workdir: Path, broker_url: str, off: list[str]) -> Process:
+    """Garante with the mechanisms `off` turned off (bench/variants.py)."""
+    env = {"DJANGO_SETTINGS_MODULE": "bench.variant_settings", "GARANTE_BENCH_OFF": ",".join(off)}
+    drop: tuple[str, ...] = ()
+    add: tuple[str, ...] = ()
+    for name in off:
+        env.update(MECHANISMS[name].env)
+        drop += MECHANISMS[name].gunicorn_drop
+        add += MECHANISMS[name].gunicorn_add
+    return start_gunicorn(
+        workdir,
+        broker_url,
+        app="bench.variant_wsgi:application",
+        name="variant-" + "-".join(off),
+        env=env,
+        drop=drop,
+        add=add,
+    )
 
 
 def start_sdk_server(workdir: Path, *, nodelay: bool) -> Process:
@@ -298,7 +381,8 @@ def psql(sql: str, database: str = BENCH_DB) -> str:
 
 
 def prepare_database() -> str:
-    """A fresh, migrated, seeded bench database; returns the sandbox's gateway token."""
+    """A fresh, migrated, seeded bench database with the baselines' tables; returns the
+    sandbox's gateway token."""
     psql(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)', database="postgres")
     psql(f'CREATE DATABASE "{BENCH_DB}"', database="postgres")
     env = environment(GARANTE_LOG_LEVEL="WARNING")
@@ -310,6 +394,21 @@ def prepare_database() -> str:
     match = re.search(r"Gateway token:\s*(\S+)", seeded.stdout)
     if match is None:
         raise RuntimeError(f"seed_sandbox printed no token:\n{seeded.stdout}")
+    plain = dict(env, DJANGO_SETTINGS_MODULE="bench.baselines.settings")
+    subprocess.run(
+        [*manage, "migrate", "--run-syncdb", "--no-input", "-v", "0"],
+        cwd=ROOT,
+        env=plain,
+        check=True,
+    )
+    psql(
+        f"""
+        INSERT INTO baselines_item (key, name, price_cents, created_at)
+        SELECT 'item-' || g, 'Artículo ' || g, g % 10000, now() - g * interval '1 minute'
+        FROM generate_series(0, {PLAIN_ITEMS - 1}) AS g
+        """
+    )
+    settle("baselines_item")
     return match.group(1)
 
 
@@ -479,6 +578,8 @@ class Scenario:
     method: str = "POST"
     token: bool = True
     body: str = ""  # sent as is when there is no tool
+    short: str = ""  # its name in GARANTE_BENCH_SCENARIOS
+    plain: str = ""  # a baseline's wrk mode (bench/wrk/mcp.lua BENCH_PLAIN)
 
     def wrk_env(self, token: str, run_id: str) -> dict[str, str]:
         return {
@@ -491,6 +592,7 @@ class Scenario:
             "BENCH_ERA": self.era,
             "BENCH_RUN": run_id,
             "BENCH_BODY": self.body,
+            "BENCH_PLAIN": self.plain,
         }
 
 
@@ -529,8 +631,10 @@ def measure(
     warm_up: bool = True,
     cpu: CpuMeter | None = None,
     attempts: int = BALANCE_ATTEMPTS,
+    label: str = "",
     **options: Any,
 ) -> dict[str, Any]:
+    label = label or scenario.name
     if warm_up:
         wrk(base_url, scenario, token, seconds=WARMUP_SECONDS, **options)
     connections = options.get("connections", CONNECTIONS)
@@ -558,12 +662,12 @@ def measure(
         if result["busiest_worker_share"] <= BALANCED_SHARE or attempt == attempts:
             break
         log(
-            f"{scenario.name:<34} {result['rps']:>8.0f} req/s with one worker doing "
+            f"{label:<44} {result['rps']:>8.0f} req/s with one worker doing "
             f"{result['busiest_worker_share']:.0%} of the work: measured again"
         )
     failed = result["failed"] + result["socket_errors"] + result["timeouts"]
     log(
-        f"{scenario.name:<34} {result['rps']:>8.0f} req/s  p50 {result['p50_ms']:6.1f} ms  "
+        f"{label:<44} {result['rps']:>8.0f} req/s  p50 {result['p50_ms']:6.1f} ms  "
         f"p99 {result['p99_ms']:6.1f} ms" + (f"  ({failed} FAILED)" if failed else "")
     )
     return result
@@ -577,22 +681,37 @@ def next_monday() -> str:
     return (today + timedelta(days=7 - today.weekday())).isoformat()
 
 
-def scenarios() -> list[Scenario]:
+def baselines() -> dict[str, Scenario]:
+    """The plain Django rows (bench/baselines/), served by their own gunicorn."""
+    return {
+        PLAIN_READ: Scenario(
+            PLAIN_READ, path="/plain/read", method="GET", token=False, plain=f"read:{PLAIN_ITEMS}"
+        ),
+        PLAIN_WRITE: Scenario(PLAIN_WRITE, path="/plain/write", token=False, plain="write"),
+    }
+
+
+def all_scenarios() -> list[Scenario]:
     slots_args = {"service": "Corte de pelo", "from": next_monday(), "limit": 10}
     return [
-        Scenario("ceiling: GET /api/ping", path="/api/ping", method="GET", token=False),
+        Scenario(CEILING, path="/api/ping", method="GET", token=False, short="ceiling"),
+        Scenario(MCP_PING, body='{"jsonrpc":"2.0","id":1,"method":"ping"}', short="mcp_ping"),
         Scenario(
-            "MCP ping (auth + envelope, no tool)",
-            body='{"jsonrpc":"2.0","id":1,"method":"ping"}',
+            "list_services", tool="list_services", arguments={"limit": 20}, short="list_services"
         ),
-        Scenario("list_services", tool="list_services", arguments={"limit": 20}),
-        Scenario("find_available_slots", tool="find_available_slots", arguments=slots_args),
+        Scenario(
+            "find_available_slots",
+            tool="find_available_slots",
+            arguments=slots_args,
+            short="find_available_slots",
+        ),
         Scenario(
             "identify_contact (first write)",
             tool="identify_contact",
             arguments={"document": CUSTOMER},
             key="fresh",
             conversation="fresh",
+            short="identify_contact",
         ),
         Scenario(
             "open_case (first write)",
@@ -600,15 +719,41 @@ def scenarios() -> list[Scenario]:
             arguments=CASE_ARGS,
             key="fresh",
             conversation=f"pool:{CASE_CONVERSATIONS}",
+            short="open_case",
         ),
         Scenario(
-            "open_case (replay)",
+            REPLAY,
             tool="open_case",
             arguments=CASE_ARGS,
             key="bench-replayed-key",
             conversation="bench-pool-0",
+            short="replay",
         ),
     ]
+
+
+def scenarios() -> list[Scenario]:
+    """The scenarios of this run: GARANTE_BENCH_SCENARIOS's (short names or full names), or,
+    with GARANTE_BENCH_OFF alone, those the mechanisms off are for; else all."""
+    everything = all_scenarios()
+    wanted = set(ONLY)
+    if not wanted and OFF:
+        wanted = {name for group in OFF for off in group for name in MECHANISMS[off].scenarios}
+    if not wanted:
+        return everything
+    known = {s.short for s in everything} | {s.name for s in everything}
+    unknown = wanted - known
+    if unknown:
+        raise SystemExit(
+            f"GARANTE_BENCH_SCENARIOS: unknown {sorted(unknown)}; known: "
+            f"{sorted(s.short for s in everything)}"
+        )
+    return [s for s in everything if s.short in wanted or s.name in wanted]
+
+
+def partial_run() -> bool:
+    """A run of chosen scenarios or of mechanisms off: no memory, growth or SDK rows."""
+    return bool(ONLY or OFF)
 
 
 def mcp_call(base_url: str, token: str, tool: str, arguments: dict, meta: dict) -> dict:
@@ -738,38 +883,48 @@ def main() -> int:
         "settings": {
             "server": (
                 f"gunicorn gthread, {WORKERS} workers x {THREADS} threads, a listening socket "
-                "per worker (--reuse-port), config.settings"
+                "per worker (--reuse-port)"
             ),
             "database": "PostgreSQL (shared server, own database)",
             "broker": "redis-server of its own (no consumer)",
             "concurrency": CONNECTIONS,
             "seconds_per_scenario": SECONDS,
+            "rounds": ROUNDS,
+            "quick": QUICK,
+            "scenarios": [s.name for s in scenarios()],
+            "mechanisms_off": OFF,
             "load_generator": "wrk -t1",
         },
         "scenarios": {},
         "sdk": {},
+        "variants": {},
         "growth": {},
     }
     with tempfile.TemporaryDirectory(prefix="garante-bench-") as tmp:
         workdir = Path(tmp)
-        log(f"preparing database {BENCH_DB} (migrate, seed_sandbox)")
+        log(f"preparing database {BENCH_DB} (migrate, seed_sandbox, baselines)")
         token = prepare_database()
-        with (
-            running(start_redis(workdir)) as redis,
-            running(start_gunicorn(workdir, redis.url)) as server,
-        ):
+        with contextlib.ExitStack() as stack:
+            redis = stack.enter_context(running(start_redis(workdir)))
+            server = stack.enter_context(running(start_gunicorn(workdir, redis.url)))
+            plain = stack.enter_context(running(start_baselines(workdir, redis.url)))
+            variants = [
+                (group, stack.enter_context(running(start_variant(workdir, redis.url, group))))
+                for group in OFF
+            ]
             log(f"gunicorn ({WORKERS} gthread workers x {THREADS} threads) at {server.url}")
             prepare_conversations(server.url, token)
             report["queries"] = queries_per_call(token, redis.url)
             log(f"SQL per call: {report['queries']}")
             if have_wrk:
-                run_load(report, server, token, workdir)
+                sdk = [] if partial_run() else start_sdk_servers(workdir, stack)
+                run_load(report, server, plain, variants, sdk, token)
             report["server_log_tail"] = server.tail(10)
-        if have_wrk:
-            run_sdk(report, workdir)
     report["elapsed_seconds"] = round(time.monotonic() - started, 1)
     report["machine"]["load_average_at_end"] = os.getloadavg()
     evaluate(report)
+    if have_wrk and not partial_run():
+        profile_missed(report)
     (RESULTS / "load.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
     print(render(report))
     if have_wrk:
@@ -780,63 +935,164 @@ def main() -> int:
     return 0
 
 
-def passes(
-    items: list[Any],
-    run: Callable[[Any], dict[str, Any]],
-    *,
-    name: Callable[[Any], str] = lambda item: item.name,
-) -> dict[str, list[dict[str, Any]]]:
-    """Each item run twice, in two passes, the second in reverse order, so that its two runs
-    are minutes apart rather than back to back: {name: [first run, second run]}."""
-    runs: dict[str, list[dict[str, Any]]] = {name(item): [] for item in items}
-    for item in [*items, *reversed(items)]:
-        runs[name(item)].append(run(item))
-    return runs
+@dataclass
+class Row:
+    """One row of the table: a scenario on one server, measured once per round."""
+
+    name: str
+    url: str
+    scenario: Scenario
+    token: str
+    cpu: "CpuMeter"
+    kind: str  # garante | baseline | variant | sdk
+    attempts: int = BALANCE_ATTEMPTS
+    runs: list[dict[str, Any]] = field(default_factory=list)
 
 
-def better_run(pair: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run with more requests per second, noting the other's. Foreign load on a shared
-    host only ever takes throughput away, so the better of two runs made at different moments
-    is the closer estimate of what the code itself can serve; every row, ours and the SDK
-    server's alike, is counted this way."""
-    best, other = sorted(pair, key=lambda run: run["rps"], reverse=True)
-    return {**best, "other_run_rps": other["rps"]}
+def rounds(rows: list[Row]) -> None:
+    """Every row measured once per round, ROUNDS rounds, the order reversed from one round to
+    the next: each baseline and the scenarios measured against it are minutes apart at most,
+    and a ratio is taken within a round, so load from elsewhere on a shared host moves both
+    sides of it. Warmed up once, before the first round."""
+    for row in rows:
+        wrk(row.url, row.scenario, row.token, seconds=WARMUP_SECONDS)
+    for number in range(ROUNDS):
+        log(f"round {number + 1} of {ROUNDS}")
+        for row in rows if number % 2 == 0 else reversed(rows):
+            row.runs.append(
+                measure(
+                    row.url,
+                    row.scenario,
+                    row.token,
+                    warm_up=False,
+                    cpu=row.cpu,
+                    attempts=row.attempts,
+                    label=row.name,
+                )
+            )
 
 
-def run_load(report: dict[str, Any], server: Process, token: str, workdir: Path) -> None:
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def summary(row: Row) -> dict[str, Any]:
+    """The round whose req/s is the median, with every round's req/s beside it."""
+    middle = sorted(row.runs, key=lambda run: run["rps"])[(len(row.runs) - 1) // 2]
+    rates = [run["rps"] for run in row.runs]
+    return {**middle, "rps": median(rates), "rounds_rps": rates, "kind": row.kind}
+
+
+SdkServer = tuple[str, Process, str, int]  # name, process, era, balance attempts
+
+
+def start_sdk_servers(workdir: Path, stack: contextlib.ExitStack) -> list[SdkServer]:
+    """The MCP SDK server in its three configurations, all up for the whole run (an idle one
+    costs nothing): as shipped, with TCP_NODELAY fixed, and fixed with 2026-07-28 requests."""
+    variants = [
+        ("SDK server, as shipped", False, "legacy"),
+        ("SDK server, TCP_NODELAY fixed", True, "legacy"),
+        ("SDK server, TCP_NODELAY fixed, 2026-07-28", True, "modern"),
+    ]
+    servers = []
+    for name, nodelay, era in variants:
+        process = stack.enter_context(running(start_sdk_server(workdir, nodelay=nodelay)))
+        # As shipped, uvicorn's workers share one socket and one of them accepts every
+        # connection: that skew is the configuration being shown, so it is measured once.
+        servers.append((name, process, era, BALANCE_ATTEMPTS if nodelay else 1))
+    return servers
+
+
+def run_load(
+    report: dict[str, Any],
+    server: Process,
+    plain: Process,
+    variants: list[tuple[list[str], Process]],
+    sdk: list[SdkServer],
+    token: str,
+) -> None:
     url = server.url
-    slots = next(s for s in scenarios() if s.tool == "find_available_slots")
-    replay = next(s for s in scenarios() if s.name == "open_case (replay)")
+    chosen_scenarios = scenarios()
+    everything = {s.name: s for s in all_scenarios()}
+    slots, replay = everything["find_available_slots"], everything[REPLAY]
+    full = not (QUICK or partial_run())
 
     # Growth, small end: measured before the load fills the tables. The slot search is
     # measured again just before its large load (below): the run adds no appointments, but
     # it grows every table a call writes and ages the workers, and the ratio is to tell what
     # a million appointments cost, not what the run itself did (shown apart, as the drift).
     growth = report["growth"]
-    fill_appointments(APPOINTMENTS_SMALL)
-    fill_idempotency_records(RECORDS_SMALL)
-    growth["slots_at_start"] = slot_search_growth_point(url, slots, token)
-    growth["replay_small"] = {
-        "rows": row_count("tooling_idempotencyrecord"),
-        "sql_lookup_ms": key_lookup_ms(),
-    }
-    growth["replay_small"].update(measure(url, replay, token, connections=1))
+    if full:
+        fill_appointments(APPOINTMENTS_SMALL)
+        fill_idempotency_records(RECORDS_SMALL)
+        growth["slots_at_start"] = slot_search_growth_point(url, slots, token)
+        growth["replay_small"] = {
+            "rows": row_count("tooling_idempotencyrecord"),
+            "sql_lookup_ms": key_lookup_ms(),
+        }
+        growth["replay_small"].update(measure(url, replay, token, connections=1))
 
-    # Every scenario warmed up first, so lazy imports and per-process caches are in place
-    # when the workers' memory is read; then the measured runs and a top-up to 20,000 calls.
-    for scenario in scenarios():
-        wrk(url, scenario, token, seconds=WARMUP_SECONDS)
+    # The rows, grouped by the baseline they are measured against; a mechanism's "off" row
+    # right beside its "on" row, and the SDK server's rows beside our trivial tool.
+    ours = CpuMeter(server.popen.pid, database=True)
+    theirs = CpuMeter(plain.popen.pid, database=True)
+    offs = [
+        (f"[off: {','.join(group)}]", process, CpuMeter(process.popen.pid, database=True))
+        for group, process in variants
+    ]
+    groups = {
+        PLAIN_READ: ["list_services", "find_available_slots", REPLAY],
+        PLAIN_WRITE: ["identify_contact (first write)", "open_case (first write)"],
+        CEILING: [MCP_PING],
+    }
+    names = {s.name for s in chosen_scenarios}
+    rows: list[Row] = []
+    for baseline, members in groups.items():
+        members = [name for name in members if name in names]
+        if baseline == CEILING and CEILING not in names and not members:
+            continue
+        if baseline != CEILING and not members:
+            continue
+        if baseline == CEILING:
+            rows.append(Row(CEILING, url, everything[CEILING], token, ours, "garante"))
+        else:
+            rows.append(Row(baseline, plain.url, baselines()[baseline], "", theirs, "baseline"))
+        for name in members:
+            rows.append(Row(name, url, everything[name], token, ours, "garante"))
+            for tag, process, meter in offs:
+                rows.append(
+                    Row(f"{name} {tag}", process.url, everything[name], token, meter, "variant")
+                )
+            if name == "list_services":
+                for sdk_name, process, era, attempts in sdk:
+                    scenario = Scenario(
+                        sdk_name, tool="list_services", arguments={"limit": 20}, era=era
+                    )
+                    meter = CpuMeter(process.popen.pid, database=False)
+                    rows.append(Row(sdk_name, process.url, scenario, "", meter, "sdk", attempts))
+    if CEILING in names:
+        for tag, process, meter in offs:
+            row = Row(f"{CEILING} {tag}", process.url, everything[CEILING], token, meter, "variant")
+            rows.insert(rows.index(next(r for r in rows if r.name == CEILING)) + 1, row)
+
     master = server.popen.pid
     before = worker_rss_kib(master)
-    cpu = CpuMeter(master, database=True)
-    runs = passes(
-        scenarios(), lambda scenario: measure(url, scenario, token, warm_up=False, cpu=cpu)
-    )
-    report["scenarios"] = {name: better_run(pair) for name, pair in runs.items()}
+    rounds(rows)
+    report["rows"] = [row.name for row in rows]
+    report["round_rps"] = {row.name: [run["rps"] for run in row.runs] for row in rows}
+    for row in rows:
+        bucket = {"sdk": "sdk", "variant": "variants"}.get(row.kind, "scenarios")
+        report[bucket][row.name] = summary(row)
+
+    if QUICK or partial_run():
+        return
     calls = sum(
-        run["answered"] for name, pair in runs.items() if "ping" not in name for run in pair
+        run["answered"]
+        for row in rows
+        if row.kind == "garante" and "ping" not in row.name
+        for run in row.runs
     )
-    trivial = next(s for s in scenarios() if s.tool == "list_services")
+    trivial = everything["list_services"]
     if calls < MEMORY_CALLS:
         topped = wrk(
             url, trivial, token, seconds=MEMORY_TOPUP_SECONDS, stop_after=MEMORY_CALLS - calls
@@ -880,27 +1136,27 @@ def slot_search_growth_point(
     return point
 
 
-def run_sdk(report: dict[str, Any], workdir: Path) -> None:
-    trivial = next(s for s in scenarios() if s.tool == "list_services")
-    variants = [
-        ("SDK server, as shipped", False, "legacy"),
-        ("SDK server, TCP_NODELAY fixed", True, "legacy"),
-        ("SDK server, TCP_NODELAY fixed, 2026-07-28", True, "modern"),
+def profile_missed(report: dict[str, Any]) -> None:
+    """Where the CPU of a call goes, for each scenario that missed its throughput target
+    (bench/cpu_breakdown.py --profile, in process against the bench database)."""
+    missed = [
+        name
+        for name, verdict in report["verdicts"].items()
+        if verdict.get("met") is False and name in TARGETS
     ]
-
-    def serve(variant: tuple[str, bool, str]) -> dict[str, Any]:
-        name, nodelay, era = variant
-        # As shipped, uvicorn's workers share one socket and one of them accepts every
-        # connection (99-100% of the work in every run so far): that skew is the configuration
-        # being shown, not bad luck, so measuring it again would only spend the run's time.
-        attempts = BALANCE_ATTEMPTS if nodelay else 1
-        with running(start_sdk_server(workdir, nodelay=nodelay)) as sdk:
-            scenario = Scenario(name, tool=trivial.tool, arguments=trivial.arguments, era=era)
-            cpu = CpuMeter(sdk.popen.pid, database=False)
-            return measure(sdk.url, scenario, "", cpu=cpu, attempts=attempts)
-
-    runs = passes(variants, serve, name=lambda variant: variant[0])
-    report["sdk"] = {name: better_run(pair) for name, pair in runs.items()}
+    if not missed:
+        return
+    log(f"profiling the scenarios that missed their targets: {missed}")
+    env = dict(os.environ, GARANTE_BENCH_DB=BENCH_DB, GARANTE_BENCH_PG=PG_SERVER)
+    done = subprocess.run(
+        [PYTHON, "bench/cpu_breakdown.py", "--profile", *missed],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    report["profiles"] = done.stdout if done.returncode == 0 else done.stdout + done.stderr
 
 
 def machine() -> dict[str, Any]:
@@ -925,30 +1181,58 @@ def machine() -> dict[str, Any]:
     }
 
 
+def round_ratios(report: dict[str, Any], name: str, reference: str) -> list[float]:
+    """`name`'s req/s over `reference`'s, within each round."""
+    ours = report.get("round_rps", {}).get(name, [])
+    theirs = report.get("round_rps", {}).get(reference, [])
+    return [a / b for a, b in zip(ours, theirs, strict=False) if b]
+
+
 def evaluate(report: dict[str, Any]) -> None:
-    """Ratios and verdicts against issue 11's targets."""
+    """Ratios (medians of the rounds' ratios) and verdicts against issue 29's targets."""
     rows = report["scenarios"]
-    ceiling = rows.get("ceiling: GET /api/ping", {}).get("rps")
     verdicts = report["verdicts"] = {}
     for name, result in rows.items():
-        result["ratio_to_ceiling"] = ratio(result["rps"], ceiling) if ceiling else None
-        if name in TARGETS and result["ratio_to_ceiling"] is not None:
-            target = TARGETS[name][1]
-            verdicts[name] = {
-                "measured": result["ratio_to_ceiling"],
-                "target": f">= {target}",
-                "met": result["ratio_to_ceiling"] >= target,
-            }
-    ours = rows.get("list_services", {}).get("rps")
-    if ours and report["sdk"]:
-        fastest_name, fastest = max(report["sdk"].items(), key=lambda item: item[1]["rps"])
-        for result in report["sdk"].values():
-            result["ours_over_it"] = ratio(ours, result["rps"])
-        verdicts["ours vs SDK (fastest: " + fastest_name + ")"] = {
-            "measured": ratio(ours, fastest["rps"]),
-            "target": f">= {SDK_TARGET}",
-            "met": ours / fastest["rps"] >= SDK_TARGET,
+        if name not in TARGETS:
+            continue
+        reference, target = TARGETS[name]
+        ratios = round_ratios(report, name, reference)
+        if not ratios:
+            continue
+        result["ratio"] = round(median(ratios), 3)
+        result["ratio_to"] = reference
+        result["ratio_rounds"] = [round(value, 3) for value in ratios]
+        verdicts[name] = {
+            "measured": result["ratio"],
+            "target": f">= {target}x {reference.removeprefix('baseline: ')}",
+            "met": result["ratio"] >= target,
         }
+    if "list_services" in rows and report["sdk"]:
+        fastest_name = max(report["sdk"], key=lambda name: report["sdk"][name]["rps"])
+        for sdk_name, result in report["sdk"].items():
+            result["ours_over_it"] = round(
+                median(round_ratios(report, "list_services", sdk_name)), 3
+            )
+        value = report["sdk"][fastest_name]["ours_over_it"]
+        verdicts[f"list_services vs SDK ({fastest_name})"] = {
+            "measured": value,
+            "target": f">= {SDK_TARGET}x SDK",
+            "met": value >= SDK_TARGET,
+        }
+    queries = report.get("queries", {})
+    for name, budget in SQL_BUDGETS.items():
+        if name in queries:
+            verdicts[f"SQL per call: {name}"] = {
+                "measured": queries[name],
+                "target": f"<= {budget}",
+                "met": queries[name] <= budget,
+            }
+    for name, result in report.get("variants", {}).items():
+        on = name.split(" [off: ")[0]
+        gains = [a - 1 for a in round_ratios(report, on, name)]
+        if gains:
+            result["gain"] = round(median(gains), 3)
+            result["gain_rounds"] = [round(value, 3) for value in gains]
     growth = report["growth"]
     for kind, label in (("slots", "slot search"), ("replay", "key lookup (replay)")):
         small, large = growth.get(f"{kind}_small"), growth.get(f"{kind}_large")
@@ -994,74 +1278,66 @@ def evaluate(report: dict[str, Any]) -> None:
 
 
 def render(report: dict[str, Any]) -> str:
-    lines = ["", f"Garante load benchmark — {report['settings']['server']}"]
+    settings = report["settings"]
+    lines = ["", f"Garante load benchmark — {settings['server']}"]
     lines.append(
-        f"wrk, {report['settings']['concurrency']} connections, "
-        f"{report['settings']['seconds_per_scenario']:g} s per scenario; "
-        f"{report['machine']['cores']} cores ({report['machine']['cpu']})"
+        f"wrk, {settings['concurrency']} connections, {settings['seconds_per_scenario']:g} s "
+        f"per run, medians of {settings.get('rounds', 1)} interleaved rounds; "
+        f"{report['machine']['cores']} cores ({report['machine']['cpu']}); load average "
+        f"{report['machine']['load_average_at_start'][0]:.1f} at start, "
+        f"{report['machine'].get('load_average_at_end', [0])[0]:.1f} at end"
     )
-    header = f"{'scenario':<44}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
-    header += f"{'ratio':>8}{'SQL':>5}{'cpu ms':>8}{'pg ms':>7}"
+    header = f"{'row':<52}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'SQL':>5}{'cpu ms':>8}"
+    header += f"{'pg ms':>7}  {'ratio':>6}  {'target':<30}verdict"
     lines += ["", header, "-" * len(header)]
     queries = report.get("queries", {})
-    for name, result in report["scenarios"].items():
-        ratio_text = f"{result['ratio_to_ceiling']:.2f}" if result.get("ratio_to_ceiling") else ""
+    verdicts = report.get("verdicts", {})
+    ordered = report.get("rows") or [*report["scenarios"], *report["sdk"]]
+    buckets = {**report["scenarios"], **report["sdk"], **report.get("variants", {})}
+    for name in ordered:
+        result = buckets.get(name)
+        if result is None:
+            continue
+        ratio_text, target, verdict = "", "", ""
+        if "ratio" in result:
+            ratio_text = f"{result['ratio']:.2f}x"
+            target = verdicts[name]["target"]
+            verdict = "met" if verdicts[name]["met"] else "MISSED"
+        elif "ours_over_it" in result:
+            ratio_text = f"{result['ours_over_it']:.2f}x"
+            target = "(list_services / this)"
+        elif "gain" in result:
+            ratio_text = f"{result['gain']:+.0%}"
+            target = "(gain of the mechanism)"
         lines.append(
-            f"{name:<44}{result['rps']:>9.0f}{result['p50_ms']:>9.1f}{result['p95_ms']:>9.1f}"
-            f"{result['p99_ms']:>9.1f}{ratio_text:>8}{queries.get(name, ''):>5}"
-            f"{result.get('server_cpu_ms', 0):>8.2f}{result.get('postgres_cpu_ms', 0):>7.2f}"
-        )
-    for name, result in report["sdk"].items():
-        over = result.get("ours_over_it")
-        lines.append(
-            f"{name:<44}{result['rps']:>9.0f}{result['p50_ms']:>9.1f}{result['p95_ms']:>9.1f}"
-            f"{result['p99_ms']:>9.1f}{'' if over is None else f'{over:.2f}x':>8}{'':>5}"
-            f"{result.get('server_cpu_ms', 0):>8.2f}{'':>7}"
+            f"{name[:51]:<52}{result['rps']:>8.0f}{result['p50_ms']:>8.1f}{result['p99_ms']:>8.1f}"
+            f"{queries.get(name, ''):>5}{result.get('server_cpu_ms', 0):>8.2f}"
+            f"{result.get('postgres_cpu_ms', 0):>7.2f}  {ratio_text:>6}  {target:<30}{verdict}"
         )
     lines.append(
-        "(ratio: to the ceiling; for SDK rows, our list_services over that server. "
-        "cpu ms / pg ms: CPU time per request of the server's workers / of PostgreSQL)"
+        "(ratio: the median over the rounds of req/s over the target's reference measured in "
+        "the same round; for SDK rows, our list_services over that server; for [off: ...] "
+        "rows, as shipped over off, minus 1. cpu ms / pg ms: CPU time per request of the "
+        "server's workers / of PostgreSQL)"
     )
     lopsided = [
         f"{name} ({result['busiest_worker_share']:.0%})"
-        for name, result in [*report["scenarios"].items(), *report["sdk"].items()]
+        for name, result in buckets.items()
         if result.get("busiest_worker_share", 0) > BALANCED_SHARE
     ]
     if lopsided:
         lines.append(
-            "(one worker did most of the work in every run of: "
+            "(one worker did most of the work in the median run of: "
             + ", ".join(lopsided)
             + "; those rows measure about one core)"
         )
-    churn = {
-        name: 1000 * result["reconnections"] / result["requests"]
-        for name, result in report["scenarios"].items()
-        if result.get("requests") and "reconnections" in result
-    }
-    if churn:
-        worst = max(churn, key=churn.__getitem__)
-        lines.append(
-            f"(reconnections, after the server closed a kept-alive connection: at most "
-            f"{churn[worst]:.1f} per 1,000 requests, in {worst})"
-        )
-    spread = {
-        name: 1 - result["other_run_rps"] / result["rps"]
-        for name, result in [*report["scenarios"].items(), *report["sdk"].items()]
-        if result.get("other_run_rps") and result.get("rps")
-    }
-    if spread:
-        widest = max(spread, key=spread.__getitem__)
-        lines.append(
-            "(every row is the better of two runs, one in each of two passes, the second in "
-            f"reverse order; the other run gave at most {spread[widest]:.0%} fewer req/s, "
-            f"in {widest})"
-        )
-    if report.get("verdicts"):
-        lines += ["", f"{'target (issue 11)':<72}{'measured':>10}  {'wanted':<8} verdict"]
-        for name, verdict in report["verdicts"].items():
+    other = {name: verdict for name, verdict in verdicts.items() if name not in buckets}
+    if other:
+        lines += ["", f"{'other targets':<72}{'measured':>10}  {'wanted':<10} verdict"]
+        for name, verdict in other.items():
             measured = "" if verdict["measured"] is None else f"{verdict['measured']:.2f}"
             lines.append(
-                f"{name:<72}{measured:>10}  {verdict['target']:<8} "
+                f"{name:<72}{measured:>10}  {verdict['target']:<10} "
                 f"{'' if verdict['met'] is None else 'met' if verdict['met'] else 'MISSED'}"
             )
     memory = report.get("memory")
@@ -1084,6 +1360,9 @@ def render(report: dict[str, Any]) -> str:
                     f"growth {kind:<6} {item['rows']:>12,} rows: p50 {item['p50_ms']:.2f} ms, "
                     f"p99 {item['p99_ms']:.2f} ms (1 connection){loaded}{when}"
                 )
+    if report.get("profiles"):
+        lines += ["", "Where the time goes in the scenarios that missed (bench/cpu_breakdown.py):"]
+        lines.append(report["profiles"].rstrip())
     lines.append(f"\n(total {report.get('elapsed_seconds', 0):.0f} s)")
     return "\n".join(lines)
 
@@ -1094,6 +1373,4 @@ def _terminate(signum: int, frame: Any) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _terminate)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     sys.exit(main())

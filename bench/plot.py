@@ -20,11 +20,18 @@ ROOT = Path(__file__).resolve().parent.parent
 def draw(report: dict[str, Any], out: Path) -> None:
     rows = [(name, r, "garante") for name, r in report["scenarios"].items()]
     rows += [(name, r, "sdk") for name, r in report["sdk"].items()]
+    rows += [(name, r, "variant") for name, r in report.get("variants", {}).items()]
     if not rows:
         return
     names = [name for name, _, _ in rows]
     colors = [
-        "#ff7f0e" if kind == "sdk" else "#9e9e9e" if name.startswith("ceiling") else "#1f77b4"
+        "#ff7f0e"
+        if kind == "sdk"
+        else "#9e9e9e"
+        if name.startswith(("ceiling", "baseline"))
+        else "#2ca02c"
+        if kind == "variant"
+        else "#1f77b4"
         for name, _, kind in rows
     ]
     positions = list(range(len(rows)))[::-1]
@@ -35,8 +42,9 @@ def draw(report: dict[str, Any], out: Path) -> None:
     throughput = [r["rps"] for _, r, _ in rows]
     left.barh(positions, throughput, color=colors)
     for y, value, (_, r, _) in zip(positions, throughput, rows, strict=True):
-        share = r.get("ratio_to_ceiling")
-        label = f"{value:,.0f}" + (f"  ({share:.2f} of ceiling)" if share else "")
+        share = r.get("ratio")
+        reference = r.get("ratio_to", "").removeprefix("baseline: ")
+        label = f"{value:,.0f}" + (f"  ({share:.2f}x {reference})" if share else "")
         left.text(value, y, " " + label, va="center", fontsize=8)
     left.set_yticks(positions, names, fontsize=9)
     left.set_xlabel("requests per second (higher is better)")

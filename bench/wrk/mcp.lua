@@ -9,6 +9,8 @@
 --   BENCH_CONV       fresh (a new conversation per request) | pool:<n> | <a fixed id>
 --   BENCH_RUN        a run id, so fresh keys and conversations never repeat across runs
 --   BENCH_STOP_AFTER stop each thread after this many responses (0: run for the duration)
+--   BENCH_PLAIN      the baselines instead of MCP: read:<n> (GET <path>/item-<k>, k spread over
+--                    n keys) or write (POST a note with a fresh unique key)
 --
 -- It counts answers that are not a 200 tool success (HTTP status, or "isError":true) and
 -- prints one line "BENCH_JSON {...}" with throughput and latency percentiles.
@@ -22,6 +24,8 @@ local key_mode = os.getenv("BENCH_KEY") or "none"
 local conv_mode = os.getenv("BENCH_CONV") or "bench-conversation"
 local run = os.getenv("BENCH_RUN") or "0"
 local stop_after = tonumber(os.getenv("BENCH_STOP_AFTER") or "0")
+local plain = os.getenv("BENCH_PLAIN") or ""
+local plain_keys = tonumber(plain:match("^read:(%d+)$") or "0")
 
 -- Globals, not locals: wrk's thread:get and thread:set read and write a thread's globals.
 threads = {}
@@ -80,6 +84,14 @@ end
 
 function request()
   counter = counter + 1
+  if plain_keys > 0 then
+    local k = (thread_id * 7919 + counter * 104729) % plain_keys
+    return wrk.format(nil, wrk.path .. "/item-" .. k)
+  end
+  if plain == "write" then
+    return wrk.format(nil, nil, nil, '{"key":"bench-' .. run .. "-k" .. thread_id .. "-" .. counter
+      .. '","subject":"No funciona","description":"Prueba de carga."}')
+  end
   if tool == "" then
     return wrk.format(nil, nil, nil, os.getenv("BENCH_BODY"))
   end

@@ -1,0 +1,34 @@
+"""Garante's production settings with the mechanisms named in GARANTE_BENCH_OFF turned off
+(bench/variants.py), for the A/B rows of bench/load.py."""
+
+import os
+
+from config.settings import *  # noqa: F403
+from config.settings import DATABASES, MIDDLEWARE
+
+_OFF = set(os.environ.get("GARANTE_BENCH_OFF", "").split(","))
+
+if "server_side_binding" in _OFF:
+    DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"].get("OPTIONS", {}),
+        "server_side_binding": False,
+        "prepare_threshold": None,
+    }
+if "broker_client" in _OFF:
+    # kombu's own Redis transport, chosen by the broker URL.
+    del CELERY_BROKER_TRANSPORT  # noqa: F821
+if "machine_api_middleware" in _OFF:
+    # Django's own browser middleware, run on the machine API's requests too.
+    _DJANGO = {
+        "core.middleware.SessionMiddleware": "django.contrib.sessions.middleware.SessionMiddleware",
+        "core.middleware.LocaleMiddleware": "django.middleware.locale.LocaleMiddleware",
+        "core.middleware.CsrfViewMiddleware": "django.middleware.csrf.CsrfViewMiddleware",
+        "core.middleware.AuthenticationMiddleware": (
+            "django.contrib.auth.middleware.AuthenticationMiddleware"
+        ),
+        "core.middleware.MessageMiddleware": "django.contrib.messages.middleware.MessageMiddleware",
+        "core.middleware.XFrameOptionsMiddleware": (
+            "django.middleware.clickjacking.XFrameOptionsMiddleware"
+        ),
+    }
+    MIDDLEWARE = [_DJANGO.get(name, name) for name in MIDDLEWARE]

@@ -1,0 +1,102 @@
+"""The speed mechanisms that depart from plain Django, each with the switch that turns it off.
+
+bench/load.py with `GARANTE_BENCH_OFF=<name>[,<name>...][;<group>...]` serves, for each group,
+one more Garante with those mechanisms off (bench/variant_wsgi.py, bench/variant_settings.py),
+measured next to the one as shipped, interleaved within each round, so every mechanism's gain
+is measured on its own scenario in the same run (docs/performance.md, "Mechanisms").
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    what: str  # what it does, and where it lives
+    scenarios: tuple[str, ...]  # the scenarios whose speed it is for
+    env: dict[str, str] = field(default_factory=dict)  # turned off by these variables
+    gunicorn_drop: tuple[str, ...] = ()  # ... or by dropping these gunicorn arguments
+    gunicorn_add: tuple[str, ...] = ()  # ... or by adding these
+    # Otherwise bench/variant_settings.py or bench/variant_wsgi.py turns it off by its name.
+
+
+READS = ("list_services", "find_available_slots")
+WRITES = ("identify_contact (first write)", "open_case (first write)")
+REPLAY = ("open_case (replay)",)
+ALL = ("MCP ping (auth + envelope, no tool)", *READS, *WRITES, *REPLAY)
+
+MECHANISMS: dict[str, Mechanism] = {
+    "process_cache": Mechanism(
+        "core/process_cache.py: the token's company and the service catalogue kept in each "
+        "process for 5 s (GARANTE_PROCESS_CACHE_SECONDS)",
+        ("MCP ping (auth + envelope, no tool)", *READS),
+        env={"GARANTE_PROCESS_CACHE_SECONDS": "0"},
+    ),
+    "deferred_writes": Mechanism(
+        "tooling/deferred.py: the trace and the replay counters written in batches by a "
+        "thread of each process (GARANTE_DEFERRED_WRITE_SECONDS)",
+        (*READS, *WRITES, *REPLAY),
+        env={"GARANTE_DEFERRED_WRITE_SECONDS": "0"},
+    ),
+    "prepared_statements": Mechanism(
+        "config/settings.py: statements run more than twice on a connection prepared by "
+        "PostgreSQL (GARANTE_PG_PREPARE_THRESHOLD; empty turns it off)",
+        ALL,
+        env={"GARANTE_PG_PREPARE_THRESHOLD": ""},
+    ),
+    "server_side_binding": Mechanism(
+        "config/settings.py: parameters bound by the server (psycopg's server_side_binding), "
+        "which prepared statements need; off here means Django's client-side binding, and no "
+        "preparing",
+        ALL,
+    ),
+    "health_check_poll": Mechanism(
+        "core/postgresql/base.py: a kept connection's health checked by polling its socket "
+        "instead of Django's SELECT 1 per request",
+        ALL,
+    ),
+    "answer_deadline": Mechanism(
+        "core/postgresql/base.py: every wait for PostgreSQL bounded (a reliability "
+        "mechanism: its cost, not a gain, is what is measured)",
+        ALL,
+    ),
+    "broker_client": Mechanism(
+        "core/broker.py: kombu's Redis channel keeps one Redis client instead of building "
+        "one per published message",
+        ("open_case (first write)",),
+    ),
+    "tool_result_text": Mechanism(
+        "tooling/mcp.py _tool_result: the tools/call result written as JSON text with "
+        "f-strings instead of validated and dumped by mcp_types like the other methods",
+        ALL,
+    ),
+    "without_savepoint": Mechanism(
+        "core/transactions.py without_savepoint: the services' writes in the tool call's "
+        "transaction without a savepoint of their own (2 statements fewer)",
+        WRITES,
+    ),
+    "machine_api_middleware": Mechanism(
+        "core/middleware.py: the browser's six middleware (sessions, locale, CSRF, auth, "
+        "messages, frame options) step aside for the machine API's requests",
+        ("MCP ping (auth + envelope, no tool)", *READS),
+    ),
+    "h1c_parser": Mechanism(
+        "requirements.txt gunicorn_h1c: gunicorn parses HTTP with its C parser",
+        ("ceiling: GET /api/ping", *ALL),
+        gunicorn_add=("--http-parser", "python"),
+    ),
+    "reuse_port": Mechanism(
+        "bench and deployment: gunicorn --reuse-port, a listening socket per worker so the "
+        "kernel spreads kept-alive connections over both",
+        ("ceiling: GET /api/ping", *ALL),
+        gunicorn_drop=("--reuse-port",),
+    ),
+}
+
+
+def chosen(names: str) -> list[str]:
+    """The mechanisms named in GARANTE_BENCH_OFF (comma-separated), checked."""
+    picked = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in picked if name not in MECHANISMS]
+    if unknown:
+        raise SystemExit(f"GARANTE_BENCH_OFF: unknown {unknown}; known: {sorted(MECHANISMS)}")
+    return picked
