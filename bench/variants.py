@@ -32,7 +32,7 @@ MECHANISMS: dict[str, Mechanism] = {
         env={"GARANTE_PROCESS_CACHE_SECONDS": "0"},
     ),
     "deferred_writes": Mechanism(
-        "tooling/deferred.py: the trace and the replay counters written in batches by a "
+        "core/deferred.py: the trace and the replay counters written in batches by a "
         "thread of each process (GARANTE_DEFERRED_WRITE_SECONDS)",
         (*READS, *WRITES, *REPLAY),
         env={"GARANTE_DEFERRED_WRITE_SECONDS": "0"},
