@@ -3,7 +3,7 @@ by what plain Django and mcp_types do (bench/variants.py), for the A/B rows of b
 
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from django.db import transaction
 
@@ -36,21 +36,5 @@ if "answer_deadline" in _OFF:
     from core.postgresql.base import bound_this_process
 
     bound_this_process(None)
-
-if "tool_result_text" in _OFF:
-    import json
-
-    from tooling import mcp
-
-    def _tool_result(outcome: Any, route: Any) -> str:
-        text = outcome.body_text()
-        result = {
-            "content": [{"type": "text", "text": text}],
-            "isError": outcome.is_error,
-            "structuredContent": json.loads(text),
-        }
-        return mcp._shape("tools/call", route, result)
-
-    mcp._tool_result = _tool_result
 
 __all__ = ["application"]

@@ -64,11 +64,6 @@ MECHANISMS: dict[str, Mechanism] = {
         "one per published message",
         ("open_case (first write)",),
     ),
-    "tool_result_text": Mechanism(
-        "tooling/mcp.py _tool_result: the tools/call result written as JSON text with "
-        "f-strings instead of validated and dumped by mcp_types like the other methods",
-        ALL,
-    ),
     "without_savepoint": Mechanism(
         "core/transactions.py without_savepoint: the services' writes in the tool call's "
         "transaction without a savepoint of their own (2 statements fewer)",

@@ -78,8 +78,6 @@ HEADERLESS_VERSION = "2025-03-26"
 assert set(LEGACY_VERSIONS + MODERN_VERSIONS) <= set(KNOWN_PROTOCOL_VERSIONS)
 
 SERVER_INFO = {"name": "garante", "title": "Garante", "version": "0.1.0"}
-# The `_meta` every modern result carries (see `_shape`), as JSON text for tools/call results.
-_MODERN_STAMP = dumps({SERVER_INFO_META_KEY: SERVER_INFO})
 CAPABILITIES = {"tools": {"listChanged": False}}
 # The tool list changes only with a deployment; a few minutes of client caching is safe.
 TOOLS_TTL_MS = 300_000
@@ -568,21 +566,14 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> str:
 
 
 def _tool_result(outcome: Outcome, route: Route) -> str:
-    """A tools/call result as JSON text, written here rather than validated and dumped by
-    mcp_types like the other methods' results: its shape is fixed (one text content, the
-    structured content, the error flag and, in the modern era, the stamp of `_shape`), the tests
-    pin it to mcp_types' serializer for every version we serve, and the body's JSON text, which
-    the output cap or the idempotency record already holds, goes in as it is instead of being
-    validated, dumped and encoded again (docs/performance.md)."""
-    text = outcome.body_text()
-    flags = f'"isError":{"true" if outcome.is_error else "false"}'
-    content = f'"content":[{{"text":{dumps(text)},"type":"text"}}]'
-    if route.modern:
-        return (
-            f'{{"_meta":{_MODERN_STAMP},{content},{flags},'
-            f'"resultType":"complete","structuredContent":{text}}}'
-        )
-    return f'{{{content},{flags},"structuredContent":{text}}}'
+    """A tools/call result: the body once as text content and once as structured content,
+    validated and dumped by mcp_types like every other method's result."""
+    result = {
+        "content": [{"type": "text", "text": outcome.body_text()}],
+        "structuredContent": outcome.body,
+        "isError": outcome.is_error,
+    }
+    return _shape("tools/call", route, result)
 
 
 HANDLERS: dict[str, Callable[[Company, dict[str, Any], Route], str]] = {

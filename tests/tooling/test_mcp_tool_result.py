@@ -1,6 +1,5 @@
-"""A tools/call result is written as JSON text by the MCP endpoint, not dumped by mcp_types:
-these tests pin it, for every protocol version we serve, to what mcp_types' serializer makes
-of the same result, byte for byte."""
+"""A tools/call result, for every protocol version we serve, is what mcp_types' serializer makes
+of the body, byte for byte, whether the body's text was stored with the effect or not."""
 
 import json
 
