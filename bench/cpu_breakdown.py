@@ -39,7 +39,7 @@ import atexit  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
-from bench.load import start_redis  # noqa: E402
+from bench.processes import start_redis  # noqa: E402
 
 # What the calls publish (open_case's staff notification) goes to a Redis of this run's own,
 # as in bench/load.py, not into the queue of whatever Redis the machine runs.
