@@ -32,7 +32,6 @@ from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.references import insert_with_fresh_reference, normalize_reference
 from core.states import state_shown
-from core.transactions import without_savepoint
 
 _TERMINAL_MESSAGES = {
     Appointment.State.CANCELLED: _("Esa cita ya está cancelada."),
@@ -225,7 +224,7 @@ def appointment_book(
         contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
     )
 
-    def book() -> Appointment:
+    with transaction.atomic():
         slot_validate(
             company=company,
             service=service,
@@ -250,8 +249,6 @@ def appointment_book(
         _insert(appointment, company=company, now=now)
         return appointment
 
-    return without_savepoint(book)
-
 
 def appointment_reschedule(
     *,
@@ -270,7 +267,7 @@ def appointment_reschedule(
     """
     now = now or clock.now()
 
-    def reschedule() -> Appointment:
+    with transaction.atomic():
         appointment = _locked(company, reference, with_cutoff=enforce_customer_rules)
         _check_owner(contact, appointment)
         _check_scheduled(appointment)
@@ -306,8 +303,6 @@ def appointment_reschedule(
         )
         return appointment
 
-    return without_savepoint(reschedule)
-
 
 def appointment_cancel(
     *,
@@ -322,7 +317,7 @@ def appointment_cancel(
     not after the company's cut-off; staff pass enforce_cutoff=False."""
     now = now or clock.now()
 
-    def cancel() -> Appointment:
+    with transaction.atomic():
         appointment = _locked(company, reference, with_cutoff=enforce_cutoff)
         _check_owner(contact, appointment)
         _check_scheduled(appointment)
@@ -331,8 +326,6 @@ def appointment_cancel(
         appointment.cancel(by=by)
         appointment.save()
         return appointment
-
-    return without_savepoint(cancel)
 
 
 def _check_started(appointment: Appointment, now: datetime) -> None:

@@ -177,7 +177,7 @@ def render(report: dict[str, Any]) -> str:
         "(ratio: the median over the rounds of req/s over the target's reference measured in "
         "the same round; for SDK rows, our list_services over that server; for [off: ...] "
         "rows, as shipped over off, minus 1. cpu ms / pg ms: CPU time per request of the "
-        "server's workers / of PostgreSQL)"
+        "server's workers / of PostgreSQL; SQL: statements per call besides BEGIN/COMMIT)"
     )
     lopsided = [
         f"{name} ({result['busiest_worker_share']:.0%})"

@@ -2,24 +2,9 @@
 by what plain Django and mcp_types do (bench/variants.py), for the A/B rows of bench/load.py."""
 
 import os
-from collections.abc import Callable
-from typing import TypeVar
-
-from django.db import transaction
 
 _OFF = set(os.environ.get("GARANTE_BENCH_OFF", "").split(","))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.variant_settings")
-T = TypeVar("T")
-
-if "without_savepoint" in _OFF:
-    # Before the services import it: a savepoint of their own, as `transaction.atomic()` does.
-    from core import transactions
-
-    def _with_savepoint(work: Callable[[], T]) -> T:
-        with transaction.atomic():
-            return work()
-
-    transactions.without_savepoint = _with_savepoint
 
 from config.wsgi import application  # noqa: E402
 

@@ -64,11 +64,6 @@ MECHANISMS: dict[str, Mechanism] = {
         "one per published message",
         ("open_case (first write)",),
     ),
-    "without_savepoint": Mechanism(
-        "core/transactions.py without_savepoint: the services' writes in the tool call's "
-        "transaction without a savepoint of their own (2 statements fewer)",
-        WRITES,
-    ),
     "machine_api_middleware": Mechanism(
         "core/middleware.py: the browser's six middleware (sessions, locale, CSRF, auth, "
         "messages, frame options) step aside for the machine API's requests",

@@ -7,6 +7,7 @@ hands to the broker). Authentication and the trace are other code's budget and l
 
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
@@ -76,3 +77,25 @@ def call_statements(
     if "COMMIT" in statements:
         statements = statements[: statements.index("COMMIT") + 1]
     return outcome, statements
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a call may send: at most `at_most` statements (a ceiling, not the exact SQL), among
+    them `includes` in this order: the writes and locks that make the call what it is."""
+
+    at_most: int
+    includes: tuple[str, ...]
+
+    def check(self, shapes: list[str]) -> None:
+        assert len(shapes) <= self.at_most, f"{len(shapes)} > {self.at_most}: {shapes}"
+        remaining = iter(shapes)
+        missing = [step for step in self.includes if step not in remaining]
+        assert not missing, f"missing, in order, {missing}: {shapes}"
+
+
+def essential(shape_text: str) -> bool:
+    """Whether a statement's shape is one a budget names: a write, a row lock or a bracket."""
+    return shape_text.startswith(("INSERT", "UPDATE", "DELETE", "BEGIN", "COMMIT")) or (
+        " FOR " in shape_text
+    )

@@ -2,7 +2,7 @@
 
 from functools import cache
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -12,7 +12,6 @@ from core.identity.limits import Attempt, failure_record, refuse_when_too_many_f
 from core.identity.step_up import verification_drop
 from core.models import Contact, Conversation, SecurityEvent
 from core.sql import column, selected, update_fields
-from core.transactions import without_savepoint
 
 # What a conversation knows of its identity, read again under the row lock.
 _IDENTITY_FIELDS = (
@@ -64,13 +63,10 @@ def identify_contact(
     (ToolContext.conversation_is_new). Its row is then this transaction's until it ends and
     holds what was inserted, so it is not locked and read again.
     """
-    # The one write a refusal follows, dropping the verification on an identity switch, is
-    # meant to stand anyway.
-    return without_savepoint(
-        lambda: _identify_locked(
+    with transaction.atomic():
+        return _identify_locked(
             conversation=conversation, kind=kind, value=value, new=new_conversation
         )
-    )
 
 
 def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: bool) -> Contact:

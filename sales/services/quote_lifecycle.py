@@ -18,7 +18,6 @@ from core.errors import NotInCompany, ValidationFailed
 from core.jobs import task_named
 from core.models import Company, Contact, Conversation
 from core.references import insert_with_fresh_reference
-from core.transactions import without_savepoint
 from sales.models import Opportunity, PriceList, Quote, QuoteLine
 from sales.selectors import price_list_current
 from sales.services.catalog import insufficient_stock, stock_reserve
@@ -57,7 +56,7 @@ def quote_create(
         contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
     )
 
-    def create() -> Quote:
+    with transaction.atomic():
         locked_opportunity = None
         if opportunity is not None:
             locked_opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
@@ -112,8 +111,6 @@ def quote_create(
             _quote_send_locked(quote, by=by, now=now)
         return quote
 
-    return without_savepoint(create)
-
 
 def _lines_known(quote: Quote, lines: list[QuoteLine]) -> None:
     """Give `quote.lines.all()` the lines just inserted, as prefetch_related would, so showing
@@ -133,14 +130,12 @@ def quote_send(*, quote: Quote, by: Any = None, now: datetime | None = None) -> 
     """
     now = now or timezone.now()
 
-    def send() -> Quote:
+    with transaction.atomic():
         locked = quote_lock(quote)
         quote_guard(locked, locked.send, now)
         _check_draft_still_quotable(locked, now)
         _quote_send_locked(locked, by=by, now=now)
         return locked
-
-    return without_savepoint(send)
 
 
 def _check_draft_still_quotable(quote: Quote, now: datetime) -> None:
@@ -216,7 +211,7 @@ def quote_accept(
     """
     now = now or timezone.now()
 
-    def accept() -> Quote:
+    with transaction.atomic():
         current = quote if locked else quote_lock(quote)
         quote_guard(current, current.accept, now)
         check_expected_total(expected_total, current.total, current.currency)
@@ -245,8 +240,6 @@ def quote_accept(
             opportunity.save(update_fields=["amount", "currency", "state", "closed_at"])
         return current
 
-    return without_savepoint(accept)
-
 
 def quote_reject(
     *,
@@ -259,7 +252,7 @@ def quote_reject(
     """Reject a sent, still valid quote. `locked` as in quote_accept."""
     now = now or timezone.now()
 
-    def reject() -> Quote:
+    with transaction.atomic():
         current = quote if locked else quote_lock(quote)
         quote_guard(current, current.reject, now)
         current.reject(by=by)
@@ -267,8 +260,6 @@ def quote_reject(
         current.resolved_at = now
         current.save(update_fields=["state", "rejection_reason", "resolved_at"])
         return current
-
-    return without_savepoint(reject)
 
 
 @transaction.atomic
