@@ -22,4 +22,39 @@ if "answer_deadline" in _OFF:
 
     bound_this_process(None)
 
+if "hand_built_sql" in _OFF:
+    # The hottest reads as the ORM writes them: a queryset compiled on every call.
+    import dataclasses
+
+    from core.idempotency import engine
+    from core.identity import binding
+    from core.identity.identifiers import CONTACT_FIELD
+    from core.models import Contact, Conversation, IdempotencyRecord
+    from tooling import context
+
+    _record_fields = [field.name for field in dataclasses.fields(engine._StoredRecord)]
+
+    def _lookup(company, key):
+        row = (
+            IdempotencyRecord.objects.filter(company=company, key=key)
+            .values_list(*_record_fields)
+            .first()
+        )
+        return None if row is None else engine._StoredRecord(*row)
+
+    def _conversation_read(company, external_id):
+        return (
+            Conversation.objects.select_related("contact")
+            .filter(company=company, external_id=external_id)
+            .first()
+        )
+
+    def _contact_with(*, company_id, identifier):
+        lookup = {CONTACT_FIELD[identifier.kind]: identifier.value}
+        return Contact.objects.filter(company_id=company_id, **lookup).first()
+
+    engine._lookup = _lookup
+    context._conversation_read = _conversation_read
+    binding._contact_with = _contact_with
+
 __all__ = ["application"]

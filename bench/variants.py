@@ -64,6 +64,13 @@ MECHANISMS: dict[str, Mechanism] = {
         "one per published message",
         ("open_case (first write)",),
     ),
+    "hand_built_sql": Mechanism(
+        "core.sql: the hottest reads (the idempotency key lookup, core/idempotency/engine.py; "
+        "the call's conversation, tooling/context.py; the contact an identifier names, "
+        "core/identity/binding.py) as SQL built once from the models' metadata, rows "
+        "converted by core.sql, instead of a queryset compiled on every call",
+        (*WRITES, *REPLAY),
+    ),
     "machine_api_middleware": Mechanism(
         "core/middleware.py: the browser's six middleware (sessions, locale, CSRF, auth, "
         "messages, frame options) step aside for the machine API's requests",
