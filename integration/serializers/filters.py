@@ -51,15 +51,18 @@ class ContactFilter(DateRangeFilter):
     document_number = serializers.CharField(required=False, max_length=32)
 
 
-class ServiceFilter(QueryFilter):
+class ActiveFilter(QueryFilter):
+    """What staff switch on and off in the admin: services (this filter alone), professionals
+    and products (with their own filters besides)."""
+
     active = serializers.BooleanField(required=False)
 
 
-class ProfessionalFilter(ServiceFilter):
+class ProfessionalFilter(ActiveFilter):
     service = ReferenceInput("SV-7K2F9Q", required=False)
 
 
-class ProductFilter(ServiceFilter):
+class ProductFilter(ActiveFilter):
     search = serializers.CharField(required=False, max_length=100)
 
 

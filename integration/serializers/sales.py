@@ -71,34 +71,28 @@ class ProductOut(serializers.Serializer):
         return product.quantity_available if product.track_stock else None
 
 
+@extend_schema_field(OpenApiTypes.STR)
+class LineAmountField(serializers.Field):
+    """An amount of a quote line, in its quote's currency: a line does not carry the currency,
+    so QuoteOut passes it in the context."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+
+    def to_representation(self, amount: Decimal) -> str:
+        return money.to_wire(amount, self.context["currency"])
+
+
 class QuoteLineOut(serializers.Serializer):
     sku = serializers.CharField()
     name = serializers.CharField()
     quantity = serializers.IntegerField()
-    unit_price = serializers.SerializerMethodField()
+    unit_price = LineAmountField()
     tax_rate = serializers.DecimalField(max_digits=5, decimal_places=2)
-    subtotal = serializers.SerializerMethodField()
-    tax = serializers.SerializerMethodField()
-    total = serializers.SerializerMethodField()
-
-    def _money(self, amount: Decimal) -> str:
-        return money.to_wire(amount, self.context["currency"])
-
-    @extend_schema_field(OpenApiTypes.STR)
-    def get_unit_price(self, line: Any) -> str:
-        return self._money(line.unit_price)
-
-    @extend_schema_field(OpenApiTypes.STR)
-    def get_subtotal(self, line: Any) -> str:
-        return self._money(line.subtotal)
-
-    @extend_schema_field(OpenApiTypes.STR)
-    def get_tax(self, line: Any) -> str:
-        return self._money(line.tax)
-
-    @extend_schema_field(OpenApiTypes.STR)
-    def get_total(self, line: Any) -> str:
-        return self._money(line.total)
+    subtotal = LineAmountField()
+    tax = LineAmountField()
+    total = LineAmountField()
 
 
 class QuoteOut(serializers.Serializer):

@@ -13,12 +13,12 @@ from agenda.availability import describe_instant, search_window, slots_available
 from integration import selectors
 from integration.schema import read_schema
 from integration.serializers.agenda import ProfessionalOut, ServiceOut, SlotListOut, SlotOut
-from integration.serializers.filters import ProfessionalFilter, ServiceFilter, SlotFilter
+from integration.serializers.filters import ActiveFilter, ProfessionalFilter, SlotFilter
 from integration.views.base import CompanyViewSet, ResourceViewSet
 
 
 @extend_schema_view(
-    list=read_schema(ServiceOut(many=True), parameters=[ServiceFilter]),
+    list=read_schema(ServiceOut(many=True), parameters=[ActiveFilter]),
     retrieve=read_schema(ServiceOut),
 )
 class ServiceViewSet(ResourceViewSet):
@@ -27,7 +27,7 @@ class ServiceViewSet(ResourceViewSet):
     resource = "services"
     permission_model = "agenda.service"
     serializer_class = ServiceOut
-    filter_class = ServiceFilter
+    filter_class = ActiveFilter
     ordering_fields = ["name", "duration_minutes"]
     ordering = ["name"]
     reference_sources = {"service": "pk"}

@@ -29,6 +29,7 @@ from core.references import normalize_reference
 from integration.authentication import COMPANY_PARAMETER, IntegrationAccess
 from integration.pagination import Pagination, StableOrdering
 from integration.serializers.references import ReferenceBook
+from integration.serializers.strict import EmptyIn
 
 API_PREFIX = "/api/v1"
 
@@ -67,6 +68,9 @@ class CompanyViewSet(viewsets.GenericViewSet):
     # kind -> attribute holding the id, for batch-drawing the references a page shows
     reference_sources: dict[str, str] = {}
     resource = ""
+    # The keyword under which the resource's transition services take the record it addresses
+    # (quote_send(quote=...), case_start(case=...)), for `transition`.
+    transition_target = ""
 
     @property
     def access(self) -> IntegrationAccess:
@@ -173,6 +177,14 @@ class CompanyViewSet(viewsets.GenericViewSet):
             Outcome(
                 body=result.body, is_error=False, status=result.status, replayed=result.replayed
             )
+        )
+
+    def transition(self, service: Callable[..., Model]) -> HttpResponse:
+        """A transition that takes no arguments: `service` applied, by the caller, to the
+        record the URL addresses, as an idempotent write."""
+        return self.write(
+            EmptyIn,
+            lambda data: service(**{self.transition_target: self.get_object()}, by=self.by),
         )
 
     def validated(self, input_class: type[serializers.Serializer]) -> dict[str, Any]:

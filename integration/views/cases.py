@@ -1,6 +1,5 @@
 """Support cases: listed, read, opened and moved through their states."""
 
-from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Model, QuerySet
@@ -42,6 +41,7 @@ class CaseViewSet(ResourceViewSet):
     ordering_fields = ["created_at", "updated_at"]
     ordering = ["-created_at"]
     reference_sources = {"contact": "contact_id"}
+    transition_target = "case"
 
     def get_queryset(self) -> QuerySet:
         f = self.filters
@@ -77,35 +77,32 @@ class CaseViewSet(ResourceViewSet):
 
         return self.write(CaseIn, perform, status=201)
 
-    def _move(self, service: Callable[..., Model]) -> HttpResponse:
-        return self.write(EmptyIn, lambda data: service(case=self.get_object(), by=self.by))
-
     @write_schema(EmptyIn, CaseOut)
     @action(detail=True, methods=["post"])
     def start(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(case_start)
+        return self.transition(case_start)
 
     @write_schema(EmptyIn, CaseOut)
     @action(detail=True, methods=["post"], url_path="wait-for-customer")
     def wait_for_customer(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(case_wait_for_customer)
+        return self.transition(case_wait_for_customer)
 
     @write_schema(EmptyIn, CaseOut)
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(case_resume)
+        return self.transition(case_resume)
 
     @write_schema(EmptyIn, CaseOut)
     @action(detail=True, methods=["post"])
     def resolve(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(case_resolve)
+        return self.transition(case_resolve)
 
     @write_schema(EmptyIn, CaseOut)
     @action(detail=True, methods=["post"])
     def close(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(case_close)
+        return self.transition(case_close)
 
     @write_schema(EmptyIn, CaseOut)
     @action(detail=True, methods=["post"])
     def reopen(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(case_reopen)
+        return self.transition(case_reopen)

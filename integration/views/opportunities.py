@@ -1,6 +1,5 @@
 """The sales pipeline's opportunities: listed, read, created and moved along it."""
 
-from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -41,6 +40,7 @@ class OpportunityViewSet(ResourceViewSet):
     ordering_fields = ["created_at", "closed_at"]
     ordering = ["-created_at"]
     reference_sources = {"contact": "contact_id"}
+    transition_target = "opportunity"
 
     def get_queryset(self) -> QuerySet:
         f = self.filters
@@ -68,28 +68,25 @@ class OpportunityViewSet(ResourceViewSet):
 
         return self.write(OpportunityIn, perform, status=201)
 
-    def _move(self, service: Callable[..., Model]) -> HttpResponse:
-        return self.write(EmptyIn, lambda data: service(opportunity=self.get_object(), by=self.by))
-
     @write_schema(EmptyIn, OpportunityOut)
     @action(detail=True, methods=["post"])
     def qualify(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(opportunity_qualify)
+        return self.transition(opportunity_qualify)
 
     @write_schema(EmptyIn, OpportunityOut)
     @action(detail=True, methods=["post"])
     def propose(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(opportunity_propose)
+        return self.transition(opportunity_propose)
 
     @write_schema(EmptyIn, OpportunityOut)
     @action(detail=True, methods=["post"])
     def negotiate(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(opportunity_negotiate)
+        return self.transition(opportunity_negotiate)
 
     @write_schema(EmptyIn, OpportunityOut)
     @action(detail=True, methods=["post"])
     def win(self, request: Request, reference: str) -> HttpResponse:
-        return self._move(opportunity_win)
+        return self.transition(opportunity_win)
 
     @write_schema(OpportunityLoseIn, OpportunityOut)
     @action(detail=True, methods=["post"])

@@ -80,6 +80,7 @@ class QuoteViewSet(ResourceViewSet):
     ordering_fields = ["created_at", "valid_until"]
     ordering = ["-created_at"]
     reference_sources = {"contact": "contact_id"}
+    transition_target = "quote"
 
     def get_queryset(self) -> QuerySet:
         f = self.filters
@@ -121,7 +122,7 @@ class QuoteViewSet(ResourceViewSet):
     @write_schema(EmptyIn, QuoteOut)
     @action(detail=True, methods=["post"])
     def send(self, request: Request, reference: str) -> HttpResponse:
-        return self.write(EmptyIn, lambda data: quote_send(quote=self.get_object(), by=self.by))
+        return self.transition(quote_send)
 
     @write_schema(QuoteAcceptIn, QuoteOut)
     @action(detail=True, methods=["post"])
@@ -146,4 +147,4 @@ class QuoteViewSet(ResourceViewSet):
     @write_schema(EmptyIn, QuoteOut)
     @action(detail=True, methods=["post"])
     def expire(self, request: Request, reference: str) -> HttpResponse:
-        return self.write(EmptyIn, lambda data: quote_expire(quote=self.get_object(), by=self.by))
+        return self.transition(quote_expire)
