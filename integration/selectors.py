@@ -102,21 +102,6 @@ def contact_get(*, company: Company, reference: str) -> Contact:
     )
 
 
-def contact_exists_with(
-    *, company: Company, document_number: str = "", phone: str = "", email: str = ""
-) -> bool:
-    """Whether another contact of the company already has one of these identifiers."""
-    query = Q(pk__in=[])
-    for field, value in (
-        ("document_number", document_number),
-        ("phone", phone),
-        ("email", email),
-    ):
-        if value:
-            query |= Q(**{field: value})
-    return Contact.objects.filter(company=company).filter(query).exists()
-
-
 def service_list(*, company: Company, active: bool | None = None) -> QuerySet[Service]:
     services = Service.objects.filter(company=company)
     if active is not None:
@@ -152,10 +137,6 @@ def professional_get(*, company: Company, reference: str) -> Professional:
         reference,
         NotFound(_("No encontré ese profesional."), code="professional_not_found"),
     )
-
-
-def professional_service_references(*, professional: Professional) -> list[int]:
-    return list(professional.services.order_by("name", "pk").values_list("pk", flat=True))
 
 
 # --- Catalog -------------------------------------------------------------------------------
