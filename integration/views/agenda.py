@@ -1,6 +1,8 @@
 """Services, professionals and their free slots: read only (staff manage them in the
 admin)."""
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -9,7 +11,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agenda import clock
-from agenda.availability import describe_instant, search_window, slots_available
+from agenda.availability import (
+    SearchWindow,
+    Slot,
+    describe_instant,
+    search_window,
+    slots_available,
+)
+from agenda.models import Service
 from integration import selectors
 from integration.schema import read_schema
 from integration.serializers.agenda import ProfessionalOut, ServiceOut, SlotListOut, SlotOut
@@ -84,14 +93,7 @@ class SlotViewSet(CompanyViewSet):
             if "professional" in f
             else None
         )
-        first_day = f.get("date_from") or now.astimezone(company.tz).date()
-        last_day = f.get("date_to")
-        window = search_window(
-            company=company,
-            from_text=first_day.isoformat(),
-            to_text=last_day.isoformat() if last_day else None,
-            now=now,
-        )
+        window = self.days_to_search(now)
         limit = f.get("limit", 20)
         found = slots_available(
             company=company,
@@ -102,20 +104,38 @@ class SlotViewSet(CompanyViewSet):
             professional=professional,
             limit=limit + 1,
         )
+        # One more than the limit is searched for, to tell whether the limit cut the answer; a
+        # range longer than a search covers was narrowed: more may exist after it.
+        has_more = len(found) > limit or window.narrowed
+        return Response(self.slots_body(service, found, limit, has_more=has_more))
+
+    def days_to_search(self, now: datetime) -> SearchWindow:
+        """The days to search: date_from (default today, the company's) to date_to."""
+        first_day = self.filters.get("date_from") or now.astimezone(self.company.tz).date()
+        last_day = self.filters.get("date_to")
+        return search_window(
+            company=self.company,
+            from_text=first_day.isoformat(),
+            to_text=last_day.isoformat() if last_day else None,
+            now=now,
+        )
+
+    def slots_body(
+        self, service: Service, found: Sequence[Slot], limit: int, *, has_more: bool
+    ) -> dict[str, Any]:
+        tz = self.company.tz
         slots = [
             {
                 "starts_at": slot.starts_at,
                 "ends_at": slot.ends_at,
-                **describe_instant(slot.starts_at, company.tz),
+                **describe_instant(slot.starts_at, tz),
                 "professional": slot.professional,
             }
             for slot in found[:limit]
         ]
         self.references.prefetch("professional", [slot.professional.pk for slot in found])
-        body = {
+        return {
             "service": self.references.get("service", service.pk),
             "results": SlotOut(slots, many=True, context=self.get_serializer_context()).data,
-            # A range longer than a search covers was narrowed: more may exist after it.
-            "has_more": len(found) > limit or window.narrowed,
+            "has_more": has_more,
         }
-        return Response(body)
