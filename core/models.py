@@ -312,8 +312,8 @@ class SecurityEvent(models.Model):
         related_name="+",
         verbose_name=_("gateway credential"),
     )
-    # An HMAC of the identifier tried (core.identity.identifier_digest), to count failures per
-    # identifier value without storing it.
+    # An HMAC of the identifier tried (core.identity.limits.identifier_digest), to count failures
+    # per identifier value without storing it.
     identifier_digest = models.CharField(max_length=64, blank=True, editable=False)
     detail = models.JSONField(_("detail"), default=dict, blank=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now)

@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 
 from core.errors import RULE_CODES
 from core.idempotency import HTTP_KEY_PATTERN
-from integration.serializers import ErrorOut
+from integration.serializers.errors import ErrorOut
 
 API_DESCRIPTION = """
 The REST API for a company's own systems (website, ERP, call-centre software). It runs the

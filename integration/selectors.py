@@ -53,6 +53,11 @@ def _local_days(company: Company, field: str, date_from: date | None, date_to: d
     return query
 
 
+def _referenced(relation: str, reference: str) -> Q:
+    """Rows whose `relation` (a contact, service or professional) has this public reference."""
+    return Q(**{f"{relation}__integration_reference__reference": normalize_reference(reference)})
+
+
 def _by_reference(queryset: QuerySet, lookup: str, reference: str, error: NotFound):
     found = queryset.filter(**{lookup: normalize_reference(reference)}).first()
     if found is None:
@@ -97,21 +102,6 @@ def contact_get(*, company: Company, reference: str) -> Contact:
     )
 
 
-def contact_exists_with(
-    *, company: Company, document_number: str = "", phone: str = "", email: str = ""
-) -> bool:
-    """Whether another contact of the company already has one of these identifiers."""
-    query = Q(pk__in=[])
-    for field, value in (
-        ("document_number", document_number),
-        ("phone", phone),
-        ("email", email),
-    ):
-        if value:
-            query |= Q(**{field: value})
-    return Contact.objects.filter(company=company).filter(query).exists()
-
-
 def service_list(*, company: Company, active: bool | None = None) -> QuerySet[Service]:
     services = Service.objects.filter(company=company)
     if active is not None:
@@ -136,9 +126,7 @@ def professional_list(
     if active is not None:
         professionals = professionals.filter(active=active)
     if service is not None:
-        professionals = professionals.filter(
-            services__integration_reference__reference=normalize_reference(service)
-        )
+        professionals = professionals.filter(_referenced("services", service))
     return professionals
 
 
@@ -149,10 +137,6 @@ def professional_get(*, company: Company, reference: str) -> Professional:
         reference,
         NotFound(_("No encontré ese profesional."), code="professional_not_found"),
     )
-
-
-def professional_service_references(*, professional: Professional) -> list[int]:
-    return list(professional.services.order_by("name", "pk").values_list("pk", flat=True))
 
 
 # --- Catalog -------------------------------------------------------------------------------
@@ -212,17 +196,11 @@ def appointment_list(
     if state is not None:
         appointments = appointments.filter(state=state)
     if contact is not None:
-        appointments = appointments.filter(
-            contact__integration_reference__reference=normalize_reference(contact)
-        )
+        appointments = appointments.filter(_referenced("contact", contact))
     if service is not None:
-        appointments = appointments.filter(
-            service__integration_reference__reference=normalize_reference(service)
-        )
+        appointments = appointments.filter(_referenced("service", service))
     if professional is not None:
-        appointments = appointments.filter(
-            professional__integration_reference__reference=normalize_reference(professional)
-        )
+        appointments = appointments.filter(_referenced("professional", professional))
     return appointments
 
 
@@ -254,9 +232,7 @@ def quote_list(
     if state is not None:
         quotes = quotes.in_effective_state(state, timezone.now())
     if contact is not None:
-        quotes = quotes.filter(
-            contact__integration_reference__reference=normalize_reference(contact)
-        )
+        quotes = quotes.filter(_referenced("contact", contact))
     return quotes
 
 
@@ -285,9 +261,7 @@ def opportunity_list(
     if state is not None:
         opportunities = opportunities.filter(state=state)
     if contact is not None:
-        opportunities = opportunities.filter(
-            contact__integration_reference__reference=normalize_reference(contact)
-        )
+        opportunities = opportunities.filter(_referenced("contact", contact))
     return opportunities
 
 
@@ -304,7 +278,7 @@ def case_list(
         _local_days(company, "created_at", date_from, date_to)
     )
     if contact is not None:
-        cases = cases.filter(contact__integration_reference__reference=normalize_reference(contact))
+        cases = cases.filter(_referenced("contact", contact))
     if priority is not None:
         cases = cases.filter(priority=priority)
     return cases

@@ -4,9 +4,14 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import routers
 
-from integration import views
 from integration.errors import not_found_view
 from integration.schema import API_DESCRIPTION
+from integration.views.agenda import ProfessionalViewSet, ServiceViewSet, SlotViewSet
+from integration.views.appointments import AppointmentViewSet
+from integration.views.cases import CaseViewSet
+from integration.views.contacts import ContactViewSet
+from integration.views.opportunities import OpportunityViewSet
+from integration.views.quotes import ProductViewSet, QuoteViewSet
 
 
 class APIRootView(routers.APIRootView):
@@ -21,15 +26,15 @@ class Router(routers.DefaultRouter):
 
 
 router = Router(trailing_slash=False)
-router.register("contacts", views.ContactViewSet, basename="contact")
-router.register("services", views.ServiceViewSet, basename="service")
-router.register("professionals", views.ProfessionalViewSet, basename="professional")
-router.register("slots", views.SlotViewSet, basename="slot")
-router.register("appointments", views.AppointmentViewSet, basename="appointment")
-router.register("products", views.ProductViewSet, basename="product")
-router.register("quotes", views.QuoteViewSet, basename="quote")
-router.register("opportunities", views.OpportunityViewSet, basename="opportunity")
-router.register("cases", views.CaseViewSet, basename="case")
+router.register("contacts", ContactViewSet, basename="contact")
+router.register("services", ServiceViewSet, basename="service")
+router.register("professionals", ProfessionalViewSet, basename="professional")
+router.register("slots", SlotViewSet, basename="slot")
+router.register("appointments", AppointmentViewSet, basename="appointment")
+router.register("products", ProductViewSet, basename="product")
+router.register("quotes", QuoteViewSet, basename="quote")
+router.register("opportunities", OpportunityViewSet, basename="opportunity")
+router.register("cases", CaseViewSet, basename="case")
 
 app_name = "integration"
 urlpatterns = [
