@@ -14,9 +14,6 @@ if "server_side_binding" in _OFF:
         "server_side_binding": False,
         "prepare_threshold": None,
     }
-if "broker_client" in _OFF:
-    # kombu's own Redis transport, chosen by the broker URL.
-    del CELERY_BROKER_TRANSPORT  # noqa: F821
 if "machine_api_middleware" in _OFF:
     # Django's own browser middleware, run on the machine API's requests too.
     _DJANGO = {

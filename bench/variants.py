@@ -59,11 +59,6 @@ MECHANISMS: dict[str, Mechanism] = {
         "mechanism: its cost, not a gain, is what is measured)",
         ALL,
     ),
-    "broker_client": Mechanism(
-        "core/broker.py: kombu's Redis channel keeps one Redis client instead of building "
-        "one per published message",
-        ("open_case (first write)",),
-    ),
     "hand_built_sql": Mechanism(
         "core.sql: the hottest reads (the idempotency key lookup, core/idempotency/engine.py; "
         "the call's conversation, tooling/context.py; the contact an identifier names, "

@@ -160,10 +160,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_timeout": GARANTE_BROKER_ANSWER_SECONDS,
     "socket_connect_timeout": GARANTE_BROKER_ANSWER_SECONDS,
 }
-if CELERY_BROKER_URL.startswith("redis://"):
-    # kombu's Redis transport, building its Redis client once instead of per message. Not for
-    # rediss:// (TLS): kombu checks its TLS options by that transport name, which this would hide.
-    CELERY_BROKER_TRANSPORT = "core.broker:Transport"
 # Filled by the apps, each with its own periodic tasks (core.periodic).
 CELERY_BEAT_SCHEDULE: dict = {}
 
