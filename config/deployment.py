@@ -1,8 +1,9 @@
 """How Garante is deployed, read from the environment: the secret key and the hosts it serves,
 refused when insecure with DEBUG off, and what it needs to know behind an HTTPS reverse proxy.
 
-Only config.settings imports this module, and only plain functions of a mapping live here, so
-a test can compute the settings of any environment without reloading the settings module.
+config.settings reads the environment through these plain functions of a mapping, so a test
+can compute the settings of any environment without reloading the settings module; manage.py
+turns `InsecureSettings` into its one line.
 
 Secure by default: with DEBUG off the process refuses to start (`InsecureSettings`, one line
 naming the variable) without a real secret key or with no allowed host, and the session and
