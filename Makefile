@@ -3,11 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-DEMO_ENV := DATABASE_URL=sqlite:///db.sqlite3 CELERY_TASK_ALWAYS_EAGER=1 \
-	EMAIL_BACKEND=django.core.mail.backends.console.EmailBackend GARANTE_SMS_BACKEND=console \
-	DJANGO_DEBUG=1
+SPEEDUPS_STAMP := $(VENV)/.speedups-stamp
 
-.PHONY: install demo test test-fast lint format bench clean conformance conformance-install
+.PHONY: install speedups demo test test-fast lint format bench clean conformance \
+	conformance-install
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +16,18 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 install: $(STAMP)
 
+# Optional compiled speed-ups (requirements-speedups.txt), which may need a C compiler;
+# everything works without them. `make bench` measures what each is worth.
+$(SPEEDUPS_STAMP): $(STAMP) requirements-speedups.txt
+	$(BIN)/pip install --quiet -r requirements-speedups.txt
+	touch $(SPEEDUPS_STAMP)
+
+speedups: $(SPEEDUPS_STAMP)
+
+# Migrations, the sandbox, the server on 127.0.0.1:8000; its output goes to var/demo.log and
+# the terminal ends with the URLs, the gateway token, the admin login and a curl (bin/demo).
 demo: install
-	$(DEMO_ENV) $(BIN)/python manage.py migrate --no-input
-	$(DEMO_ENV) $(BIN)/python manage.py seed_sandbox --admin-email admin@example.com
-	$(DEMO_ENV) $(BIN)/python manage.py runserver 127.0.0.1:8000
+	bin/demo
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -58,6 +65,8 @@ conformance: install conformance-install
 # GARANTE_BENCH_QUICK=1 make bench: short windows, no memory top-up and no growth loads;
 # GARANTE_BENCH_SCENARIOS and GARANTE_BENCH_OFF choose rows (docs/performance.md).
 bench: install
+	@$(MAKE) --no-print-directory speedups || \
+		echo "the speed-ups could not be installed (a C compiler?): the bench measures without them"
 	$(BIN)/python bench/idempotency.py
 	@command -v wrk >/dev/null 2>&1 || { apt-get install -y -qq wrk >/dev/null 2>&1 || \
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq wrk >/dev/null 2>&1; } || \

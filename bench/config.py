@@ -1,6 +1,7 @@
 """The load benchmark's settings (GARANTE_BENCH_* variables), targets and environment."""
 
 import os
+import secrets
 import socket
 import sys
 import time
@@ -82,6 +83,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# Production settings refuse to start without a real key, and redirect plain HTTP to HTTPS
+# unless told that nothing in front terminates TLS (the bench talks plain HTTP on loopback).
+SERVER_ENV = {
+    "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50),
+    "DJANGO_SECURE_SSL_REDIRECT": "0",
+}
+
+
 def environment(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -92,6 +101,7 @@ def environment(**extra: str) -> dict[str, str]:
             "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
             "GARANTE_SMS_BACKEND": "console",
             "PYTHONPATH": str(ROOT),
+            **SERVER_ENV,
         }
     )
     env.update(extra)

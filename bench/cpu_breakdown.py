@@ -35,6 +35,10 @@ os.environ.setdefault(
 os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
 os.environ.setdefault("GARANTE_LOG_LEVEL", "WARNING")
 
+from bench.config import SERVER_ENV  # noqa: E402
+
+os.environ.update(SERVER_ENV)
+
 import atexit  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402

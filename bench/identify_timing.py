@@ -24,6 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("GARANTE_LOG_LEVEL", "WARNING")
+os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver")
+
+from bench.config import SERVER_ENV  # noqa: E402
+
+os.environ.update(SERVER_ENV)
 
 import django  # noqa: E402
 

@@ -75,3 +75,4 @@ class GaranteAdminConfig(AdminConfig):
         from core.roles import role_groups_sync_after_migrate
 
         post_migrate.connect(role_groups_sync_after_migrate, dispatch_uid="garante_role_groups")
+        import config.checks  # noqa: F401  (registers the project's deployment checks)

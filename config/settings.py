@@ -7,6 +7,8 @@ from pathlib import Path
 import dj_database_url
 from django.utils.translation import gettext_lazy as _
 
+from config import deployment
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -17,11 +19,11 @@ def env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "garante-insecure-demo-key-change-me")
 DEBUG = env_bool("DJANGO_DEBUG", False)
-ALLOWED_HOSTS = [
-    h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h
-]
+# Deployment (config.deployment): with DEBUG off, a missing, default or weak secret key and an
+# empty host list stop the process here, with one line naming the variable.
+SECRET_KEY = deployment.secret_key(os.environ, debug=DEBUG)
+ALLOWED_HOSTS = deployment.allowed_hosts(os.environ, debug=DEBUG)
 
 INSTALLED_APPS = [
     "config.admin_site.GaranteAdminConfig",  # django.contrib.admin with Garante's site
@@ -40,6 +42,8 @@ INSTALLED_APPS = [
     "support",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc served from /static/, not a CDN
+    "ninja",  # django-ninja's own Swagger UI files, so /api/docs loads nothing from a CDN
     "integration",
 ]
 
@@ -47,8 +51,11 @@ INSTALLED_APPS = [
 # user, messages, frame options) steps aside for the machine API's paths, which authenticate
 # by bearer token and answer in the company's language.
 MIDDLEWARE = [
+    "config.health.HealthProbes",  # /healthz and /readyz, before Host checks and redirects
+    "config.hosts.RefuseUnknownHosts",  # a Host not in ALLOWED_HOSTS: 400, one log line
     "django.middleware.security.SecurityMiddleware",
     "tooling.middleware.MachineApiErrors",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # /static/, when no web server is in front
     "core.middleware.SessionMiddleware",
     "core.middleware.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -130,7 +137,7 @@ TIME_ZONE = "UTC"
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = BASE_DIR / (os.environ.get("DJANGO_STATIC_ROOT") or "var/static")
 
 LOGGING = {
     "version": 1,
@@ -260,9 +267,42 @@ REST_FRAMEWORK = {
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No validator badge: it would send the schema's URL to an outside service.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "TITLE": "Garante integration API",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
 }
+
+
+# --- Production: behind a TLS proxy, static files, health probes (config.deployment,
+# config.health, docs/operations.md). Every value comes from the environment; with DEBUG off
+# the cookies are Secure and plain HTTP is redirected unless the operator turns them off.
+_proxy = deployment.proxy_settings(os.environ, debug=DEBUG)
+CSRF_TRUSTED_ORIGINS = _proxy["CSRF_TRUSTED_ORIGINS"]
+SECURE_PROXY_SSL_HEADER = _proxy["SECURE_PROXY_SSL_HEADER"]
+USE_X_FORWARDED_HOST = _proxy["USE_X_FORWARDED_HOST"]
+SECURE_SSL_REDIRECT = _proxy["SECURE_SSL_REDIRECT"]
+SESSION_COOKIE_SECURE = _proxy["SESSION_COOKIE_SECURE"]
+CSRF_COOKIE_SECURE = _proxy["CSRF_COOKIE_SECURE"]
+SECURE_HSTS_SECONDS = _proxy["SECURE_HSTS_SECONDS"]
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _proxy["SECURE_HSTS_INCLUDE_SUBDOMAINS"]
+SECURE_HSTS_PRELOAD = _proxy["SECURE_HSTS_PRELOAD"]
+# WhiteNoise serves what collectstatic gathered (at the image's build), compressed; without
+# hashed names, so pages render before any collectstatic (the tests, a fresh checkout).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# The demo (DEBUG on) serves the apps' files straight from their folders.
+WHITENOISE_USE_FINDERS = DEBUG
+# MIDDLEWARE holds core.middleware's subclasses of Django's CSRF and frame-options middleware,
+# which Django's deployment checks look for by name: config.checks checks them instead.
+SILENCED_SYSTEM_CHECKS = ["security.W002", "security.W003"]
+# /readyz answers within this bound whatever the database or the broker do (config.health).
+GARANTE_READY_TIMEOUT_SECONDS = float(os.environ.get("GARANTE_READY_TIMEOUT_SECONDS", "1.5"))

@@ -20,6 +20,15 @@ POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test"
 if "DATABASE_URL" not in os.environ and _reachable("127.0.0.1", 5432):
     os.environ["DATABASE_URL"] = POSTGRES_URL
 os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+# DEBUG is off here as in production, so the settings insist on a real key; the servers,
+# workers and commands the tests start (tests.servers, tests/reliability, the conformance run)
+# inherit these from this process's environment. They serve plain HTTP on the loopback: no
+# redirect to HTTPS, no Secure cookies (a browser test logs in over http://localhost).
+os.environ.setdefault(
+    "DJANGO_SECRET_KEY", "garante-tests-only-secret-key-never-used-in-production-0123456789"
+)
+os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "0")
+os.environ.setdefault("DJANGO_SECURE_COOKIES", "0")
 
 from config.settings import *  # noqa: E402, F403
 
@@ -29,6 +38,8 @@ EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 CELERY_TASK_ALWAYS_EAGER = True
 REDIS_AVAILABLE = _reachable("127.0.0.1", 6379)
 LOGGING["root"]["level"] = "WARNING"  # noqa: F405
+# No collectstatic before the tests: WhiteNoise serves the apps' own files.
+WHITENOISE_USE_FINDERS = True
 # Live-server threads must not keep connections open, or the test database cannot be dropped.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 if DATABASES["default"]["ENGINE"].endswith("sqlite3") and "TEST" not in DATABASES["default"]:  # noqa: F405

@@ -11,7 +11,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext_lazy as _
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
@@ -68,6 +68,9 @@ api = NinjaAPI(
     description="Every Gateway tool as a plain HTTP endpoint, with Idempotency-Key semantics.",
     urls_namespace="api",
     parser=StrictJSONParser(),
+    # Swagger UI's files come from django-ninja's static files (config.settings); its default
+    # validator badge would send the schema's URL to an outside service.
+    docs=Swagger(settings={"validatorUrl": None}),
     # The 422 codes a well-formed call may still get: the data's state, not the call's shape.
     openapi_extra={"info": {"x-rule-codes": sorted(RULE_CODES)}},
 )

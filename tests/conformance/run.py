@@ -17,6 +17,7 @@ why in docs/conformance.md).
 import argparse
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -76,10 +77,13 @@ NOT_APPLICABLE = {
     "prompts-get-with-image": "no prompts capability",
 }
 
-# The server runs as in production (config.settings), its side effects kept local.
+# The server runs as in production (config.settings), its side effects kept local: a key of
+# its own for the run, and plain HTTP on the loopback (no redirect to HTTPS).
 SERVER_ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
+    "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
     "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+    "DJANGO_SECURE_SSL_REDIRECT": "0",
     "GARANTE_MCP_ALLOWED_ORIGINS": "",
     "CELERY_TASK_ALWAYS_EAGER": "1",
     "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
