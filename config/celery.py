@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import task_failure, task_retry, task_revoked, task_success, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -34,3 +34,29 @@ def bound_database_answers(**kwargs: Any) -> None:
     from core.postgresql.base import bound_this_process
 
     bound_this_process(settings.GARANTE_DB_ANSWER_SECONDS)
+
+
+def _task_counted(outcome: str) -> Any:
+    """A receiver counting a finished task under `outcome` (core.metrics), in the process that
+    ran it: a worker's pool process, or the web process when tasks run eagerly (the demo)."""
+
+    def receiver(sender: Any = None, **kwargs: Any) -> None:
+        # Imported here: this module loads with the settings (config/__init__.py), before
+        # Django is set up, and core.metrics reads Django.
+        from core.metrics import CELERY_TASKS
+
+        name = getattr(sender, "name", None) or getattr(kwargs.get("request"), "task", None)
+        CELERY_TASKS.labels(str(name or "unknown"), outcome).inc()
+
+    return receiver
+
+
+# Celery keeps weak references to receivers: these module-level names keep them alive.
+_count_success = _task_counted("success")
+_count_failure = _task_counted("failure")
+_count_retry = _task_counted("retry")
+_count_revoked = _task_counted("revoked")
+task_success.connect(_count_success)
+task_failure.connect(_count_failure)
+task_retry.connect(_count_retry)
+task_revoked.connect(_count_revoked)
