@@ -1,5 +1,5 @@
 """What counts as personal data or a secret in free text, and how it is masked: the one rule of
-the conversation trace (tooling.trace), the log lines (config.logs) and error reports
+the conversation trace (tooling.trace), the log lines (core.logs) and error reports
 (config.sentry)."""
 
 import re

@@ -1,5 +1,6 @@
 """A finished tool call counted and logged, once, from tooling.execution.call_tool: its
-Prometheus series (core.metrics) and its one log line.
+Prometheus series (core.metrics), and its log line's fields (on its request's line,
+core.request_log, or a line of its own outside a request).
 
 The series' children are bound once per (surface, tool) and per error type, then reused: a
 call costs two increments and a dictionary lookup or two, not a label lookup under a lock.
@@ -60,34 +61,42 @@ def tool_call_observed(
     outcome: Outcome,
     seconds: float,
 ) -> None:
-    """Count and log one finished call. The line names the call, never its arguments or its
-    answer: the tool, the company, the conversation, how it ended and how long it took."""
+    """Count one finished call, and give its fields to its request's log line
+    (core.request_log), or write its own line when no request runs it. The fields name the
+    call, never its arguments or its answer: the tool, the company, the conversation, how it
+    ended and how long it took."""
     series = _series_of(tool, surface)
     error_type = outcome.error_type if outcome.is_error else None
     (series.error(error_type or "SYSTEM") if outcome.is_error else series.ok).inc()
     series.duration.observe(seconds)
     request = current_request()
-    if request is not None:
-        request.company_id = company.pk
-    if not logger.isEnabledFor(logging.INFO):
+    if request is None and not logger.isEnabledFor(logging.INFO):
         return
     code = outcome.body.get("code") if outcome.is_error else None
+    fields = {
+        "event": "tool_call",
+        "tool": tool,
+        # The caller's text, masked by core.logs like the rest of the line.
+        "conversation_id": conversation_id[:255] if isinstance(conversation_id, str) else None,
+        "outcome": "error" if outcome.is_error else "ok",
+        "error_type": error_type,
+        "error_code": code if isinstance(code, str) else None,
+        "replayed": outcome.replayed,
+        "tool_duration_ms": round(seconds * 1000, 3),
+    }
+    if request is not None:
+        request.company_id = company.pk
+        request.tool_call = fields
+        return
     logger.info(
         "tool %s: %s in %.1f ms",
         tool,
         error_type or "ok",
         seconds * 1000,
         extra={
-            "event": "tool_call",
+            **fields,
             "company": company.pk,
-            "tool": tool,
             "surface": surface,
-            # The caller's text, masked by core.logs like the rest of the line.
-            "conversation_id": conversation_id[:255] if isinstance(conversation_id, str) else None,
-            "outcome": "error" if outcome.is_error else "ok",
-            "error_type": error_type,
-            "error_code": code if isinstance(code, str) else None,
-            "replayed": outcome.replayed,
             "duration_ms": round(seconds * 1000, 3),
         },
     )
