@@ -36,6 +36,24 @@ def bound_database_answers(**kwargs: Any) -> None:
     bound_this_process(settings.GARANTE_DB_ANSWER_SECONDS)
 
 
+@worker_init.connect
+def serve_worker_metrics(**kwargs: Any) -> None:
+    """With GARANTE_WORKER_METRICS_PORT set, the worker answers Prometheus' scrapes of its own
+    series (its tasks' outcomes, the verification codes it delivered) on that port of
+    GARANTE_WORKER_METRICS_ADDRESS (127.0.0.1 unless set: a port of its own, not the web's
+    token, is what guards it). A prefork pool's processes count in files of their own when the
+    worker has a PROMETHEUS_MULTIPROC_DIR (its own, not the web's), and the scrape sums them."""
+    port = os.environ.get("GARANTE_WORKER_METRICS_PORT", "").strip()
+    if not port:
+        return
+    from prometheus_client import start_http_server
+
+    from core.metrics import exposed_registry
+
+    address = os.environ.get("GARANTE_WORKER_METRICS_ADDRESS", "").strip() or "127.0.0.1"
+    start_http_server(int(port), addr=address, registry=exposed_registry())
+
+
 def _task_counted(outcome: str) -> Any:
     """A receiver counting a finished task under `outcome` (core.metrics), in the process that
     ran it: a worker's pool process, or the web process when tasks run eagerly (the demo)."""

@@ -97,14 +97,19 @@ def _multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
-def metrics_exposition() -> bytes:
-    """Every series in Prometheus' text format: the sum over all processes writing to the
-    multiprocess directory when there is one, this process's own otherwise."""
+def exposed_registry() -> CollectorRegistry:
+    """What a scrape reads: the sum over all processes writing to the multiprocess directory
+    when there is one, this process's own series otherwise."""
     if _multiprocess_dir() is None:
-        return generate_latest(REGISTRY)
+        return REGISTRY
     registry = CollectorRegistry()
     _multiprocess.MultiProcessCollector(registry)
-    return generate_latest(registry)
+    return registry
+
+
+def metrics_exposition() -> bytes:
+    """Every series in Prometheus' text format (`exposed_registry`)."""
+    return generate_latest(exposed_registry())
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

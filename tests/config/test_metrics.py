@@ -14,9 +14,15 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.jobs import task_named
 from core.services import contact_create
 from core.sms import LocmemBackend
-from tests.servers import wait_for
+from tests.servers import (
+    free_port,
+    postgresql_test_database_url,
+    start_celery_worker,
+    wait_for,
+)
 
 METRICS_TOKEN = "scrape-token-for-tests"
 
@@ -295,3 +301,41 @@ def _worker_pids(master: int) -> set[int]:
         if parent == master:
             found.add(int(stat.parent.name))
     return found
+
+
+REDIS_DB = 12  # this module's own Redis database and queue: no other session's worker sees them
+
+
+@pytest.mark.redis
+def test_a_worker_answers_scrapes_of_its_tasks_on_a_port_of_its_own(
+    django_db_blocker, celery_publisher, tmp_path
+):
+    port = free_port()
+    with start_celery_worker(
+        database_url=postgresql_test_database_url(django_db_blocker),
+        redis_db=REDIS_DB,
+        log_dir=tmp_path,
+        env={"GARANTE_WORKER_METRICS_PORT": str(port)},
+    ) as worker:
+        celery_publisher(worker.broker_url, queue=worker.queue)
+        url = f"http://127.0.0.1:{port}/metrics"
+        before = parse(httpx.get(url, timeout=10).text)
+        for _ in range(3):
+            task_named("core.challenge_deliveries_settle").delay()
+
+        def settled() -> Tally | None:
+            values = parse(httpx.get(url, timeout=10).text)
+            moved = delta(
+                before,
+                values,
+                "garante_celery_tasks_total",
+                task="core.challenge_deliveries_settle",
+                outcome="success",
+            )
+            return values if moved >= 3 else None
+
+        after = wait_for(settled, timeout=60)
+
+    tasks = "garante_celery_tasks_total"
+    assert delta(before, after, tasks, task="core.challenge_deliveries_settle") == 3
+    assert delta(before, after, tasks, outcome="failure") == 0
