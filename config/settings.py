@@ -148,13 +148,7 @@ LOGGING = {
             "()": "core.logs.PlainFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
         },
-        "json": {
-            "()": "core.logs.JsonFormatter",
-            "fmt": "%(levelname)s %(name)s %(message)s",
-            "timestamp": "time",
-            "rename_fields": {"levelname": "level", "name": "logger"},
-            "json_ensure_ascii": False,
-        },
+        "json": {"()": "core.logs.JsonFormatter"},
     },
     "handlers": {
         "console": {

@@ -9,10 +9,10 @@ email, a phone, a document number or a token. Our own lines never pass arguments
 tokens in the first place: these filters are the net under them.
 """
 
+import json
 import logging
+from datetime import UTC, datetime
 from typing import Any
-
-from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
 from core.redaction import scrub_secrets
 from core.request_log import current_request
@@ -51,12 +51,40 @@ class PlainFormatter(logging.Formatter):
         return scrub_secrets(super().formatStack(stack_info))
 
 
-class JsonFormatter(_JsonFormatter):
-    """One JSON object per line (python-json-logger): time, level, logger, message and the
-    line's own fields (request_id, company, tool, conversation_id, outcome, duration_ms...)."""
+# What every record has: the line's own fields are the others (`extra=`, the filter's).
+_RECORD_ATTRIBUTES = frozenset(
+    logging.LogRecord("", logging.INFO, "", 0, "", None, None).__dict__
+) | {"message", "asctime", "taskName"}
+# One encoder for every line (it keeps no state between calls); a value JSON cannot hold is
+# written as its text.
+_encoder = json.JSONEncoder(ensure_ascii=False, default=str)
 
-    def formatException(self, ei: Any) -> str:  # type: ignore[override]
-        return scrub_secrets(super().formatException(ei))  # type: ignore[arg-type]
 
-    def formatStack(self, stack_info: str) -> str:  # type: ignore[override]
-        return scrub_secrets(super().formatStack(stack_info))  # type: ignore[arg-type]
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (ISO 8601, UTC), level, logger, message, then the line's
+    own fields (request_id, company, tool, conversation_id, outcome, duration_ms...) and an
+    exception's text, masked. Written here rather than with python-json-logger: the same
+    object for about half its CPU (6 against 11 us a line, measured; one is written per
+    request)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _RECORD_ATTRIBUTES:
+                line[key] = value
+        if record.exc_info:
+            line["exc_info"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack_info"] = self.formatStack(record.stack_info)
+        return _encoder.encode(line)
+
+    def formatException(self, ei: Any) -> str:
+        return scrub_secrets(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return scrub_secrets(super().formatStack(stack_info))
