@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import task_failure, task_retry, task_revoked, task_success, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -34,3 +34,47 @@ def bound_database_answers(**kwargs: Any) -> None:
     from core.postgresql.base import bound_this_process
 
     bound_this_process(settings.GARANTE_DB_ANSWER_SECONDS)
+
+
+@worker_init.connect
+def serve_worker_metrics(**kwargs: Any) -> None:
+    """With GARANTE_WORKER_METRICS_PORT set, the worker answers Prometheus' scrapes of its own
+    series (its tasks' outcomes, the verification codes it delivered) on that port of
+    GARANTE_WORKER_METRICS_ADDRESS (127.0.0.1 unless set: a port of its own, not the web's
+    token, is what guards it). A prefork pool's processes count in files of their own when the
+    worker has a PROMETHEUS_MULTIPROC_DIR (its own, not the web's), and the scrape sums them."""
+    port = os.environ.get("GARANTE_WORKER_METRICS_PORT", "").strip()
+    if not port:
+        return
+    from prometheus_client import start_http_server
+
+    from core.metrics import exposed_registry
+
+    address = os.environ.get("GARANTE_WORKER_METRICS_ADDRESS", "").strip() or "127.0.0.1"
+    start_http_server(int(port), addr=address, registry=exposed_registry())
+
+
+def _task_counted(outcome: str) -> Any:
+    """A receiver counting a finished task under `outcome` (core.metrics), in the process that
+    ran it: a worker's pool process, or the web process when tasks run eagerly (the demo)."""
+
+    def receiver(sender: Any = None, **kwargs: Any) -> None:
+        # Imported here: this module loads with the settings (config/__init__.py), before
+        # Django is set up, and core.metrics reads Django.
+        from core.metrics import CELERY_TASKS
+
+        name = getattr(sender, "name", None) or getattr(kwargs.get("request"), "task", None)
+        CELERY_TASKS.labels(str(name or "unknown"), outcome).inc()
+
+    return receiver
+
+
+# Celery keeps weak references to receivers: these module-level names keep them alive.
+_count_success = _task_counted("success")
+_count_failure = _task_counted("failure")
+_count_retry = _task_counted("retry")
+_count_revoked = _task_counted("revoked")
+task_success.connect(_count_success)
+task_failure.connect(_count_failure)
+task_retry.connect(_count_retry)
+task_revoked.connect(_count_revoked)

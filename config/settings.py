@@ -53,6 +53,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "config.health.HealthProbes",  # /healthz and /readyz, before Host checks and redirects
     "config.hosts.RefuseUnknownHosts",  # a Host not in ALLOWED_HOSTS: 400, one log line
+    "core.request_log.RequestLogMiddleware",  # request id, timing, count, one log line
     "django.middleware.security.SecurityMiddleware",
     "tooling.middleware.MachineApiErrors",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # /static/, when no web server is in front
@@ -139,11 +140,31 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / (os.environ.get("DJANGO_STATIC_ROOT") or "var/static")
 
+# The one logging configuration (core.logs): a console handler, readable lines by default (the
+# demo), one JSON object per line with GARANTE_LOG_FORMAT=json; every line masked and, within a
+# request, stamped with its id. GARANTE_LOG_LEVEL=WARNING drops the per-request and per-call
+# INFO lines (garante.requests, garante.tools).
+GARANTE_LOG_FORMAT = os.environ.get("GARANTE_LOG_FORMAT", "plain").strip().lower() or "plain"
+if GARANTE_LOG_FORMAT not in ("plain", "json"):
+    raise ValueError(f"GARANTE_LOG_FORMAT must be plain or json, not {GARANTE_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_context": {"()": "core.logs.RequestContextFilter"}},
+    "formatters": {
+        "plain": {
+            "()": "core.logs.PlainFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
+        "json": {"()": "core.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": GARANTE_LOG_FORMAT,
+            "filters": ["request_context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("GARANTE_LOG_LEVEL", "INFO")},
 }
 
@@ -306,3 +327,23 @@ WHITENOISE_USE_FINDERS = DEBUG
 SILENCED_SYSTEM_CHECKS = ["security.W002", "security.W003"]
 # /readyz answers within this bound whatever the database or the broker do (config.health).
 GARANTE_READY_TIMEOUT_SECONDS = float(os.environ.get("GARANTE_READY_TIMEOUT_SECONDS", "1.5"))
+
+# --- Observability: metrics, request ids, error reports (docs/operations.md) ----------------
+# Every request is timed, counted and logged with its id (core.request_log, in MIDDLEWARE after
+# the probes and the Host check); these paths are answered without a line or a count.
+GARANTE_QUIET_PATHS = ("/healthz", "/readyz", "/metrics")
+# GET /metrics (Prometheus text, core.metrics) for `Authorization: Bearer <this>`; unset: the
+# endpoint is off (404). Several gunicorn workers are summed through PROMETHEUS_MULTIPROC_DIR,
+# which the repository's gunicorn.conf.py sets.
+GARANTE_METRICS_TOKEN = os.environ.get("GARANTE_METRICS_TOKEN", "").strip()
+# Error reports to Sentry when SENTRY_DSN is set, with no personal data (config.sentry).
+SENTRY_DSN = os.environ.get("SENTRY_DSN", "").strip()
+if SENTRY_DSN:
+    from config.sentry import sentry_init
+
+    sentry_init(
+        dsn=SENTRY_DSN,
+        environment=os.environ.get("SENTRY_ENVIRONMENT", "production"),
+        traces_sample_rate=float(os.environ.get("SENTRY_TRACES_SAMPLE_RATE", "0")),
+    )
+# --- end of observability ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from django.views import defaults
 
+from core.metrics import metrics_view
 from core.outcome import error_response
 from tooling.api import api
 from tooling.mcp import mcp_endpoint
@@ -19,6 +20,7 @@ urlpatterns = [
     path("mcp", mcp_endpoint, name="mcp"),
     path("api/v1/", include("integration.urls")),
     path("api/", api.urls),
+    path("metrics", metrics_view, name="metrics"),
 ]
 
 

@@ -37,8 +37,9 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 CELERY_TASK_ALWAYS_EAGER = True
 REDIS_AVAILABLE = _reachable("127.0.0.1", 6379)
-LOGGING["root"]["level"] = "WARNING"  # noqa: F405
-# No collectstatic before the tests: WhiteNoise serves the apps' own files.
+# Quiet unless a test's server asks for its INFO lines (tests/config/test_logs.py).
+LOGGING["root"]["level"] = os.environ.get("GARANTE_LOG_LEVEL", "WARNING")  # noqa: F405
+# No collectstatic before the tests: WhiteNoise serves the apps\' own files.
 WHITENOISE_USE_FINDERS = True
 # Live-server threads must not keep connections open, or the test database cannot be dropped.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

@@ -23,6 +23,7 @@ from core.outcome import Outcome, error_outcome
 from tooling.context import CallMeta, ToolContext
 from tooling.faults import injected_fault
 from tooling.ledger import ledger_record_shown
+from tooling.metrics import tool_call_observed
 from tooling.output import capped
 from tooling.registry import Tool
 from tooling.trace import tool_call_record
@@ -178,16 +179,16 @@ def call_tool(
             outcome = error_outcome(SystemUnavailable())
         else:
             outcome = _run(tool, company=company, params=params, meta=meta, surface=surface)
-    elapsed_ms = (time.monotonic() - started) * 1000
-    # The trace row below is each call's record; the log line is for debugging only (an INFO
-    # line per call costs measurable CPU on the cheapest calls, docs/performance.md).
-    logger.debug(
-        "tool=%s company=%s outcome=%s replayed=%s ms=%.1f",
-        tool.name,
-        company.pk,
-        outcome.error_type or "ok",
-        outcome.replayed,
-        elapsed_ms,
+    elapsed = time.monotonic() - started
+    elapsed_ms = elapsed * 1000
+    # Its metrics and its log line (GARANTE_LOG_LEVEL=WARNING leaves the line out).
+    tool_call_observed(
+        tool=tool.name,
+        surface=surface,
+        company=company,
+        conversation_id=meta.conversation_id,
+        outcome=outcome,
+        seconds=elapsed,
     )
     # After the call's own transaction: the trace never changes or breaks the answer.
     tool_call_record(

@@ -10,7 +10,6 @@ failure to write is logged and swallowed.
 import json
 import logging
 import math
-import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ from django.utils import timezone
 from core.deferred import DeferredQueue
 from core.models import Company
 from core.outcome import Outcome, dumps
+from core.redaction import IDENTIFIER_KEYS, SECRET_KEYS, scrub_text
 from tooling.models import ToolCall
 
 if TYPE_CHECKING:
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("garante.tools")
 
-# Keys whose values identify a person: shown as their kind and last two characters.
-IDENTIFIER_KEYS = frozenset({"identifier", "document", "document_number", "phone", "email"})
-# Keys whose values are secrets: nothing of them is kept.
-SECRET_KEYS = frozenset({"code", "password", "token", "secret", "pin", "otp"})
 # Structural keys (references, dates, enums, catalogue terms) kept as given, but scrubbed of
 # anything that looks like an email, a phone or a document number. Every other string is
 # treated as free text and reduced to its length, so a new tool's field is masked by default.
@@ -63,12 +59,6 @@ MAX_KEPT_CHARS = 120
 MAX_LIST_ITEMS = 50
 MAX_DEPTH = 4
 MAX_ARGUMENTS_CHARS = 4000
-
-_EMAIL = re.compile(r"[^\s@]+@[^\s@]+")
-# Seven or more digits, possibly grouped by spaces, dots, dashes or brackets: a phone or a
-# document number. Dates (2026-12-01, 01/12/2026) are kept, they are what staff look for.
-_LONG_NUMBER = re.compile(r"\+?\d(?:[\s().-]*\d){6,}[A-Za-z]?")
-_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}")
 
 
 def redact_arguments(arguments: Any) -> Any:
@@ -105,7 +95,7 @@ def _redact(value: Any, *, key: str, depth: int) -> Any:
         return value
     text = str(value)
     if name in KEPT_KEYS:
-        return _scrub(_storable(text[:MAX_KEPT_CHARS]))
+        return scrub_text(_storable(text[:MAX_KEPT_CHARS]))
     return f"[text, {len(text)} chars]"
 
 
@@ -124,11 +114,6 @@ def _storable(text: str) -> str:
     """Text PostgreSQL can store: a NUL character (which no text column or JSON value may
     hold, and which a rejected call may well have carried) becomes U+FFFD."""
     return text.replace("\x00", "\ufffd")
-
-
-def _scrub(text: str) -> str:
-    text = _EMAIL.sub("[email]", text)
-    return _LONG_NUMBER.sub(lambda m: m.group(0) if _DATE.search(m.group(0)) else "[number]", text)
 
 
 def tool_call_record(

@@ -29,6 +29,14 @@ from django.utils.translation import gettext_lazy as _
 
 from core.deferred import DeferredQueue
 from core.errors import Conflict, ValidationFailed
+from core.metrics import (
+    IDEMPOTENCY_CONFLICT,
+    IDEMPOTENCY_EXECUTED,
+    IDEMPOTENCY_EXPIRED,
+    IDEMPOTENCY_IN_PROGRESS,
+    IDEMPOTENCY_JOINED,
+    IDEMPOTENCY_REPLAYED,
+)
 from core.models import Company, IdempotencyRecord
 from core.sql import RowReader, column, insert_parts
 
@@ -191,14 +199,18 @@ def _lookup(company: Company, key: str) -> _StoredRecord | None:
 
 
 def _replay(
-    record: _StoredRecord, operation: str, fingerprint: str, now: datetime
+    record: _StoredRecord, operation: str, fingerprint: str, now: datetime, *, joined: bool
 ) -> IdempotentResult:
+    """The stored answer of `record`, counted (core.metrics) as a replay, or as a join when
+    this request waited for the twin that stored it; or the conflict it is."""
     if record.operation != operation or record.fingerprint != fingerprint:
+        IDEMPOTENCY_CONFLICT.inc()
         raise Conflict(
             _("Esa clave ya se usó para otra operación con datos distintos."),
             code="idempotency_conflict",
         )
     if record.response is None or record.replay_until <= now:
+        IDEMPOTENCY_EXPIRED.inc()
         raise Conflict(
             _(
                 "Esa operación ya se hizo hace tiempo y su resultado ya no está disponible. "
@@ -208,6 +220,7 @@ def _replay(
             http_status=410,
         )
     _count_replay(record, now)
+    (IDEMPOTENCY_JOINED if joined else IDEMPOTENCY_REPLAYED).inc()
     return IdempotentResult(
         body=json.loads(record.response),
         status=record.status_code,
@@ -355,7 +368,7 @@ def idempotent_execute(
     now = timezone.now()
     record = _lookup(company, key)
     if record is not None and record.expires_at > now:
-        return _replay(record, operation, fingerprint, now)
+        return _replay(record, operation, fingerprint, now, joined=False)
     claimed = False
     try:
         with transaction.atomic():
@@ -374,14 +387,17 @@ def idempotent_execute(
     except _AlreadyRecorded:
         record = _lookup(company, key)
         if record is None:  # purged in between: vanishingly rare; let the caller retry
+            IDEMPOTENCY_IN_PROGRESS.inc()
             raise in_progress() from None
-        return _replay(record, operation, fingerprint, timezone.now())
+        return _replay(record, operation, fingerprint, timezone.now(), joined=True)
     except OperationalError as exc:
         # Waiting for the twin's transaction (PostgreSQL lock_timeout at the insert, SQLite's
         # busy timeout at BEGIN IMMEDIATE) is "still in progress"; later failures are SYSTEM.
         if not claimed and _is_lock_wait_exceeded(exc):
+            IDEMPOTENCY_IN_PROGRESS.inc()
             raise in_progress() from exc
         raise
+    IDEMPOTENCY_EXECUTED.inc()
     # Answer the stored text's reading, so the first answer and every replay are identical.
     return IdempotentResult(body=json.loads(text), status=status, replayed=False, text=text)
 

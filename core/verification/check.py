@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.durable import durably
 from core.errors import PermissionRefused, ValidationFailed
+from core.metrics import CODES_LOCKED, CODES_VERIFIED, CODES_WRONG
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
 from core.verification.codes import CODE_DIGITS, code_hmac
 
@@ -134,7 +135,9 @@ def challenge_verify(
     maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
     expected = code_hmac(nonce=challenge.nonce, contact_id=contact.pk, code=code)
     if not hmac.compare_digest(expected, challenge.code_hmac):
+        CODES_WRONG.inc()
         if attempts >= maximum and _lock_challenge(challenge, conversation):
+            CODES_LOCKED.inc()
             raise verification_locked()
         raise ValidationFailed(
             _("El código no es correcto."), code="wrong_code", attempts_left=maximum - attempts
@@ -155,4 +158,5 @@ def challenge_verify(
     conversation.verified_until = now + settings.GARANTE_VERIFICATION_VALID_FOR
     conversation.save(update_fields=["verified_at", "verified_until"])
     challenge.status, challenge.verified_at = Status.VERIFIED, now
+    CODES_VERIFIED.inc()
     return challenge

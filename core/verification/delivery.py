@@ -12,6 +12,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
 
 from core.mail import smtp_error_is_transient, smtp_error_summary
+from core.metrics import CODES_DELIVERY_FAILED, CODES_SENT
 from core.models import VerificationChallenge
 from core.sms import SmsPermanentError, SmsTransientError, sms_send
 from core.verification.codes import unseal_code
@@ -106,12 +107,15 @@ def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: boo
             delivery_status=status, delivery_error=str(exc)[:300]
         )
         logger.warning("verification code %s: transient delivery error %s", challenge_id, exc)
+        if last_try:
+            CODES_DELIVERY_FAILED.inc()
         return DeliveryOutcome.FAILED if last_try else DeliveryOutcome.RETRY
     except _Permanent as exc:
         VerificationChallenge.objects.filter(pk=challenge_id).update(
             delivery_status=Delivery.FAILED, delivery_error=str(exc)[:300]
         )
         logger.warning("verification code %s: delivery refused %s", challenge_id, exc)
+        CODES_DELIVERY_FAILED.inc()
         return DeliveryOutcome.FAILED
     VerificationChallenge.objects.filter(pk=challenge_id).update(
         delivery_status=Delivery.SENT,
@@ -121,6 +125,7 @@ def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: boo
         sent_at=timezone.now(),
     )
     logger.info("verification code %s delivered by %s", challenge_id, challenge.channel)
+    CODES_SENT.inc()
     return DeliveryOutcome.SENT
 
 

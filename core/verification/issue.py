@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from core.durable import durably
 from core.errors import PermissionRefused, SystemUnavailable, ValidationFailed
 from core.jobs import task_named
+from core.metrics import CODES_ISSUED
 from core.models import Contact, Conversation, VerificationChallenge
 from core.normalize import mask_email, mask_phone
 from core.verification.check import verification_locked
@@ -155,7 +156,7 @@ def challenge_issue(
         return challenge
 
     try:
-        return durably(create)
+        challenge = durably(create)
     except _BrokerUnreachable as exc:
         reason = str(exc)
         logger.error("verification code not queued: broker unreachable (%s)", reason)
@@ -173,6 +174,8 @@ def challenge_issue(
             ),
             code="delivery_unavailable",
         ) from None
+    CODES_ISSUED.inc()
+    return challenge
 
 
 def challenge_revoke(*, challenge: VerificationChallenge) -> bool:

@@ -1,0 +1,1 @@
+"""Tests of the project wiring that operators see: metrics, logs, error reports."""
