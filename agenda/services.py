@@ -17,8 +17,10 @@ from django.utils.translation import ngettext
 from agenda import clock
 from agenda.availability.busy import blocked_range
 from agenda.availability.check import slot_taken_error, slot_validate
+from agenda.availability.local_time import describe_instant
 from agenda.models import (
     CUSTOMER_STATE_LABELS,
+    MAX_DURATION_MINUTES,
     AgendaSettings,
     Appointment,
     Professional,
@@ -186,6 +188,53 @@ def _write_times(
         ) from None
 
 
+def _check_customer_free(
+    *,
+    company: Company,
+    contact_id: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    moving_id: int | None = None,
+) -> None:
+    """A customer is in one place at a time: a scheduled appointment of theirs (but the one
+    being moved, `moving_id`) overlapping [starts_at, ends_at) refuses the booking or move,
+    whatever its professional, naming that appointment's local date and time.
+
+    The contact's row is locked first (FOR NO KEY UPDATE, which the appointments' foreign keys
+    to it do not wait for) until the transaction ends, and the appointments are read in a
+    statement of their own after it: two bookings of one customer with two professionals
+    check and insert one at a time, and the second reads the first once it has committed (a
+    statement that waited for the lock itself would still read the snapshot of its start).
+    The exclusion constraint cannot say this: it is per professional. Call inside the
+    booking transaction, after `slot_validate` (so every booking takes the professional's
+    lock, then the contact's: one order, no deadlock). On SQLite the lock is a no-op and not
+    needed: its write transactions run one at a time."""
+    locked = Contact.objects.select_for_update(no_key=True).filter(pk=contact_id)
+    list(locked.values_list("pk", flat=True))
+    overlapping = Appointment.objects.filter(
+        contact_id=contact_id,
+        state=Appointment.State.SCHEDULED,
+        # Bounded below too, so the (contact, starts_at) index scan reads only the window.
+        starts_at__gt=starts_at - timedelta(minutes=MAX_DURATION_MINUTES),
+        starts_at__lt=ends_at,
+        ends_at__gt=starts_at,
+    )
+    if moving_id is not None:
+        overlapping = overlapping.exclude(pk=moving_id)
+    other = overlapping.order_by("starts_at").values_list("starts_at", flat=True).first()
+    if other is not None:
+        described = describe_instant(other, company.tz)
+        raise ValidationFailed(
+            _g(
+                "Ya tiene otra cita el %(weekday)s %(date)s a las %(time)s que coincide con "
+                "ese horario. Elija otra hora o cambie aquella cita."
+            )
+            % described,
+            code="appointment_overlap",
+            overlapping_appointment=described,
+        )
+
+
 def _insert(appointment: Appointment, *, company: Company, now: datetime) -> None:
     """Insert the appointment under a fresh reference: the exclusion constraint's verdict on
     overlaps becomes VALIDATION (`_write_times`), a reference collision is drawn again."""
@@ -233,6 +282,10 @@ def appointment_book(
             now=now,
             enforce_customer_rules=enforce_customer_rules,
         )
+        ends_at = starts_at + timedelta(minutes=service.duration_minutes)
+        _check_customer_free(
+            company=company, contact_id=contact.pk, starts_at=starts_at, ends_at=ends_at
+        )
         block_from, block_until = blocked_range(service, starts_at)
         appointment = Appointment(
             company=company,
@@ -240,7 +293,7 @@ def appointment_book(
             service=service,
             professional=professional,
             starts_at=starts_at,
-            ends_at=starts_at + timedelta(minutes=service.duration_minutes),
+            ends_at=ends_at,
             blocked_from=block_from,
             blocked_until=block_until,
             created_via=created_via,
@@ -284,6 +337,14 @@ def appointment_reschedule(
             enforce_customer_rules=enforce_customer_rules,
             exclude_appointment_id=appointment.pk,
         )
+        ends_at = starts_at + timedelta(minutes=service.duration_minutes)
+        _check_customer_free(
+            company=company,
+            contact_id=appointment.contact_id,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            moving_id=appointment.pk,
+        )
         block_from, block_until = blocked_range(service, starts_at)
 
         def write() -> None:
@@ -291,7 +352,7 @@ def appointment_reschedule(
             appointment.reschedule(
                 professional=moved_to,
                 starts_at=starts_at,
-                ends_at=starts_at + timedelta(minutes=service.duration_minutes),
+                ends_at=ends_at,
                 blocked_from=block_from,
                 blocked_until=block_until,
                 by=by,

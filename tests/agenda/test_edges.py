@@ -1,0 +1,187 @@
+"""The agenda's edges (issue #33, item 3): one customer in one place at a time, a move search
+that never offers the appointment's own time, working hours until midnight, and a search past
+the booking horizon that says why it is empty."""
+
+import contextlib
+import threading
+from datetime import time
+
+import pytest
+from django.db import connections, transaction
+
+from agenda.models import Appointment
+from agenda.services import appointment_book, appointment_reschedule, professional_create
+from core.errors import ValidationFailed
+from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+
+WAIT_SECONDS = 30  # an upper bound for a thread to get where it is going, not a timing
+
+
+@pytest.fixture
+def luis(company, service):
+    """A second professional of the same service, Monday to Friday 09:00-19:00."""
+    return professional_create(
+        company=company,
+        display_name="Luis",
+        services=[service],
+        weekly_hours=[(d, time(9), time(19)) for d in WEEKDAYS],
+    )
+
+
+def book_with(company, service, professional, contact, starts_at, **extra):
+    return appointment_book(
+        company=company,
+        contact=contact,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        created_via=Appointment.Via.GATEWAY,
+        now=MONDAY_8AM,
+        **extra,
+    )
+
+
+# --- One customer, one place at a time ----------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_customer_a_second_appointment_overlapping_another_professionals(
+    company, service, marta, luis, customer
+):
+    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+
+    with pytest.raises(ValidationFailed) as caught:
+        book_with(company, service, luis, customer, local(2026, 12, 8, 10, 15))
+
+    error = caught.value.as_dict()
+    assert error["error_type"] == "VALIDATION"
+    assert error["code"] == "appointment_overlap"
+    # The other appointment's date and time, in Madrid's time.
+    assert "martes 2026-12-08 a las 10:00" in error["user_message"]
+    assert error["overlapping_appointment"] == {
+        "date": "2026-12-08",
+        "weekday": "martes",
+        "time": "10:00",
+    }
+    assert Appointment.objects.filter(contact=customer).count() == 1
+
+
+@pytest.mark.django_db
+def test_staff_cannot_book_a_customer_twice_at_once_either(company, service, marta, luis, customer):
+    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+
+    with pytest.raises(ValidationFailed) as caught:
+        book_with(
+            company,
+            service,
+            luis,
+            customer,
+            local(2026, 12, 8, 9, 45),
+            enforce_customer_rules=False,
+        )
+    assert caught.value.code == "appointment_overlap"
+
+
+@pytest.mark.django_db
+def test_back_to_back_appointments_of_a_customer_are_not_an_overlap(
+    company, service, marta, luis, customer
+):
+    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+
+    # The customer's time is the service's (10:00-10:30), not the professional's buffers.
+    book_with(company, service, luis, customer, local(2026, 12, 8, 10, 30))
+
+    assert Appointment.objects.filter(contact=customer).count() == 2
+
+
+@pytest.mark.django_db
+def test_another_customer_may_book_the_same_time_with_another_professional(
+    company, service, marta, luis, customer, other_customer
+):
+    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+
+    book_with(company, service, luis, other_customer, local(2026, 12, 8, 10))
+
+
+@pytest.mark.django_db
+def test_a_cancelled_appointment_does_not_block_its_time(company, service, marta, luis, customer):
+    first = book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+    Appointment.objects.filter(pk=first.pk).update(state=Appointment.State.CANCELLED)
+
+    book_with(company, service, luis, customer, local(2026, 12, 8, 10))
+
+
+@pytest.mark.django_db
+def test_a_move_onto_the_customers_other_appointment_is_refused(
+    company, service, marta, luis, customer
+):
+    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+    later = book_with(company, service, luis, customer, local(2026, 12, 8, 16))
+
+    with pytest.raises(ValidationFailed) as caught:
+        appointment_reschedule(
+            company=company,
+            reference=later.reference,
+            contact=customer,
+            starts_at=local(2026, 12, 8, 10),
+            now=MONDAY_8AM,
+        )
+
+    assert caught.value.code == "appointment_overlap"
+    assert "2026-12-08 a las 10:00" in caught.value.as_dict()["user_message"]
+    later.refresh_from_db()
+    assert later.starts_at == local(2026, 12, 8, 16)
+
+
+@pytest.mark.django_db
+def test_a_move_overlapping_only_its_own_old_time_is_allowed(company, service, luis, customer):
+    appointment = book_with(company, service, luis, customer, local(2026, 12, 8, 10))
+
+    moved = appointment_reschedule(
+        company=company,
+        reference=appointment.reference,
+        contact=customer,
+        starts_at=local(2026, 12, 8, 10, 15),
+        now=MONDAY_8AM,
+    )
+
+    assert moved.starts_at == local(2026, 12, 8, 10, 15)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_bookings_of_one_customer_with_two_professionals_make_one(
+    company, service, marta, luis, customer
+):
+    """Both start together (a Barrier), and neither commits before the other has booked or
+    the wait for it times out: without a lock both would check, find nothing, insert and
+    commit. The contact's lock makes the second wait inside its booking until the first
+    commits, then read the first appointment and be refused."""
+    started = threading.Barrier(2, timeout=WAIT_SECONDS)
+    both_booked = threading.Barrier(2, timeout=3)
+    outcomes: dict[str, str] = {}
+
+    def book(professional) -> None:
+        try:
+            started.wait()
+            with transaction.atomic():
+                book_with(company, service, professional, customer, local(2026, 12, 8, 10))
+                # Broken when the other is waiting for this one's lock: then commit.
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    both_booked.wait()
+            outcomes[professional.display_name] = "booked"
+        except ValidationFailed as refused:
+            outcomes[professional.display_name] = refused.code
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_booked.wait()
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=book, args=(p,)) for p in (marta, luis)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_SECONDS)
+
+    assert sorted(outcomes.values()) == ["appointment_overlap", "booked"], outcomes
+    assert Appointment.objects.filter(contact=customer).count() == 1
