@@ -18,6 +18,7 @@ from agenda import clock
 from agenda.availability.busy import blocked_range
 from agenda.availability.check import slot_taken_error, slot_validate
 from agenda.availability.local_time import describe_instant
+from agenda.availability.slots import Move
 from agenda.models import (
     CUSTOMER_STATE_LABELS,
     MAX_DURATION_MINUTES,
@@ -166,7 +167,7 @@ def _write_times(
     *,
     company: Company,
     now: datetime,
-    exclude_appointment_id: int | None,
+    move: Move | None,
 ) -> None:
     """Run `write` (which saves the appointment's times) in a savepoint; on PostgreSQL the
     exclusion constraint is the last word on overlaps (a concurrent booking that committed
@@ -184,7 +185,7 @@ def _write_times(
             professional=appointment.professional,
             starts_at=appointment.starts_at,
             now=now,
-            exclude_appointment_id=exclude_appointment_id,
+            move=move,
         ) from None
 
 
@@ -240,9 +241,7 @@ def _insert(appointment: Appointment, *, company: Company, now: datetime) -> Non
     overlaps becomes VALIDATION (`_write_times`), a reference collision is drawn again."""
 
     def write(appointment: Appointment) -> bool:
-        _write_times(
-            appointment.save, appointment, company=company, now=now, exclude_appointment_id=None
-        )
+        _write_times(appointment.save, appointment, company=company, now=now, move=None)
         return True
 
     insert_with_fresh_reference(appointment, prefix="AP", insert=write)
@@ -327,6 +326,7 @@ def appointment_reschedule(
         if enforce_customer_rules:
             _check_cutoff(appointment, now, "reschedule")
         moved_to = professional or appointment.professional
+        move = Move.of(appointment)  # as it stands, before the transition changes its times
         service = appointment.service
         slot_validate(
             company=company,
@@ -335,7 +335,7 @@ def appointment_reschedule(
             starts_at=starts_at,
             now=now,
             enforce_customer_rules=enforce_customer_rules,
-            exclude_appointment_id=appointment.pk,
+            move=move,
         )
         ends_at = starts_at + timedelta(minutes=service.duration_minutes)
         _check_customer_free(
@@ -359,9 +359,7 @@ def appointment_reschedule(
             )
             appointment.save()
 
-        _write_times(
-            write, appointment, company=company, now=now, exclude_appointment_id=appointment.pk
-        )
+        _write_times(write, appointment, company=company, now=now, move=move)
         return appointment
 
 

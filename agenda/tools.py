@@ -16,6 +16,7 @@ from agenda.availability.dates import search_window
 from agenda.availability.local_time import describe_instant, local_label
 from agenda.availability.search import search_roster, slots_available
 from agenda.availability.slots import (
+    Move,
     describe_slots,
     slot_from_ledger,
     slot_ledger_data,
@@ -246,7 +247,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         now=now,
         roster=roster,
         limit=params.limit + 1,
-        exclude_appointment_id=moving.pk if moving is not None else None,
+        move=Move.of(moving) if moving is not None else None,
     )
     slots = found[: params.limit]
     has_more = len(found) > params.limit

@@ -13,7 +13,7 @@ from datetime import datetime, time, timedelta
 
 from agenda.availability.busy import busy_times, working_intervals
 from agenda.availability.queries import SETTINGS_FIELDS, loaded, roster_rows
-from agenda.availability.slots import Slot
+from agenda.availability.slots import Move, Slot
 from agenda.models import AgendaSettings, Professional, Service
 from agenda.selectors import agenda_settings_for, professional_pick
 from core.models import Company
@@ -97,11 +97,12 @@ def slots_available(
     professional: Professional | None = None,
     roster: Roster | None = None,
     limit: int | None = None,
-    exclude_appointment_id: int | None = None,
+    move: Move | None = None,
 ) -> list[Slot]:
     """Free slots starting in [starts_at, ends_at), in time order (then by professional).
-    With `exclude_appointment_id`, the slots to move that appointment (of this service) to:
-    its own time counts as free, and the service may have been withdrawn since it was booked.
+    With `move`, the slots to move that appointment (of this service) to: its own time counts
+    as free, but its current slot is never offered, and the service may have been withdrawn
+    since it was booked.
 
     Searches `roster` when the caller has read it with `search_roster`, else reads it here
     (only `professional`, if given). Honours minimum notice and horizon as of `now`. With
@@ -111,7 +112,7 @@ def slots_available(
     if roster is None:
         roster = search_roster(company, service, professional)
     settings, bookable = roster.settings, roster.bookable
-    moving = exclude_appointment_id is not None
+    moving = move is not None
     tz = company.tz
     earliest, horizon = customer_limits(settings, now)
     first = max(starts_at, earliest)
@@ -124,7 +125,10 @@ def slots_available(
     after = timedelta(minutes=service.duration_minutes + service.buffer_after_minutes)
     ids = [b.professional.pk for b in bookable]
     busy = busy_times(
-        ids, first - before, last + after, exclude_appointment_id=exclude_appointment_id
+        ids,
+        first - before,
+        last + after,
+        exclude_appointment_id=move.appointment_id if move is not None else None,
     )
     step = timedelta(minutes=settings.slot_step_minutes)
     duration = timedelta(minutes=service.duration_minutes)
@@ -140,7 +144,9 @@ def slots_available(
                 if start < first:
                     start = open_at + step * math.ceil((first - open_at) / step)
                 while start + duration <= close_at and start < last:
-                    if not busy.overlaps(prof.pk, start - before, start + after):
+                    if not busy.overlaps(prof.pk, start - before, start + after) and not (
+                        move is not None and move.is_current(prof.pk, start)
+                    ):
                         day_slots.append(Slot(prof, start, start + duration))
                     start += step
         day_slots.sort(key=lambda s: (s.starts_at, s.professional.display_name))
@@ -159,7 +165,7 @@ def nearest_free_slots(
     now: datetime,
     prefer: Professional | None = None,
     count: int = NEAREST_COUNT,
-    exclude_appointment_id: int | None = None,
+    move: Move | None = None,
 ) -> list[Slot]:
     """The free slots closest in time to `around` (any professional giving the service; on a
     tie the preferred one first), returned in time order."""
@@ -169,7 +175,7 @@ def nearest_free_slots(
         starts_at=around - timedelta(days=1),
         ends_at=around + timedelta(days=NEAREST_SEARCH_DAYS),
         now=now,
-        exclude_appointment_id=exclude_appointment_id,
+        move=move,
     )
     prefer_id = prefer.pk if prefer else None
     candidates.sort(

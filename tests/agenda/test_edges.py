@@ -9,12 +9,20 @@ from datetime import time
 import pytest
 from django.db import connections, transaction
 
+from agenda import clock
+from agenda.availability.search import slots_available
+from agenda.availability.slots import Move
 from agenda.models import Appointment
 from agenda.services import appointment_book, appointment_reschedule, professional_create
 from core.errors import ValidationFailed
+from core.identity import identify_contact
+from core.models import Conversation
 from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+from tests.statements import call_statements
 
 WAIT_SECONDS = 30  # an upper bound for a thread to get where it is going, not a timing
+ANA = "12345678Z"
+CONVERSATION = "conv-edges"
 
 
 @pytest.fixture
@@ -185,3 +193,99 @@ def test_two_concurrent_bookings_of_one_customer_with_two_professionals_make_one
 
     assert sorted(outcomes.values()) == ["appointment_overlap", "booked"], outcomes
     assert Appointment.objects.filter(contact=customer).count() == 1
+
+
+# --- A move search never offers the appointment's own time --------------------------------------
+
+
+@pytest.fixture
+def gateway(company, marta, customer, monkeypatch):
+    """A conversation in which Ana is identified, on Monday 7 December 2026 at 08:00."""
+    monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
+    conversation = Conversation.objects.create(company=company, external_id=CONVERSATION)
+    identify_contact(conversation=conversation, kind="document", value=ANA)
+    return company
+
+
+def call(company, tool: str, arguments: dict, *, write: bool = False):
+    outcome, _statements = call_statements(
+        company, tool, arguments, conversation_id=CONVERSATION, key=write
+    )
+    return outcome
+
+
+def booked_by_the_agent(company, day: str, at: str) -> str:
+    """Book the slot at `at` on `day` through the tools; the appointment's reference."""
+    found = call(company, "find_available_slots", {"service": "Corte de pelo", "from": day})
+    assert found.is_error is False, found.body
+    [slot] = [s["slot"] for s in found.body["items"] if (s["date"], s["time"]) == (day, at)]
+    outcome = call(
+        company,
+        "book_appointment",
+        {"identifier": ANA, "service": "Corte de pelo", "slot": slot},
+        write=True,
+    )
+    assert outcome.is_error is False, outcome.body
+    return outcome.body["appointment"]
+
+
+@pytest.mark.django_db
+def test_a_move_search_does_not_offer_the_appointments_current_slot(gateway):
+    reference = booked_by_the_agent(gateway, "2026-12-08", "09:00")
+
+    found = call(
+        gateway,
+        "find_available_slots",
+        {
+            "service": "Corte de pelo",
+            "from": "2026-12-08",
+            "to": "2026-12-08",
+            "appointment": reference,
+            "limit": 3,
+        },
+    )
+
+    assert found.is_error is False, found.body
+    # 09:00 is its own time; 09:30 would overlap its buffer, were it not the one moving.
+    assert [s["time"] for s in found.body["items"]] == ["09:30", "10:00", "10:30"]
+
+
+@pytest.mark.django_db
+def test_the_nearest_slots_of_a_refused_move_leave_out_its_current_slot(
+    company, service, marta, customer, other_customer
+):
+    mine = book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+    book_with(company, service, marta, other_customer, local(2026, 12, 8, 11))
+
+    with pytest.raises(ValidationFailed) as caught:
+        appointment_reschedule(
+            company=company,
+            reference=mine.reference,
+            contact=customer,
+            starts_at=local(2026, 12, 8, 11),
+            now=MONDAY_8AM,
+        )
+
+    nearest = caught.value.as_dict()["nearest_free_slots"]
+    assert nearest, caught.value.as_dict()
+    assert ("2026-12-08", "10:00") not in [(s["date"], s["time"]) for s in nearest]
+
+
+@pytest.mark.django_db
+def test_a_move_search_still_offers_the_same_time_with_another_professional(
+    company, service, marta, luis, customer
+):
+    mine = book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+
+    found = slots_available(
+        company=company,
+        service=service,
+        starts_at=local(2026, 12, 8, 10),
+        ends_at=local(2026, 12, 8, 10, 1),
+        now=MONDAY_8AM,
+        move=Move.of(mine),
+    )
+
+    assert [(s.professional.display_name, s.starts_at) for s in found] == [
+        ("Luis", local(2026, 12, 8, 10))
+    ]
