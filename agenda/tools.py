@@ -221,7 +221,9 @@ class FindAvailableSlotsIn(ToolInput):
     description=(
         "Free start times for a service, soonest first, each with a slot reference to book it, "
         "its local date, weekday and time, and the professional. Only these references can "
-        "be booked in this conversation. To move an appointment, name it in appointment."
+        "be booked in this conversation. To move an appointment, name it in appointment (its "
+        "current time is not offered). A search starting past the booking horizon is an error "
+        "naming the last bookable date."
     ),
     input=FindAvailableSlotsIn,
     output=SlotsOut,
@@ -248,6 +250,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         roster=roster,
         limit=params.limit + 1,
         move=Move.of(moving) if moving is not None else None,
+        explain_horizon=True,
     )
     slots = found[: params.limit]
     has_more = len(found) > params.limit

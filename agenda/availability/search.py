@@ -10,12 +10,17 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from django.utils.translation import ngettext
 
 from agenda.availability.busy import busy_times, working_intervals
+from agenda.availability.local_time import describe_instant
 from agenda.availability.queries import SETTINGS_FIELDS, loaded, roster_rows
 from agenda.availability.slots import Move, Slot
 from agenda.models import AgendaSettings, Professional, Service
 from agenda.selectors import agenda_settings_for, professional_pick
+from core.errors import ValidationFailed
 from core.models import Company
 
 NEAREST_COUNT = 3
@@ -87,6 +92,28 @@ def customer_limits(settings: AgendaSettings, now: datetime) -> tuple[datetime, 
     )
 
 
+def beyond_horizon_error(settings: AgendaSettings, now: datetime, tz: ZoneInfo) -> ValidationFailed:
+    """What a customer is told when a search starts past the booking horizon: the last date
+    and time that can be booked, in the company's time zone."""
+    horizon = customer_limits(settings, now)[1]
+    last = describe_instant(horizon, tz)
+    days = settings.booking_horizon_days
+    return ValidationFailed(
+        ngettext(
+            "Solo se puede reservar con hasta %(days)d día de antelación: el último momento "
+            "reservable es el %(weekday)s %(date)s a las %(time)s. Busque en fechas "
+            "anteriores.",
+            "Solo se puede reservar con hasta %(days)d días de antelación: el último momento "
+            "reservable es el %(weekday)s %(date)s a las %(time)s. Busque en fechas "
+            "anteriores.",
+            days,
+        )
+        % {"days": days, **last},
+        code="slot_beyond_horizon",
+        last_bookable=last,
+    )
+
+
 def slots_available(
     *,
     company: Company,
@@ -98,6 +125,7 @@ def slots_available(
     roster: Roster | None = None,
     limit: int | None = None,
     move: Move | None = None,
+    explain_horizon: bool = False,
 ) -> list[Slot]:
     """Free slots starting in [starts_at, ends_at), in time order (then by professional).
     With `move`, the slots to move that appointment (of this service) to: its own time counts
@@ -108,6 +136,10 @@ def slots_available(
     (only `professional`, if given). Honours minimum notice and horizon as of `now`. With
     `limit`, stops after the local day on which the limit is reached. Two statements (the
     roster, the busy times) whatever the number of professionals or days.
+
+    With `explain_horizon` (a customer's search), a window that starts past the booking horizon
+    is VALIDATION naming the last bookable date instead of an empty list, which would read as
+    "nothing free"; the nearest free slots of a refusal keep their empty list.
     """
     if roster is None:
         roster = search_roster(company, service, professional)
@@ -115,6 +147,8 @@ def slots_available(
     moving = move is not None
     tz = company.tz
     earliest, horizon = customer_limits(settings, now)
+    if explain_horizon and starts_at > horizon:
+        raise beyond_horizon_error(settings, now, tz)
     first = max(starts_at, earliest)
     last = min(ends_at, horizon + timedelta(microseconds=1))
     # A withdrawn service is searched only to move an appointment of it (as `slot_check`).

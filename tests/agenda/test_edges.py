@@ -289,3 +289,53 @@ def test_a_move_search_still_offers_the_same_time_with_another_professional(
     assert [(s.professional.display_name, s.starts_at) for s in found] == [
         ("Luis", local(2026, 12, 8, 10))
     ]
+
+
+# --- A search past the booking horizon says why it is empty -------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_search_past_the_horizon_names_the_last_bookable_date(gateway):
+    # Sixty days from Monday 7 December 2026, 08:00: Friday 5 February 2027, 08:00.
+    found = call(
+        gateway, "find_available_slots", {"service": "Corte de pelo", "from": "2027-02-06"}
+    )
+
+    assert found.is_error is True
+    assert found.body["error_type"] == "VALIDATION"
+    assert found.body["code"] == "slot_beyond_horizon"
+    assert "60 días" in found.body["user_message"]
+    assert "viernes 2027-02-05 a las 08:00" in found.body["user_message"]
+    assert found.body["last_bookable"] == {
+        "date": "2027-02-05",
+        "weekday": "viernes",
+        "time": "08:00",
+    }
+
+
+@pytest.mark.django_db
+def test_a_search_that_starts_inside_the_horizon_still_lists_what_it_can(gateway):
+    found = call(
+        gateway,
+        "find_available_slots",
+        {"service": "Corte de pelo", "from": "2027-02-04", "to": "2027-02-20"},
+    )
+
+    assert found.is_error is False, found.body
+    # Thursday 4 February only: the horizon ends the next morning, before Marta starts.
+    assert {s["date"] for s in found.body["items"]} == {"2027-02-04"}
+
+
+@pytest.mark.django_db
+def test_the_nearest_slots_of_a_staff_booking_past_the_horizon_stay_a_plain_answer(
+    company, service, marta, customer, other_customer
+):
+    """Staff book past the horizon; a refusal there lists no nearest slots (customers could
+    not book them), and is about the slot taken, not about the horizon."""
+    far = local(2027, 3, 2, 10)
+    book_with(company, service, marta, customer, far, enforce_customer_rules=False)
+
+    with pytest.raises(ValidationFailed) as caught:
+        book_with(company, service, marta, other_customer, far, enforce_customer_rules=False)
+
+    assert caught.value.code == "slot_taken"
