@@ -7,17 +7,21 @@ import threading
 from datetime import time
 
 import pytest
-from django.db import connections, transaction
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.db import IntegrityError, connections, transaction
+from django.urls import reverse
 
 from agenda import clock
 from agenda.availability.search import slots_available
 from agenda.availability.slots import Move
-from agenda.models import Appointment
+from agenda.models import Appointment, WorkingHours
 from agenda.services import appointment_book, appointment_reschedule, professional_create
 from core.errors import ValidationFailed
 from core.identity import identify_contact
-from core.models import Conversation
+from core.models import Conversation, StaffMembership
 from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+from tests.agenda.test_admin import form_data
 from tests.statements import call_statements
 
 WAIT_SECONDS = 30  # an upper bound for a thread to get where it is going, not a timing
@@ -339,3 +343,109 @@ def test_the_nearest_slots_of_a_staff_booking_past_the_horizon_stay_a_plain_answ
         book_with(company, service, marta, other_customer, far, enforce_customer_rules=False)
 
     assert caught.value.code == "slot_taken"
+
+
+# --- Working hours until 24:00 ------------------------------------------------------------------
+
+
+@pytest.fixture
+def noa(company, service):
+    """Works Tuesday evenings, 20:00 until midnight (24:00, stored as 00:00)."""
+    return professional_create(
+        company=company,
+        display_name="Noa",
+        services=[service],
+        weekly_hours=[(1, time(20), time(0))],
+    )
+
+
+@pytest.mark.django_db
+def test_working_hours_until_midnight_offer_the_days_last_slot(company, service, noa):
+    found = slots_available(
+        company=company,
+        service=service,
+        starts_at=local(2026, 12, 8),
+        ends_at=local(2026, 12, 10),
+        now=MONDAY_8AM,
+        professional=noa,
+    )
+
+    starts = [s.starts_at for s in found]
+    assert starts[0] == local(2026, 12, 8, 20)
+    assert starts[-1] == local(2026, 12, 8, 23, 30)  # ends at 24:00
+    assert len(starts) == 8  # nothing on Wednesday: the interval is Tuesday's
+
+
+@pytest.mark.django_db
+def test_a_booking_ending_at_midnight_is_accepted(company, service, noa, customer):
+    appointment = book_with(company, service, noa, customer, local(2026, 12, 8, 23, 30))
+
+    assert appointment.ends_at == local(2026, 12, 9)
+    assert str(noa.working_hours.get()).endswith(" 20:00-24:00")
+
+
+@pytest.mark.django_db
+def test_working_hours_ending_before_they_start_are_still_refused(noa):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        WorkingHours.objects.create(
+            professional=noa, weekday=2, start_time=time(9), end_time=time(8)
+        )
+
+
+@pytest.fixture
+def staff_client(client, company, monkeypatch):
+    monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
+    user = get_user_model().objects.create_user(username="recepcion", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="agenda"))
+    StaffMembership.objects.create(user=user, company=company)
+    client.force_login(user)
+    return client
+
+
+def _post_hours(staff_client, professional, start: str, end: str):
+    url = reverse("admin:agenda_professional_change", args=[professional.pk])
+    data = form_data(staff_client.get(url))
+    total = int(data["working_hours-TOTAL_FORMS"])
+    data.update(
+        {
+            "working_hours-TOTAL_FORMS": str(total + 1),
+            f"working_hours-{total}-weekday": "3",
+            f"working_hours-{total}-start_time": start,
+            f"working_hours-{total}-end_time": end,
+        }
+    )
+    return staff_client.post(url, data)
+
+
+@pytest.mark.django_db
+def test_staff_can_type_24_00_as_the_end_of_working_hours(staff_client, noa):
+    response = _post_hours(staff_client, noa, "18:00", "24:00")
+
+    assert response.status_code == 302, response.context and response.context["errors"]
+    assert noa.working_hours.filter(weekday=3, start_time=time(18), end_time=time(0)).exists()
+    page = staff_client.get(reverse("admin:agenda_professional_change", args=[noa.pk]))
+    assert 'value="24:00"' in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_staff_still_cannot_end_working_hours_before_they_start(staff_client, noa):
+    response = _post_hours(staff_client, noa, "18:00", "17:00")
+
+    assert response.status_code == 200  # the form again, with its error
+    [hours] = [
+        inline.formset
+        for inline in response.context["inline_admin_formsets"]
+        if inline.formset.model is WorkingHours
+    ]
+    assert [form.non_field_errors() for form in hours.forms if form.errors]  # the constraint's
+    assert not noa.working_hours.filter(weekday=3).exists()
+
+
+@pytest.mark.django_db
+def test_the_day_view_shows_hours_until_24_00(staff_client, noa):
+    url = reverse("admin:agenda_professional_day", args=[noa.pk])
+
+    response = staff_client.get(url, {"date": "2026-12-08"})
+
+    assert response.status_code == 200
+    assert response.context["intervals"] == ["20:00-24:00"]

@@ -48,3 +48,30 @@ def test_a_customer_cannot_be_booked_with_two_professionals_at_once(
     assert second.status_code == 422, second.content
     assert second.json()["code"] == "appointment_overlap"
     assert "martes 2026-12-08 a las 10:00" in second.json()["user_message"]
+
+
+def test_slots_run_until_midnight_when_the_hours_end_at_24_00(api, company, service, frozen_clock):
+    noa = professional_create(
+        company=company,
+        display_name="Noa",
+        services=[service],
+        weekly_hours=[(1, time(22), time(0))],  # Tuesdays 22:00-24:00
+    )
+
+    response = api.get(
+        "slots",
+        service=reference_of(service),
+        professional=reference_of(noa),
+        date_from="2026-12-08",
+        date_to="2026-12-09",
+    )
+
+    assert response.status_code == 200, response.content
+    results = response.json()["results"]
+    assert [(s["date"], s["time"]) for s in results] == [
+        ("2026-12-08", "22:00"),
+        ("2026-12-08", "22:30"),
+        ("2026-12-08", "23:00"),
+        ("2026-12-08", "23:30"),
+    ]
+    assert results[-1]["ends_at"] == "2026-12-09T00:00:00+01:00"
