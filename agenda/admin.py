@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import AdminTimeWidget
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -21,7 +22,15 @@ from agenda import clock, services
 from agenda.availability.busy import working_intervals
 from agenda.availability.check import slot_validate
 from agenda.availability.local_time import describe_instant, local_instant
-from agenda.models import AgendaSettings, Appointment, Professional, Service, TimeOff, WorkingHours
+from agenda.models import (
+    END_OF_DAY,
+    AgendaSettings,
+    Appointment,
+    Professional,
+    Service,
+    TimeOff,
+    WorkingHours,
+)
 from agenda.selectors import appointments_for_day, appointments_within_time_off
 from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
 from core.errors import GaranteError
@@ -172,8 +181,34 @@ class ServiceAdmin(CompanyScopedAdmin):
     search_fields = ["name"]
 
 
+class EndOfDayTimeField(forms.TimeField):
+    """A working interval's end, where staff may type 24:00, the end of the day: kept as 00:00
+    (`END_OF_DAY`, which a TimeField can hold) and shown back as 24:00."""
+
+    def to_python(self, value: Any) -> time | None:
+        if isinstance(value, str) and value.strip() in ("24:00", "24:00:00"):
+            return END_OF_DAY
+        return super().to_python(value)
+
+    def prepare_value(self, value: Any) -> Any:
+        return "24:00" if value == END_OF_DAY else super().prepare_value(value)
+
+
+class WorkingHoursForm(forms.ModelForm):
+    end_time = EndOfDayTimeField(
+        label=_("until"),
+        widget=AdminTimeWidget(format="%H:%M"),
+        help_text=_("24:00 is the end of the day."),
+    )
+
+    class Meta:
+        model = WorkingHours
+        fields = ["weekday", "start_time", "end_time"]
+
+
 class WorkingHoursInline(admin.TabularInline):
     model = WorkingHours
+    form = WorkingHoursForm
     extra = 0
     verbose_name_plural = _("weekly working hours (company local time)")
 
@@ -233,7 +268,9 @@ class ProfessionalAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
         for hours in professional.working_hours.all():
             weekly.setdefault(hours.weekday, []).append((hours.start_time, hours.end_time))
         intervals = [
-            f"{_local(start, company)[-5:]}-{_local(end, company)[-5:]}"
+            # An interval until the end of the day ends at the next day's midnight: 24:00.
+            f"{_local(start, company)[-5:]}-"
+            + ("24:00" if end.astimezone(tz).date() > day else _local(end, company)[-5:])
             for start, end in working_intervals(weekly, day, tz)
         ]
         appointments = [

@@ -1,7 +1,7 @@
 """Agenda models: services, professionals, their schedules, and appointments with guarded states."""
 
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import time, timedelta
 from typing import Any
 
 from django.contrib.postgres.constraints import ExclusionConstraint
@@ -141,15 +141,22 @@ class ScheduleEntry(models.Model):
             return super().delete(using=using, keep_parents=keep_parents)
 
 
+# An interval's end at 00:00 is the end of its day, 24:00: a TimeField cannot hold 24:00, and
+# an interval ending at the start of its own day would be empty, so the value is free to mean
+# it. Every reader turns it into the next day's midnight (`availability.busy.working_intervals`).
+END_OF_DAY = time(0)
+
+
 class WorkingHours(ScheduleEntry):
-    """One weekly working interval, in the company's local time (several per day allowed)."""
+    """One weekly working interval, in the company's local time (several per day allowed). It
+    may end at 24:00, stored as 00:00 (`END_OF_DAY`)."""
 
     professional = models.ForeignKey(
         Professional, on_delete=models.CASCADE, related_name="working_hours"
     )
     weekday = models.PositiveSmallIntegerField(_("weekday"), choices=Weekday.choices)
     start_time = models.TimeField(_("from"))
-    end_time = models.TimeField(_("until"))
+    end_time = models.TimeField(_("until"), help_text=_("00:00 is the end of the day (24:00)."))
 
     class Meta:
         verbose_name = _("working hours")
@@ -157,7 +164,7 @@ class WorkingHours(ScheduleEntry):
         ordering = ["weekday", "start_time"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(end_time__gt=models.F("start_time")),
+                condition=Q(end_time__gt=models.F("start_time")) | Q(end_time=END_OF_DAY),
                 name="working_hours_end_after_start",
                 violation_error_message=_("The interval must end after it starts."),
             ),
@@ -165,7 +172,8 @@ class WorkingHours(ScheduleEntry):
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_weekday_display()} {self.start_time:%H:%M}-{self.end_time:%H:%M}"
+        end = "24:00" if self.end_time == END_OF_DAY else f"{self.end_time:%H:%M}"
+        return f"{self.get_weekday_display()} {self.start_time:%H:%M}-{end}"
 
 
 class TimeOff(ScheduleEntry):

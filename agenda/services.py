@@ -17,8 +17,11 @@ from django.utils.translation import ngettext
 from agenda import clock
 from agenda.availability.busy import blocked_range
 from agenda.availability.check import slot_taken_error, slot_validate
+from agenda.availability.local_time import describe_instant
+from agenda.availability.slots import Move
 from agenda.models import (
     CUSTOMER_STATE_LABELS,
+    MAX_DURATION_MINUTES,
     AgendaSettings,
     Appointment,
     Professional,
@@ -164,7 +167,7 @@ def _write_times(
     *,
     company: Company,
     now: datetime,
-    exclude_appointment_id: int | None,
+    move: Move | None,
 ) -> None:
     """Run `write` (which saves the appointment's times) in a savepoint; on PostgreSQL the
     exclusion constraint is the last word on overlaps (a concurrent booking that committed
@@ -182,8 +185,55 @@ def _write_times(
             professional=appointment.professional,
             starts_at=appointment.starts_at,
             now=now,
-            exclude_appointment_id=exclude_appointment_id,
+            move=move,
         ) from None
+
+
+def _check_customer_free(
+    *,
+    company: Company,
+    contact_id: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    moving_id: int | None = None,
+) -> None:
+    """A customer is in one place at a time: a scheduled appointment of theirs (but the one
+    being moved, `moving_id`) overlapping [starts_at, ends_at) refuses the booking or move,
+    whatever its professional, naming that appointment's local date and time.
+
+    The contact's row is locked first (FOR NO KEY UPDATE, which the appointments' foreign keys
+    to it do not wait for) until the transaction ends, and the appointments are read in a
+    statement of their own after it: two bookings of one customer with two professionals
+    check and insert one at a time, and the second reads the first once it has committed (a
+    statement that waited for the lock itself would still read the snapshot of its start).
+    The exclusion constraint cannot say this: it is per professional. Call inside the
+    booking transaction, after `slot_validate` (so every booking takes the professional's
+    lock, then the contact's: one order, no deadlock). On SQLite the lock is a no-op and not
+    needed: its write transactions run one at a time."""
+    locked = Contact.objects.select_for_update(no_key=True).filter(pk=contact_id)
+    list(locked.values_list("pk", flat=True))
+    overlapping = Appointment.objects.filter(
+        contact_id=contact_id,
+        state=Appointment.State.SCHEDULED,
+        # Bounded below too, so the (contact, starts_at) index scan reads only the window.
+        starts_at__gt=starts_at - timedelta(minutes=MAX_DURATION_MINUTES),
+        starts_at__lt=ends_at,
+        ends_at__gt=starts_at,
+    )
+    if moving_id is not None:
+        overlapping = overlapping.exclude(pk=moving_id)
+    other = overlapping.order_by("starts_at").values_list("starts_at", flat=True).first()
+    if other is not None:
+        described = describe_instant(other, company.tz)
+        raise ValidationFailed(
+            _g(
+                "Ya tiene otra cita el %(weekday)s %(date)s a las %(time)s que coincide con "
+                "ese horario. Elija otra hora o cambie aquella cita."
+            )
+            % described,
+            code="appointment_overlap",
+            overlapping_appointment=described,
+        )
 
 
 def _insert(appointment: Appointment, *, company: Company, now: datetime) -> None:
@@ -191,9 +241,7 @@ def _insert(appointment: Appointment, *, company: Company, now: datetime) -> Non
     overlaps becomes VALIDATION (`_write_times`), a reference collision is drawn again."""
 
     def write(appointment: Appointment) -> bool:
-        _write_times(
-            appointment.save, appointment, company=company, now=now, exclude_appointment_id=None
-        )
+        _write_times(appointment.save, appointment, company=company, now=now, move=None)
         return True
 
     insert_with_fresh_reference(appointment, prefix="AP", insert=write)
@@ -233,6 +281,10 @@ def appointment_book(
             now=now,
             enforce_customer_rules=enforce_customer_rules,
         )
+        ends_at = starts_at + timedelta(minutes=service.duration_minutes)
+        _check_customer_free(
+            company=company, contact_id=contact.pk, starts_at=starts_at, ends_at=ends_at
+        )
         block_from, block_until = blocked_range(service, starts_at)
         appointment = Appointment(
             company=company,
@@ -240,7 +292,7 @@ def appointment_book(
             service=service,
             professional=professional,
             starts_at=starts_at,
-            ends_at=starts_at + timedelta(minutes=service.duration_minutes),
+            ends_at=ends_at,
             blocked_from=block_from,
             blocked_until=block_until,
             created_via=created_via,
@@ -274,6 +326,7 @@ def appointment_reschedule(
         if enforce_customer_rules:
             _check_cutoff(appointment, now, "reschedule")
         moved_to = professional or appointment.professional
+        move = Move.of(appointment)  # as it stands, before the transition changes its times
         service = appointment.service
         slot_validate(
             company=company,
@@ -282,7 +335,15 @@ def appointment_reschedule(
             starts_at=starts_at,
             now=now,
             enforce_customer_rules=enforce_customer_rules,
-            exclude_appointment_id=appointment.pk,
+            move=move,
+        )
+        ends_at = starts_at + timedelta(minutes=service.duration_minutes)
+        _check_customer_free(
+            company=company,
+            contact_id=appointment.contact_id,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            moving_id=appointment.pk,
         )
         block_from, block_until = blocked_range(service, starts_at)
 
@@ -291,16 +352,14 @@ def appointment_reschedule(
             appointment.reschedule(
                 professional=moved_to,
                 starts_at=starts_at,
-                ends_at=starts_at + timedelta(minutes=service.duration_minutes),
+                ends_at=ends_at,
                 blocked_from=block_from,
                 blocked_until=block_until,
                 by=by,
             )
             appointment.save()
 
-        _write_times(
-            write, appointment, company=company, now=now, exclude_appointment_id=appointment.pk
-        )
+        _write_times(write, appointment, company=company, now=now, move=move)
         return appointment
 
 

@@ -16,6 +16,7 @@ from agenda.availability.dates import search_window
 from agenda.availability.local_time import describe_instant, local_label
 from agenda.availability.search import search_roster, slots_available
 from agenda.availability.slots import (
+    Move,
     describe_slots,
     slot_from_ledger,
     slot_ledger_data,
@@ -220,7 +221,9 @@ class FindAvailableSlotsIn(ToolInput):
     description=(
         "Free start times for a service, soonest first, each with a slot reference to book it, "
         "its local date, weekday and time, and the professional. Only these references can "
-        "be booked in this conversation. To move an appointment, name it in appointment."
+        "be booked in this conversation. To move an appointment, name it in appointment (its "
+        "current time is not offered). A search starting past the booking horizon is an error "
+        "naming the last bookable date."
     ),
     input=FindAvailableSlotsIn,
     output=SlotsOut,
@@ -246,7 +249,8 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
         now=now,
         roster=roster,
         limit=params.limit + 1,
-        exclude_appointment_id=moving.pk if moving is not None else None,
+        move=Move.of(moving) if moving is not None else None,
+        explain_horizon=True,
     )
     slots = found[: params.limit]
     has_more = len(found) > params.limit

@@ -140,6 +140,7 @@ RULE_CODES = frozenset(
         "slot_too_soon",
         "slot_in_past",
         "slot_beyond_horizon",
+        "appointment_overlap",
         "professional_unavailable",
         "service_mismatch",
         "service_inactive",

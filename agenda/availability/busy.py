@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 
 from agenda.availability.local_time import local_instant
 from agenda.availability.queries import busy_rows
-from agenda.models import MAX_BLOCKED_SPAN, Appointment, Service
+from agenda.models import END_OF_DAY, MAX_BLOCKED_SPAN, Appointment, Service
 
 
 def _merge(ranges: Iterable[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
@@ -79,9 +79,15 @@ def working_intervals(
     weekly: dict[int, list[tuple[time, time]]], day: date, tz: ZoneInfo
 ) -> list[tuple[datetime, datetime]]:
     """The professional's working intervals on one local day, as UTC instants; overlapping
-    or touching intervals (09-13 and 12-14) merge, so no slot is offered twice."""
+    or touching intervals (09-13 and 12-14) merge, so no slot is offered twice. An end at
+    00:00 is the end of the day (`END_OF_DAY`): the next day's local midnight, however long
+    the day is."""
+    next_day = day + timedelta(days=1)
     intervals = [
-        (local_instant(day, start, tz), local_instant(day, end, tz))
+        (
+            local_instant(day, start, tz),
+            local_instant(next_day, end, tz) if end == END_OF_DAY else local_instant(day, end, tz),
+        )
         for start, end in weekly.get(day.weekday(), [])
     ]
     return _merge((start, end) for start, end in intervals if end > start)

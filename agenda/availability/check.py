@@ -12,7 +12,7 @@ from django.utils.translation import ngettext
 from agenda.availability.busy import blocked_range, scheduled_in_window, working_intervals
 from agenda.availability.queries import SETTINGS_FIELDS, loaded
 from agenda.availability.search import customer_limits, nearest_free_slots
-from agenda.availability.slots import describe_slots
+from agenda.availability.slots import Move, describe_slots
 from agenda.models import AgendaSettings, Professional, Service, TimeOff, lock_schedules
 from agenda.selectors import agenda_settings_for
 from core.errors import ValidationFailed
@@ -28,7 +28,7 @@ def _unavailable(
     professional: Professional,
     starts_at: datetime,
     now: datetime,
-    exclude_appointment_id: int | None,
+    move: Move | None,
 ) -> ValidationFailed:
     nearest = nearest_free_slots(
         company=company,
@@ -36,7 +36,7 @@ def _unavailable(
         around=starts_at,
         now=now,
         prefer=professional,
-        exclude_appointment_id=exclude_appointment_id,
+        move=move,
     )
     described = describe_slots(nearest, company.tz)
     if described:
@@ -59,7 +59,7 @@ def slot_taken_error(
     professional: Professional,
     starts_at: datetime,
     now: datetime,
-    exclude_appointment_id: int | None = None,
+    move: Move | None = None,
 ) -> ValidationFailed:
     return _unavailable(
         _g("Esa franja ya está ocupada."),
@@ -69,7 +69,7 @@ def slot_taken_error(
         professional=professional,
         starts_at=starts_at,
         now=now,
-        exclude_appointment_id=exclude_appointment_id,
+        move=move,
     )
 
 
@@ -84,7 +84,7 @@ class SlotFacts:
     service: Service
     professional: Professional
     starts_at: datetime
-    exclude_appointment_id: int | None
+    move: Move | None
     settings: AgendaSettings
     bookable: bool
     weekly: dict[int, list[tuple[time, time]]]
@@ -98,11 +98,11 @@ def slot_facts(
     service: Service,
     professional: Professional,
     starts_at: datetime,
-    exclude_appointment_id: int | None = None,
+    move: Move | None = None,
 ) -> SlotFacts:
     """The facts of a slot in one statement (after the lock): the professional's row LEFT JOIN
     their hours and the company's agenda settings, with three EXISTS (gives the service; time
-    off; another scheduled appointment, but `exclude_appointment_id`) on the same bounded index
+    off; another scheduled appointment, but the one `move` moves) on the same bounded index
     scans as a slot search. One snapshot, so the check sees one instant.
 
     First, in a statement of its own, the professional's row is locked until the transaction
@@ -118,8 +118,8 @@ def slot_facts(
     """
     block_from, block_until = blocked_range(service, starts_at)
     appointments = scheduled_in_window([professional.pk], block_from, block_until)
-    if exclude_appointment_id is not None:
-        appointments = appointments.exclude(pk=exclude_appointment_id)
+    if move is not None:
+        appointments = appointments.exclude(pk=move.appointment_id)
     time_off = TimeOff.objects.filter(
         professional_id=professional.pk, ends_at__gt=block_from, starts_at__lt=block_until
     )
@@ -161,7 +161,7 @@ def slot_facts(
         service=service,
         professional=professional,
         starts_at=starts_at,
-        exclude_appointment_id=exclude_appointment_id,
+        move=move,
         settings=settings,
         bookable=bookable,
         weekly=weekly,
@@ -205,8 +205,8 @@ def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool 
                 code="slot_beyond_horizon",
             )
     # A withdrawn service takes no new bookings, but the appointments already booked keep it
-    # and can still be moved (`exclude_appointment_id`: the appointment being moved).
-    moving = facts.exclude_appointment_id is not None
+    # and can still be moved (`move`: the appointment being moved).
+    moving = facts.move is not None
     if service.company_id != company.pk or not (service.active or moving):
         raise ValidationFailed(_("Ese servicio ya no se ofrece."), code="service_inactive")
     if not facts.bookable:
@@ -219,7 +219,7 @@ def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool 
         "professional": facts.professional,
         "starts_at": starts_at,
         "now": now,
-        "exclude_appointment_id": facts.exclude_appointment_id,
+        "move": facts.move,
     }
     tz = company.tz
     ends_at = starts_at + timedelta(minutes=service.duration_minutes)
@@ -247,7 +247,7 @@ def slot_validate(
     starts_at: datetime,
     now: datetime,
     enforce_customer_rules: bool = True,
-    exclude_appointment_id: int | None = None,
+    move: Move | None = None,
 ) -> None:
     """Check, at the instant, that this professional can take this service at `starts_at`
     (`slot_check` on `slot_facts`: the lock and one statement, and more only to refuse). Call
@@ -258,6 +258,6 @@ def slot_validate(
         service=service,
         professional=professional,
         starts_at=starts_at,
-        exclude_appointment_id=exclude_appointment_id,
+        move=move,
     )
     slot_check(facts, now=now, enforce_customer_rules=enforce_customer_rules)

@@ -10,12 +10,17 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from django.utils.translation import ngettext
 
 from agenda.availability.busy import busy_times, working_intervals
+from agenda.availability.local_time import describe_instant
 from agenda.availability.queries import SETTINGS_FIELDS, loaded, roster_rows
-from agenda.availability.slots import Slot
+from agenda.availability.slots import Move, Slot
 from agenda.models import AgendaSettings, Professional, Service
 from agenda.selectors import agenda_settings_for, professional_pick
+from core.errors import ValidationFailed
 from core.models import Company
 
 NEAREST_COUNT = 3
@@ -87,6 +92,28 @@ def customer_limits(settings: AgendaSettings, now: datetime) -> tuple[datetime, 
     )
 
 
+def beyond_horizon_error(settings: AgendaSettings, now: datetime, tz: ZoneInfo) -> ValidationFailed:
+    """What a customer is told when a search starts past the booking horizon: the last date
+    and time that can be booked, in the company's time zone."""
+    horizon = customer_limits(settings, now)[1]
+    last = describe_instant(horizon, tz)
+    days = settings.booking_horizon_days
+    return ValidationFailed(
+        ngettext(
+            "Solo se puede reservar con hasta %(days)d día de antelación: el último momento "
+            "reservable es el %(weekday)s %(date)s a las %(time)s. Busque en fechas "
+            "anteriores.",
+            "Solo se puede reservar con hasta %(days)d días de antelación: el último momento "
+            "reservable es el %(weekday)s %(date)s a las %(time)s. Busque en fechas "
+            "anteriores.",
+            days,
+        )
+        % {"days": days, **last},
+        code="slot_beyond_horizon",
+        last_bookable=last,
+    )
+
+
 def slots_available(
     *,
     company: Company,
@@ -97,23 +124,31 @@ def slots_available(
     professional: Professional | None = None,
     roster: Roster | None = None,
     limit: int | None = None,
-    exclude_appointment_id: int | None = None,
+    move: Move | None = None,
+    explain_horizon: bool = False,
 ) -> list[Slot]:
     """Free slots starting in [starts_at, ends_at), in time order (then by professional).
-    With `exclude_appointment_id`, the slots to move that appointment (of this service) to:
-    its own time counts as free, and the service may have been withdrawn since it was booked.
+    With `move`, the slots to move that appointment (of this service) to: its own time counts
+    as free, but its current slot is never offered, and the service may have been withdrawn
+    since it was booked.
 
     Searches `roster` when the caller has read it with `search_roster`, else reads it here
     (only `professional`, if given). Honours minimum notice and horizon as of `now`. With
     `limit`, stops after the local day on which the limit is reached. Two statements (the
     roster, the busy times) whatever the number of professionals or days.
+
+    With `explain_horizon` (a customer's search), a window that starts past the booking horizon
+    is VALIDATION naming the last bookable date instead of an empty list, which would read as
+    "nothing free"; the nearest free slots of a refusal keep their empty list.
     """
     if roster is None:
         roster = search_roster(company, service, professional)
     settings, bookable = roster.settings, roster.bookable
-    moving = exclude_appointment_id is not None
+    moving = move is not None
     tz = company.tz
     earliest, horizon = customer_limits(settings, now)
+    if explain_horizon and starts_at > horizon:
+        raise beyond_horizon_error(settings, now, tz)
     first = max(starts_at, earliest)
     last = min(ends_at, horizon + timedelta(microseconds=1))
     # A withdrawn service is searched only to move an appointment of it (as `slot_check`).
@@ -124,7 +159,10 @@ def slots_available(
     after = timedelta(minutes=service.duration_minutes + service.buffer_after_minutes)
     ids = [b.professional.pk for b in bookable]
     busy = busy_times(
-        ids, first - before, last + after, exclude_appointment_id=exclude_appointment_id
+        ids,
+        first - before,
+        last + after,
+        exclude_appointment_id=move.appointment_id if move is not None else None,
     )
     step = timedelta(minutes=settings.slot_step_minutes)
     duration = timedelta(minutes=service.duration_minutes)
@@ -140,7 +178,9 @@ def slots_available(
                 if start < first:
                     start = open_at + step * math.ceil((first - open_at) / step)
                 while start + duration <= close_at and start < last:
-                    if not busy.overlaps(prof.pk, start - before, start + after):
+                    if not busy.overlaps(prof.pk, start - before, start + after) and not (
+                        move is not None and move.is_current(prof.pk, start)
+                    ):
                         day_slots.append(Slot(prof, start, start + duration))
                     start += step
         day_slots.sort(key=lambda s: (s.starts_at, s.professional.display_name))
@@ -159,7 +199,7 @@ def nearest_free_slots(
     now: datetime,
     prefer: Professional | None = None,
     count: int = NEAREST_COUNT,
-    exclude_appointment_id: int | None = None,
+    move: Move | None = None,
 ) -> list[Slot]:
     """The free slots closest in time to `around` (any professional giving the service; on a
     tie the preferred one first), returned in time order."""
@@ -169,7 +209,7 @@ def nearest_free_slots(
         starts_at=around - timedelta(days=1),
         ends_at=around + timedelta(days=NEAREST_SEARCH_DAYS),
         now=now,
-        exclude_appointment_id=exclude_appointment_id,
+        move=move,
     )
     prefer_id = prefer.pk if prefer else None
     candidates.sort(

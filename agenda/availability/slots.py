@@ -3,6 +3,7 @@
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.utils.translation import gettext_lazy as _
@@ -13,6 +14,25 @@ from core.errors import ValidationFailed
 from core.models import Company
 from core.references import ALPHABET as REFERENCE_ALPHABET
 from core.references import LENGTH as REFERENCE_LENGTH
+
+
+@dataclass(frozen=True)
+class Move:
+    """An appointment being moved, as it stands before the move. Its own blocked time counts
+    as free for the move (its neighbouring starts are offered), but its current slot, the same
+    professional at the same start, is no move at all: no search for the move offers it."""
+
+    appointment_id: int
+    professional_id: int
+    starts_at: datetime  # aware, UTC
+
+    @classmethod
+    def of(cls, appointment: Any) -> "Move":
+        """Call before the appointment's times change (its reschedule transition)."""
+        return cls(appointment.pk, appointment.professional_id, appointment.starts_at)
+
+    def is_current(self, professional_id: int, starts_at: datetime) -> bool:
+        return professional_id == self.professional_id and starts_at == self.starts_at
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,7 @@ class SlotViewSet(CompanyViewSet):
             now=now,
             professional=professional,
             limit=limit + 1,
+            explain_horizon=True,
         )
         # One more than the limit is searched for, to tell whether the limit cut the answer; a
         # range longer than a search covers was narrowed: more may exist after it.

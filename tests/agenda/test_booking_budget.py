@@ -39,13 +39,19 @@ CONVERSATION = "conv-budget"
 # read for the whole slot check (rules, hours, time off, busy times) and the INSERT in the
 # savepoint that turns the exclusion constraint's verdict into VALIDATION.
 BOOK = Budget(
-    at_most=18,
+    # 18 + 2 (issue #33): the contact's lock and the read of their overlapping appointments,
+    # two statements, since a read in the statement that waited for the lock would not see
+    # the booking it waited for (agenda.services._check_customer_free).
+    at_most=20,
     includes=(
         "BEGIN",
         "INSERT tooling_idempotencyrecord",
         # Locked until the end, so one professional's bookings check and insert one at a time and
         # a change of their schedule in flight commits first (agenda.models.lock_schedules).
         "SELECT agenda_professional FOR NO KEY UPDATE",
+        # Locked until the end, so one customer's bookings with two professionals check and
+        # insert one at a time (agenda.services._check_customer_free).
+        "SELECT core_contact FOR NO KEY UPDATE",
         "INSERT agenda_appointment",
         "INSERT tooling_exposedreference",  # the new appointment, seen by the conversation
         "UPDATE tooling_idempotencyrecord",
@@ -55,13 +61,16 @@ BOOK = Budget(
 # reschedule_appointment and cancel_appointment follow a booking: the step-up policy it read is
 # kept in the process cache (core.identity.step_up_policies).
 RESCHEDULE = Budget(
-    at_most=19,
+    # 19 + 2 (issue #33): the contact's lock and the read of their other appointments that
+    # overlap the new time, as for a booking.
+    at_most=21,
     includes=(
         "BEGIN",
         "INSERT tooling_idempotencyrecord",
         # Locked with its service, professional and the cut-off; only its own row is locked.
         "SELECT agenda_appointment FOR UPDATE",
         "SELECT agenda_professional FOR NO KEY UPDATE",  # the schedule's lock
+        "SELECT core_contact FOR NO KEY UPDATE",  # the customer's lock
         "INSERT django_fsm_log_statelog",
         "UPDATE agenda_appointment",
         "INSERT tooling_exposedreference",
@@ -126,7 +135,8 @@ def crowded(company, service, customer, marta):
         )
         for name in ("Luis", "Eva")
     ]
-    for professional in [marta, *others]:
+    # At 16:00, 17:00 and 18:00: one customer is never booked twice at once.
+    for hour, professional in enumerate([marta, *others], start=16):
         for day in (8, 9, 29, 30):
             time_off_add(
                 professional=professional,
@@ -138,7 +148,7 @@ def crowded(company, service, customer, marta):
                 contact=customer,
                 service=service,
                 professional=professional,
-                starts_at=local(2026, 12, day, 16),
+                starts_at=local(2026, 12, day, hour),
                 created_via=Appointment.Via.STAFF,
                 now=MONDAY_8AM,
             )

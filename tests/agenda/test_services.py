@@ -8,6 +8,7 @@ from django.utils import translation
 
 from agenda import services
 from agenda.availability.check import slot_validate
+from agenda.availability.slots import Move
 from agenda.models import Appointment
 from agenda.services import (
     appointment_book,
@@ -379,6 +380,6 @@ def test_a_service_of_another_company_is_refused_even_for_a_move(
             professional=withdrawn.professional,
             starts_at=local(2026, 12, 9, 10),
             now=MONDAY_8AM,
-            exclude_appointment_id=withdrawn.pk,
+            move=Move.of(withdrawn),
         )
     assert caught.value.code == "service_inactive"
