@@ -36,17 +36,6 @@ def gateway_company(company):
     return Company.objects.get(pk=company.pk)
 
 
-@pytest.fixture
-def ana(company):
-    return contact_create(
-        company=company,
-        first_name="Ana",
-        document_number="12345678Z",
-        phone="600111222",
-        email="ana@example.com",
-    )
-
-
 def test_a_first_identify_contact_of_a_new_conversation_sends_ten_statements(gateway_company, ana):
     outcome, statements = first_call(
         gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-new"
