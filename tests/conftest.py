@@ -44,10 +44,25 @@ def _is_slow(item: pytest.Item) -> bool:
     )
 
 
+# Under pytest-xdist (`make test`: two workers, `--dist loadgroup`) a module's tests run on one
+# worker, in order, so its module-scoped servers, workers and clusters start once. The modules of
+# a group here also run on one worker, one after the other: each fires many requests at a
+# multi-threaded gunicorn at once, one database connection per thread, and two of them together
+# would take too many of the connections PostgreSQL shares with everybody's runs.
+XDIST_GROUPS = {
+    "tests/agenda/test_concurrency.py": "many-connections",
+    "tests/reliability/test_concurrency.py": "many-connections",
+    "tests/tooling/test_idempotency_concurrency.py": "many-connections",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _is_slow(item):
             item.add_marker(pytest.mark.slow)
+        group = XDIST_GROUPS.get(item.nodeid.split("::", 1)[0])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     is_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
     without_pg = "needs PostgreSQL (this run is on SQLite: none at 127.0.0.1:5432, or DATABASE_URL)"
     skip_redis = pytest.mark.skip(reason="needs Redis at 127.0.0.1:6379 (not reachable)")
