@@ -29,13 +29,19 @@ speedups: $(SPEEDUPS_STAMP)
 demo: install
 	bin/demo
 
+# Two pytest-xdist workers (the machine has two cores; most of the suite waits on servers,
+# not on the CPU), each with a test database of its own (test_<name>_gw0, _gw1); a module runs
+# on one worker, and tests/conftest.py's XDIST_GROUPS keeps apart what must not run together.
+# PYTEST_XDIST="" runs in one process.
+PYTEST_XDIST ?= -n 2 --dist loadgroup
+
 test: install
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The inner loop: everything but the tests that start real servers or flush the database
 # (marked slow by tests/conftest.py).
 test-fast: install
-	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow" $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

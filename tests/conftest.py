@@ -1,4 +1,5 @@
-"""Shared fixtures: companies, contacts, gateway tokens and HTTP clients against live servers."""
+"""Shared fixtures: the cast (tests/factories.py), gateway tokens and HTTP clients against
+live servers."""
 
 import itertools
 import os
@@ -12,13 +13,12 @@ from django.conf import settings
 from django.db import connection
 
 from core import process_cache
-from core.models import Company
+from core.models import Company, Contact
 from core.services import gateway_credential_issue
+from core.sms import LocmemBackend
+from tests import factories
 
 pytest_plugins = ["tests.servers"]  # gunicorn_server, sqlite_database (see its docstring)
-
-_counter = itertools.count(1)
-
 
 # What makes a test slow: a real server, worker or process of its own, or a database flushed
 # after it (transaction=True) instead of rolled back. `make test-fast` leaves these out.
@@ -44,10 +44,25 @@ def _is_slow(item: pytest.Item) -> bool:
     )
 
 
+# Under pytest-xdist (`make test`: two workers, `--dist loadgroup`) a module's tests run on one
+# worker, in order, so its module-scoped servers, workers and clusters start once. The modules of
+# a group here also run on one worker, one after the other: each fires many requests at a
+# multi-threaded gunicorn at once, one database connection per thread, and two of them together
+# would take too many of the connections PostgreSQL shares with everybody's runs.
+XDIST_GROUPS = {
+    "tests/agenda/test_concurrency.py": "many-connections",
+    "tests/reliability/test_concurrency.py": "many-connections",
+    "tests/tooling/test_idempotency_concurrency.py": "many-connections",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _is_slow(item):
             item.add_marker(pytest.mark.slow)
+        group = XDIST_GROUPS.get(item.nodeid.split("::", 1)[0])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     is_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
     without_pg = "needs PostgreSQL (this run is on SQLite: none at 127.0.0.1:5432, or DATABASE_URL)"
     skip_redis = pytest.mark.skip(reason="needs Redis at 127.0.0.1:6379 (not reachable)")
@@ -68,24 +83,55 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def make_company(db: None) -> Callable[..., Company]:
-    def make(**fields: Any) -> Company:
-        n = next(_counter)
-        fields.setdefault("name", f"Company {n}")
-        fields.setdefault("slug", f"company-{n}-{uuid.uuid4().hex[:6]}")
-        fields.setdefault("environment", Company.Environment.SANDBOX)
-        return Company.objects.create(**fields)
+    return factories.company
+
+
+@pytest.fixture
+def company(db: None) -> Company:
+    return factories.company(name="Peluquería Sol")
+
+
+@pytest.fixture
+def other_company(db: None) -> Company:
+    return factories.company(name="Clínica Luna")
+
+
+@pytest.fixture
+def ana(company: Company) -> Contact:
+    """Ana García, a customer of `company` with a document, a phone and an email."""
+    return factories.ana(company)
+
+
+@pytest.fixture
+def bruno(company: Company) -> Contact:
+    """Bruno López, another customer of `company`."""
+    return factories.bruno(company)
+
+
+@pytest.fixture
+def catalog(company: Company) -> factories.Catalog:
+    return factories.catalog(company)
+
+
+@pytest.fixture
+def make_staff(db: None, request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """`make_staff(username, company=None, role="agent", **fields)`: a staff member
+    (`factories.staff_member`) of `company`, or of the `company` fixture when none is given."""
+
+    def make(username: str, company: Company | None = None, role: str = "agent", **fields: Any):
+        of = company if company is not None else request.getfixturevalue("company")
+        return factories.staff_member(username, of, role, **fields)
 
     return make
 
 
 @pytest.fixture
-def company(make_company: Callable[..., Company]) -> Company:
-    return make_company(name="Peluquería Sol")
-
-
-@pytest.fixture
-def other_company(make_company: Callable[..., Company]) -> Company:
-    return make_company(name="Clínica Luna")
+def sms_outbox(settings) -> Iterator[list]:
+    """Text messages go to a list in this process (`core.sms.LocmemBackend`), empty at first."""
+    settings.GARANTE_SMS_BACKEND = "locmem"
+    LocmemBackend.outbox.clear()
+    yield LocmemBackend.outbox
+    LocmemBackend.outbox.clear()
 
 
 @pytest.fixture

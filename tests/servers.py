@@ -66,6 +66,7 @@ import asyncio
 import email
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -537,6 +538,22 @@ def postgresql_test_database_url(django_db_blocker: Any) -> str:
         if connection.vendor != "postgresql":
             pytest.skip("the worker process needs the PostgreSQL test database")
         return database_url_of_current_connection()
+
+
+def task_log(worker: "CeleryWorker | Path", task: str, since: int = 0) -> list[str]:
+    """What a worker's log (`--loglevel` INFO or lower) says happened to the tasks named `task`
+    after byte `since` of it, in order: "received", "succeeded", "retry", "failed" each time.
+
+    A worker logs a retry when the run that asks for it ends, so once a run has succeeded the
+    retries it scheduled (if any) are already in the log: tests wait for "succeeded" and then
+    judge, instead of sleeping past a backoff and hoping."""
+    path = worker.log if isinstance(worker, CeleryWorker) else worker
+    text = path.read_bytes()[since:].decode(errors="replace")
+    pattern = re.compile(
+        rf"Task {re.escape(task)}\[[0-9a-f-]+\] (received|succeeded|retry|raised unexpected)"
+    )
+    outcome = {"raised unexpected": "failed"}
+    return [outcome.get(m.group(1), m.group(1)) for m in pattern.finditer(text)]
 
 
 @contextmanager

@@ -15,7 +15,8 @@ from agenda.models import Appointment, TimeOff
 from agenda.services import appointment_book, appointment_cancel, professional_create
 from core.models import StaffMembership
 from core.services import contact_create
-from tests.agenda.conftest import MONDAY_8AM, local
+from tests import factories
+from tests.factories import MONDAY_8AM, local
 
 pytestmark = pytest.mark.django_db
 
@@ -27,10 +28,10 @@ def frozen_clock(monkeypatch):
 
 @pytest.fixture
 def staff(company):
-    user = get_user_model().objects.create_user(username="recepcion", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="agenda"))
-    StaffMembership.objects.create(user=user, company=company)
-    return user
+    """A receptionist holding the agenda's permissions only."""
+    return factories.staff_member(
+        "recepcion", company, permissions=factories.app_permissions("agenda")
+    )
 
 
 @pytest.fixture
@@ -40,10 +41,10 @@ def staff_client(client, staff):
 
 
 @pytest.fixture
-def appointment(company, service, marta, customer):
+def appointment(company, service, marta, ana):
     return appointment_book(
         company=company,
-        contact=customer,
+        contact=ana,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 8, 10),
@@ -160,11 +161,11 @@ def test_the_reschedule_form_moves_the_appointment_in_local_time(staff_client, a
 
 
 def test_the_reschedule_form_refuses_a_busy_time(
-    staff_client, appointment, company, service, marta, other_customer
+    staff_client, appointment, company, service, marta, bruno
 ):
     appointment_book(
         company=company,
-        contact=other_customer,
+        contact=bruno,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 9, 11),
@@ -186,13 +187,13 @@ def test_the_reschedule_form_refuses_a_busy_time(
 
 
 def test_staff_book_through_the_add_form_in_company_local_time(
-    staff_client, company, service, marta, customer
+    staff_client, company, service, marta, ana
 ):
     response = staff_client.post(
         reverse("admin:agenda_appointment_add"),
         {
             "company": company.pk,
-            "contact": customer.pk,
+            "contact": ana.pk,
             "service": service.pk,
             "professional": marta.pk,
             "day": "2026-12-07",
@@ -262,11 +263,11 @@ def form_data(page) -> dict:
 
 
 def test_time_off_over_scheduled_appointments_warns_staff_with_each_one(
-    staff_client, company, service, marta, appointment, other_customer
+    staff_client, company, service, marta, appointment, bruno
 ):
     later = appointment_book(
         company=company,
-        contact=other_customer,
+        contact=bruno,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 8, 12),
@@ -275,7 +276,7 @@ def test_time_off_over_scheduled_appointments_warns_staff_with_each_one(
     )
     cancelled = appointment_book(
         company=company,
-        contact=other_customer,
+        contact=bruno,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 8, 11),
@@ -285,7 +286,7 @@ def test_time_off_over_scheduled_appointments_warns_staff_with_each_one(
     appointment_cancel(company=company, reference=cancelled.reference, now=MONDAY_8AM)
     outside = appointment_book(
         company=company,
-        contact=other_customer,
+        contact=bruno,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 8, 15),
@@ -451,7 +452,7 @@ def night_owl(company, service):
 
 
 def test_the_add_form_refuses_a_time_the_spring_change_skips(
-    staff_client, company, service, customer, night_owl
+    staff_client, company, service, ana, night_owl
 ):
     """On 28 March 2027 Madrid's clocks jump from 02:00 to 03:00: 02:30 was silently booked
     at 03:30."""
@@ -459,7 +460,7 @@ def test_the_add_form_refuses_a_time_the_spring_change_skips(
         reverse("admin:agenda_appointment_add"),
         {
             "company": company.pk,
-            "contact": customer.pk,
+            "contact": ana.pk,
             "service": service.pk,
             "professional": night_owl.pk,
             "day": "2027-03-28",
@@ -473,11 +474,11 @@ def test_the_add_form_refuses_a_time_the_spring_change_skips(
 
 
 def test_the_reschedule_form_refuses_a_time_the_spring_change_skips(
-    staff_client, company, service, customer, night_owl
+    staff_client, company, service, ana, night_owl
 ):
     appointment = appointment_book(
         company=company,
-        contact=customer,
+        contact=ana,
         service=service,
         professional=night_owl,
         starts_at=local(2027, 3, 28, 4),
@@ -500,14 +501,14 @@ def test_the_reschedule_form_refuses_a_time_the_spring_change_skips(
 
 
 def test_the_add_form_books_the_first_of_a_repeated_autumn_time(
-    staff_client, company, service, customer, night_owl
+    staff_client, company, service, ana, night_owl
 ):
     """On 31 October 2027 02:00-03:00 happens twice in Madrid: the first one (summer time)."""
     response = staff_client.post(
         reverse("admin:agenda_appointment_add"),
         {
             "company": company.pk,
-            "contact": customer.pk,
+            "contact": ana.pk,
             "service": service.pk,
             "professional": night_owl.pk,
             "day": "2027-10-31",

@@ -11,7 +11,7 @@ from agenda.availability.search import slots_available
 from agenda.models import Service
 from agenda.services import appointment_book, professional_create, time_off_add
 from core.errors import ValidationFailed
-from tests.agenda.conftest import MADRID, MONDAY_8AM, local
+from tests.factories import MADRID, MONDAY_8AM, local
 
 pytestmark = pytest.mark.django_db
 
@@ -72,12 +72,12 @@ def test_nothing_beyond_the_horizon_is_offered(company, service, marta, agenda_s
 
 
 def test_a_booked_appointment_and_its_buffer_block_the_slots_they_touch(
-    company, service, marta, customer
+    company, service, marta, ana
 ):
     # 10:00-10:30 plus a 10-minute buffer after: 10:30 would start inside the buffer.
     appointment_book(
         company=company,
-        contact=customer,
+        contact=ana,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 8, 10),
@@ -249,14 +249,12 @@ def test_a_working_day_after_the_change_keeps_its_local_hours(company, service, 
     assert after[0].starts_at.astimezone(UTC).hour == 7  # 09:00 CEST
 
 
-def test_an_appointment_on_the_dst_day_blocks_the_right_instant(
-    company, service, night_owl, customer
-):
+def test_an_appointment_on_the_dst_day_blocks_the_right_instant(company, service, night_owl, ana):
     now = local(2026, 3, 1)
     three_am = local(2026, 3, 29, 3)  # the first instant after the gap: 01:00 UTC
     appointment_book(
         company=company,
-        contact=customer,
+        contact=ana,
         service=service,
         professional=night_owl,
         starts_at=three_am,

@@ -16,8 +16,8 @@ from agenda.models import Appointment, Professional, Service, TimeOff
 from agenda.selectors import agenda_settings_for
 from agenda.services import professional_create
 from tests.agenda import test_search_cost
-from tests.agenda.conftest import WEEKDAYS, local
 from tests.agenda.test_search_cost import plan_nodes
+from tests.factories import WEEKDAYS, local
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +59,7 @@ def luis(company, service):
 
 
 @pytest.fixture
-def edges(company, service, customer, marta, luis):
+def edges(company, service, ana, marta, luis):
     """Appointments and time off on both sides of each edge of the window; returns the id of
     an appointment inside it, for the search that leaves it out (a reschedule's)."""
     eva = professional_create(company=company, display_name="Eva", services=[service])
@@ -68,7 +68,7 @@ def edges(company, service, customer, marta, luis):
         return Appointment.objects.create(
             company=company,
             reference=f"AP-{Appointment.objects.count():06d}",
-            contact=customer,
+            contact=ana,
             service=service,
             professional=professional,
             starts_at=blocked_from,

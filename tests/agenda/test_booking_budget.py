@@ -28,7 +28,7 @@ from core import references
 from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Company, Conversation
-from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+from tests.factories import MONDAY_8AM, WEEKDAYS, local
 from tests.statements import Budget, call_statements, shape
 
 ANA = "12345678Z"
@@ -112,7 +112,7 @@ def first_slot(company: Company, day: str) -> str:
 
 
 @pytest.fixture
-def gateway(company, marta, customer, monkeypatch):
+def gateway(company, marta, ana, monkeypatch):
     """The company as authentication hands it to a call, with Ana identified in the
     conversation, on Monday 7 December 2026 at 08:00 in Madrid."""
     monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
@@ -123,7 +123,7 @@ def gateway(company, marta, customer, monkeypatch):
 
 
 @pytest.fixture
-def crowded(company, service, customer, marta):
+def crowded(company, service, ana, marta):
     """Two more professionals give the service, and everybody has appointments and time off
     in the weeks booked: none of it may add a statement."""
     others = [
@@ -145,7 +145,7 @@ def crowded(company, service, customer, marta):
             )
             appointment_book(
                 company=company,
-                contact=customer,
+                contact=ana,
                 service=service,
                 professional=professional,
                 starts_at=local(2026, 12, day, hour),
@@ -261,13 +261,13 @@ def _overlapping(appointment: Appointment, contact) -> Appointment:
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_usable(
-    company, service, marta, customer, other_customer, monkeypatch
+    company, service, marta, ana, bruno, monkeypatch
 ):
     """The availability read misses a concurrent booking; the exclusion constraint refuses the
     UPDATE, and its savepoint takes the transition's log with it."""
     moving = appointment_book(
         company=company,
-        contact=customer,
+        contact=ana,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 8, 10),
@@ -288,7 +288,7 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
             blocked_from=target,
             blocked_until=target + timedelta(minutes=40),
         )
-        _overlapping(racer, other_customer)
+        _overlapping(racer, bruno)
 
     monkeypatch.setattr(services, "slot_validate", validate_then_lose_the_race)
 
@@ -297,7 +297,7 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
             appointment_reschedule(
                 company=company,
                 reference=moving.reference,
-                contact=customer,
+                contact=ana,
                 starts_at=target,
                 now=MONDAY_8AM,
             )
@@ -314,10 +314,10 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
 
 
 @pytest.mark.django_db
-def test_refusals_leave_a_callers_transaction_usable(company, service, marta, customer):
+def test_refusals_leave_a_callers_transaction_usable(company, service, marta, ana):
     appointment = appointment_book(
         company=company,
-        contact=customer,
+        contact=ana,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 7, 9),
@@ -329,12 +329,12 @@ def test_refusals_leave_a_callers_transaction_usable(company, service, marta, cu
     with transaction.atomic():
         with pytest.raises(ValidationFailed) as too_late:  # within the 120-minute cut-off
             appointment_cancel(
-                company=company, reference=appointment.reference, contact=customer, now=MONDAY_8AM
+                company=company, reference=appointment.reference, contact=ana, now=MONDAY_8AM
             )
         with pytest.raises(ValidationFailed) as taken:
             appointment_book(
                 company=company,
-                contact=customer,
+                contact=ana,
                 service=service,
                 professional=marta,
                 starts_at=local(2026, 12, 7, 9),

@@ -23,7 +23,7 @@ from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Conversation
 from core.services import contact_create, gateway_credential_issue
-from tests.agenda.conftest import MONDAY_8AM, local
+from tests.factories import MONDAY_8AM, local
 from tests.servers import at_once
 
 WAIT_SECONDS = 30  # an upper bound for the other thread to get where it is going, not a timing
@@ -231,7 +231,7 @@ def behind_a_transaction(hold: Callable[[], object], then: Callable[[], object])
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_second_booking_of_a_professional_waits_at_the_slot_check_and_then_is_refused(
-    company, service, marta, customer, other_customer
+    company, service, marta, ana, bruno
 ):
     """Two overlapping inserts in flight could each find the other's row in the exclusion
     constraint's check and wait for each other, a deadlock PostgreSQL breaks by failing one.
@@ -250,12 +250,12 @@ def test_a_second_booking_of_a_professional_waits_at_the_slot_check_and_then_is_
             now=MONDAY_8AM,
         )
 
-    waiting, second = behind_a_transaction(lambda: book(customer), lambda: book(other_customer))
+    waiting, second = behind_a_transaction(lambda: book(ana), lambda: book(bruno))
 
     # The slot check (pg_stat_activity keeps the first 1,024 characters), not the INSERT.
     assert waiting is not None and waiting.startswith('SELECT "agenda_professional"'), waiting
     assert second == "slot_taken"
-    assert Appointment.objects.get().contact_id == customer.pk
+    assert Appointment.objects.get().contact_id == ana.pk
 
 
 def _tuesday_morning_off(marta) -> None:
@@ -294,7 +294,7 @@ def _service_no_longer_given(marta) -> None:
     ids=["time off added", "hours removed", "hours shortened", "service withdrawn"],
 )
 def test_a_booking_waits_for_a_schedule_change_in_flight_and_decides_on_it(
-    company, service, marta, customer, change, refused_as
+    company, service, marta, ana, change, refused_as
 ):
     """Staff change a professional's schedule (in the admin: one transaction) while a customer
     books inside what changes. Before, the booking read the schedule as it was and landed in
@@ -306,7 +306,7 @@ def test_a_booking_waits_for_a_schedule_change_in_flight_and_decides_on_it(
         lambda: change(marta),
         lambda: appointment_book(
             company=company,
-            contact=customer,
+            contact=ana,
             service=service,
             professional=marta,
             starts_at=starts_at,

@@ -20,8 +20,8 @@ from agenda.services import appointment_book, appointment_reschedule, profession
 from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Conversation, StaffMembership
-from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
 from tests.agenda.test_admin import form_data
+from tests.factories import MONDAY_8AM, WEEKDAYS, local
 from tests.statements import call_statements
 
 WAIT_SECONDS = 30  # an upper bound for a thread to get where it is going, not a timing
@@ -53,17 +53,17 @@ def book_with(company, service, professional, contact, starts_at, **extra):
     )
 
 
-# --- One customer, one place at a time ----------------------------------------------------------
+# --- One ana, one place at a time ----------------------------------------------------------
 
 
 @pytest.mark.django_db
 def test_it_refuses_a_customer_a_second_appointment_overlapping_another_professionals(
-    company, service, marta, luis, customer
+    company, service, marta, luis, ana
 ):
-    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+    book_with(company, service, marta, ana, local(2026, 12, 8, 10))
 
     with pytest.raises(ValidationFailed) as caught:
-        book_with(company, service, luis, customer, local(2026, 12, 8, 10, 15))
+        book_with(company, service, luis, ana, local(2026, 12, 8, 10, 15))
 
     error = caught.value.as_dict()
     assert error["error_type"] == "VALIDATION"
@@ -75,19 +75,19 @@ def test_it_refuses_a_customer_a_second_appointment_overlapping_another_professi
         "weekday": "martes",
         "time": "10:00",
     }
-    assert Appointment.objects.filter(contact=customer).count() == 1
+    assert Appointment.objects.filter(contact=ana).count() == 1
 
 
 @pytest.mark.django_db
-def test_staff_cannot_book_a_customer_twice_at_once_either(company, service, marta, luis, customer):
-    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+def test_staff_cannot_book_a_customer_twice_at_once_either(company, service, marta, luis, ana):
+    book_with(company, service, marta, ana, local(2026, 12, 8, 10))
 
     with pytest.raises(ValidationFailed) as caught:
         book_with(
             company,
             service,
             luis,
-            customer,
+            ana,
             local(2026, 12, 8, 9, 45),
             enforce_customer_rules=False,
         )
@@ -96,45 +96,43 @@ def test_staff_cannot_book_a_customer_twice_at_once_either(company, service, mar
 
 @pytest.mark.django_db
 def test_back_to_back_appointments_of_a_customer_are_not_an_overlap(
-    company, service, marta, luis, customer
+    company, service, marta, luis, ana
 ):
-    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+    book_with(company, service, marta, ana, local(2026, 12, 8, 10))
 
     # The customer's time is the service's (10:00-10:30), not the professional's buffers.
-    book_with(company, service, luis, customer, local(2026, 12, 8, 10, 30))
+    book_with(company, service, luis, ana, local(2026, 12, 8, 10, 30))
 
-    assert Appointment.objects.filter(contact=customer).count() == 2
+    assert Appointment.objects.filter(contact=ana).count() == 2
 
 
 @pytest.mark.django_db
 def test_another_customer_may_book_the_same_time_with_another_professional(
-    company, service, marta, luis, customer, other_customer
+    company, service, marta, luis, ana, bruno
 ):
-    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+    book_with(company, service, marta, ana, local(2026, 12, 8, 10))
 
-    book_with(company, service, luis, other_customer, local(2026, 12, 8, 10))
+    book_with(company, service, luis, bruno, local(2026, 12, 8, 10))
 
 
 @pytest.mark.django_db
-def test_a_cancelled_appointment_does_not_block_its_time(company, service, marta, luis, customer):
-    first = book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+def test_a_cancelled_appointment_does_not_block_its_time(company, service, marta, luis, ana):
+    first = book_with(company, service, marta, ana, local(2026, 12, 8, 10))
     Appointment.objects.filter(pk=first.pk).update(state=Appointment.State.CANCELLED)
 
-    book_with(company, service, luis, customer, local(2026, 12, 8, 10))
+    book_with(company, service, luis, ana, local(2026, 12, 8, 10))
 
 
 @pytest.mark.django_db
-def test_a_move_onto_the_customers_other_appointment_is_refused(
-    company, service, marta, luis, customer
-):
-    book_with(company, service, marta, customer, local(2026, 12, 8, 10))
-    later = book_with(company, service, luis, customer, local(2026, 12, 8, 16))
+def test_a_move_onto_the_customers_other_appointment_is_refused(company, service, marta, luis, ana):
+    book_with(company, service, marta, ana, local(2026, 12, 8, 10))
+    later = book_with(company, service, luis, ana, local(2026, 12, 8, 16))
 
     with pytest.raises(ValidationFailed) as caught:
         appointment_reschedule(
             company=company,
             reference=later.reference,
-            contact=customer,
+            contact=ana,
             starts_at=local(2026, 12, 8, 10),
             now=MONDAY_8AM,
         )
@@ -146,13 +144,13 @@ def test_a_move_onto_the_customers_other_appointment_is_refused(
 
 
 @pytest.mark.django_db
-def test_a_move_overlapping_only_its_own_old_time_is_allowed(company, service, luis, customer):
-    appointment = book_with(company, service, luis, customer, local(2026, 12, 8, 10))
+def test_a_move_overlapping_only_its_own_old_time_is_allowed(company, service, luis, ana):
+    appointment = book_with(company, service, luis, ana, local(2026, 12, 8, 10))
 
     moved = appointment_reschedule(
         company=company,
         reference=appointment.reference,
-        contact=customer,
+        contact=ana,
         starts_at=local(2026, 12, 8, 10, 15),
         now=MONDAY_8AM,
     )
@@ -163,7 +161,7 @@ def test_a_move_overlapping_only_its_own_old_time_is_allowed(company, service, l
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_bookings_of_one_customer_with_two_professionals_make_one(
-    company, service, marta, luis, customer
+    company, service, marta, luis, ana
 ):
     """Both start together (a Barrier), and neither commits before the other has booked or
     the wait for it times out: without a lock both would check, find nothing, insert and
@@ -177,7 +175,7 @@ def test_two_concurrent_bookings_of_one_customer_with_two_professionals_make_one
         try:
             started.wait()
             with transaction.atomic():
-                book_with(company, service, professional, customer, local(2026, 12, 8, 10))
+                book_with(company, service, professional, ana, local(2026, 12, 8, 10))
                 # Broken when the other is waiting for this one's lock: then commit.
                 with contextlib.suppress(threading.BrokenBarrierError):
                     both_booked.wait()
@@ -196,14 +194,14 @@ def test_two_concurrent_bookings_of_one_customer_with_two_professionals_make_one
         thread.join(WAIT_SECONDS)
 
     assert sorted(outcomes.values()) == ["appointment_overlap", "booked"], outcomes
-    assert Appointment.objects.filter(contact=customer).count() == 1
+    assert Appointment.objects.filter(contact=ana).count() == 1
 
 
 # --- A move search never offers the appointment's own time --------------------------------------
 
 
 @pytest.fixture
-def gateway(company, marta, customer, monkeypatch):
+def gateway(company, marta, ana, monkeypatch):
     """A conversation in which Ana is identified, on Monday 7 December 2026 at 08:00."""
     monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
     conversation = Conversation.objects.create(company=company, external_id=CONVERSATION)
@@ -256,16 +254,16 @@ def test_a_move_search_does_not_offer_the_appointments_current_slot(gateway):
 
 @pytest.mark.django_db
 def test_the_nearest_slots_of_a_refused_move_leave_out_its_current_slot(
-    company, service, marta, customer, other_customer
+    company, service, marta, ana, bruno
 ):
-    mine = book_with(company, service, marta, customer, local(2026, 12, 8, 10))
-    book_with(company, service, marta, other_customer, local(2026, 12, 8, 11))
+    mine = book_with(company, service, marta, ana, local(2026, 12, 8, 10))
+    book_with(company, service, marta, bruno, local(2026, 12, 8, 11))
 
     with pytest.raises(ValidationFailed) as caught:
         appointment_reschedule(
             company=company,
             reference=mine.reference,
-            contact=customer,
+            contact=ana,
             starts_at=local(2026, 12, 8, 11),
             now=MONDAY_8AM,
         )
@@ -277,9 +275,9 @@ def test_the_nearest_slots_of_a_refused_move_leave_out_its_current_slot(
 
 @pytest.mark.django_db
 def test_a_move_search_still_offers_the_same_time_with_another_professional(
-    company, service, marta, luis, customer
+    company, service, marta, luis, ana
 ):
-    mine = book_with(company, service, marta, customer, local(2026, 12, 8, 10))
+    mine = book_with(company, service, marta, ana, local(2026, 12, 8, 10))
 
     found = slots_available(
         company=company,
@@ -332,15 +330,15 @@ def test_a_search_that_starts_inside_the_horizon_still_lists_what_it_can(gateway
 
 @pytest.mark.django_db
 def test_the_nearest_slots_of_a_staff_booking_past_the_horizon_stay_a_plain_answer(
-    company, service, marta, customer, other_customer
+    company, service, marta, ana, bruno
 ):
     """Staff book past the horizon; a refusal there lists no nearest slots (customers could
     not book them), and is about the slot taken, not about the horizon."""
     far = local(2027, 3, 2, 10)
-    book_with(company, service, marta, customer, far, enforce_customer_rules=False)
+    book_with(company, service, marta, ana, far, enforce_customer_rules=False)
 
     with pytest.raises(ValidationFailed) as caught:
-        book_with(company, service, marta, other_customer, far, enforce_customer_rules=False)
+        book_with(company, service, marta, bruno, far, enforce_customer_rules=False)
 
     assert caught.value.code == "slot_taken"
 
@@ -377,8 +375,8 @@ def test_working_hours_until_midnight_offer_the_days_last_slot(company, service,
 
 
 @pytest.mark.django_db
-def test_a_booking_ending_at_midnight_is_accepted(company, service, noa, customer):
-    appointment = book_with(company, service, noa, customer, local(2026, 12, 8, 23, 30))
+def test_a_booking_ending_at_midnight_is_accepted(company, service, noa, ana):
+    appointment = book_with(company, service, noa, ana, local(2026, 12, 8, 23, 30))
 
     assert appointment.ends_at == local(2026, 12, 9)
     assert str(noa.working_hours.get()).endswith(" 20:00-24:00")

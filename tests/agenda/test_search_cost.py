@@ -9,7 +9,7 @@ from django.db import connection
 from agenda.availability.busy import scheduled_in_window
 from agenda.availability.search import slots_available
 from agenda.models import Appointment
-from tests.agenda.conftest import MONDAY_8AM, local
+from tests.factories import MONDAY_8AM, local
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -17,7 +17,7 @@ HISTORY = 5000
 
 
 @pytest.fixture
-def long_history(company, service, marta, customer):
+def long_history(company, service, marta, ana):
     """Five thousand scheduled appointments before the searched week, one per hour."""
     # In UTC: adding hours to a Madrid wall-clock time would repeat an hour in March.
     first = local(2026, 1, 5, 9).astimezone(UTC)
@@ -25,7 +25,7 @@ def long_history(company, service, marta, customer):
         Appointment(
             company=company,
             reference=f"AP-H{n:05d}",
-            contact=customer,
+            contact=ana,
             service=service,
             professional=marta,
             starts_at=first + timedelta(hours=n),

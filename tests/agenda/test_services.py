@@ -17,7 +17,7 @@ from agenda.services import (
     time_off_add,
 )
 from core.errors import NotFound, PermissionRefused, ValidationFailed
-from tests.agenda.conftest import MONDAY_8AM, local
+from tests.factories import MONDAY_8AM, local
 
 pytestmark = pytest.mark.django_db
 
@@ -25,11 +25,11 @@ TUESDAY_10 = local(2026, 12, 8, 10)
 
 
 @pytest.fixture
-def book(company, service, marta, customer):
+def book(company, service, marta, ana):
     def book(starts_at=TUESDAY_10, *, now=MONDAY_8AM, contact=None, **kwargs):
         return appointment_book(
             company=company,
-            contact=contact or customer,
+            contact=contact or ana,
             service=service,
             professional=marta,
             starts_at=starts_at,
@@ -41,12 +41,12 @@ def book(company, service, marta, customer):
     return book
 
 
-def test_it_books_a_free_slot_with_a_public_reference(book, customer):
+def test_it_books_a_free_slot_with_a_public_reference(book, ana):
     appointment = book()
 
     assert appointment.reference.startswith("AP-") and len(appointment.reference) == 9
     assert appointment.state == Appointment.State.SCHEDULED
-    assert appointment.contact == customer
+    assert appointment.contact == ana
     assert appointment.ends_at - appointment.starts_at == timedelta(minutes=30)
 
 
@@ -91,11 +91,11 @@ def test_a_slot_beyond_the_horizon_is_rejected(book):
     assert caught.value.code == "slot_beyond_horizon"
 
 
-def test_a_busy_slot_is_rejected_with_the_nearest_free_slots(book, other_customer):
+def test_a_busy_slot_is_rejected_with_the_nearest_free_slots(book, bruno):
     book()
 
     with pytest.raises(ValidationFailed) as caught:
-        book(local(2026, 12, 8, 10, 15), contact=other_customer)
+        book(local(2026, 12, 8, 10, 15), contact=bruno)
 
     error = caught.value.as_dict()
     assert error["code"] == "slot_taken"
@@ -116,11 +116,11 @@ def test_a_busy_slot_is_rejected_with_the_nearest_free_slots(book, other_custome
     assert Appointment.objects.count() == 1
 
 
-def test_back_to_back_appointments_coexist(book, other_customer):
+def test_back_to_back_appointments_coexist(book, bruno):
     book()
 
     # The first one blocks until 10:40 (buffer included); ranges are half-open.
-    second = book(local(2026, 12, 8, 10, 40), contact=other_customer)
+    second = book(local(2026, 12, 8, 10, 40), contact=bruno)
 
     assert second.blocked_from == local(2026, 12, 8, 10, 40)
 
@@ -152,14 +152,14 @@ def test_an_inactive_professional_cannot_be_booked(book, marta):
     assert caught.value.code == "professional_unavailable"
 
 
-def test_a_customer_cannot_cancel_another_customers_appointment(book, company, other_customer):
+def test_a_customer_cannot_cancel_another_customers_appointment(book, company, bruno):
     appointment = book()
 
     with pytest.raises(PermissionRefused):
         appointment_cancel(
             company=company,
             reference=appointment.reference,
-            contact=other_customer,
+            contact=bruno,
             now=MONDAY_8AM,
         )
 
@@ -167,20 +167,20 @@ def test_a_customer_cannot_cancel_another_customers_appointment(book, company, o
     assert appointment.state == Appointment.State.SCHEDULED
 
 
-def test_a_customer_cannot_reschedule_another_customers_appointment(book, company, other_customer):
+def test_a_customer_cannot_reschedule_another_customers_appointment(book, company, bruno):
     appointment = book()
 
     with pytest.raises(PermissionRefused):
         appointment_reschedule(
             company=company,
             reference=appointment.reference,
-            contact=other_customer,
+            contact=bruno,
             starts_at=local(2026, 12, 9, 10),
             now=MONDAY_8AM,
         )
 
 
-def test_ownership_is_checked_before_the_state(book, company, customer, other_customer):
+def test_ownership_is_checked_before_the_state(book, company, ana, bruno):
     appointment = book()
     appointment_cancel(company=company, reference=appointment.reference, now=MONDAY_8AM)
 
@@ -188,7 +188,7 @@ def test_ownership_is_checked_before_the_state(book, company, customer, other_cu
         appointment_cancel(
             company=company,
             reference=appointment.reference,
-            contact=other_customer,
+            contact=bruno,
             now=MONDAY_8AM,
         )
 
@@ -205,14 +205,14 @@ def test_another_companys_appointment_is_not_found(book, other_company):
         appointment_cancel(company=other_company, reference=appointment.reference)
 
 
-def test_a_customer_cannot_cancel_after_the_cut_off(book, company, customer):
+def test_a_customer_cannot_cancel_after_the_cut_off(book, company, ana):
     appointment = book()
 
     with pytest.raises(ValidationFailed) as caught:
         appointment_cancel(
             company=company,
             reference=appointment.reference,
-            contact=customer,
+            contact=ana,
             now=TUESDAY_10 - timedelta(minutes=119),
         )
 
@@ -220,13 +220,13 @@ def test_a_customer_cannot_cancel_after_the_cut_off(book, company, customer):
     assert "2 h 00 min" in str(caught.value.user_message)
 
 
-def test_a_customer_can_cancel_right_before_the_cut_off(book, company, customer):
+def test_a_customer_can_cancel_right_before_the_cut_off(book, company, ana):
     appointment = book()
 
     appointment_cancel(
         company=company,
         reference=appointment.reference,
-        contact=customer,
+        contact=ana,
         now=TUESDAY_10 - timedelta(minutes=121),
     )
 
@@ -248,20 +248,20 @@ def test_staff_may_cancel_after_the_cut_off(book, company):
     assert appointment.state == Appointment.State.CANCELLED
 
 
-def test_a_cancelled_slot_is_free_again(book, company, other_customer):
+def test_a_cancelled_slot_is_free_again(book, company, bruno):
     appointment = book()
     appointment_cancel(company=company, reference=appointment.reference, now=MONDAY_8AM)
 
-    assert book(contact=other_customer).starts_at == TUESDAY_10
+    assert book(contact=bruno).starts_at == TUESDAY_10
 
 
-def test_rescheduling_onto_its_own_buffer_is_not_a_conflict_with_itself(book, company, customer):
+def test_rescheduling_onto_its_own_buffer_is_not_a_conflict_with_itself(book, company, ana):
     appointment = book()
 
     moved = appointment_reschedule(
         company=company,
         reference=appointment.reference,
-        contact=customer,
+        contact=ana,
         starts_at=local(2026, 12, 8, 10, 30),
         now=MONDAY_8AM,
     )
@@ -270,16 +270,16 @@ def test_rescheduling_onto_its_own_buffer_is_not_a_conflict_with_itself(book, co
 
 
 def test_rescheduling_onto_a_busy_slot_is_rejected_and_keeps_the_old_time(
-    book, company, customer, other_customer
+    book, company, ana, bruno
 ):
     appointment = book()
-    book(local(2026, 12, 9, 10), contact=other_customer)
+    book(local(2026, 12, 9, 10), contact=bruno)
 
     with pytest.raises(ValidationFailed) as caught:
         appointment_reschedule(
             company=company,
             reference=appointment.reference,
-            contact=customer,
+            contact=ana,
             starts_at=local(2026, 12, 9, 10),
             now=MONDAY_8AM,
         )
@@ -290,12 +290,12 @@ def test_rescheduling_onto_a_busy_slot_is_rejected_and_keeps_the_old_time(
 
 
 @pytest.mark.postgres
-def test_the_database_refuses_overlapping_scheduled_appointments(book, other_customer):
+def test_the_database_refuses_overlapping_scheduled_appointments(book, bruno):
     first = book()
     overlapping = Appointment(
         company=first.company,
         reference="AP-TEST22",
-        contact=other_customer,
+        contact=bruno,
         service=first.service,
         professional=first.professional,
         starts_at=first.starts_at + timedelta(minutes=15),
@@ -311,7 +311,7 @@ def test_the_database_refuses_overlapping_scheduled_appointments(book, other_cus
 
 @pytest.mark.postgres
 def test_a_booking_that_loses_the_race_gets_a_validation_error_with_free_slots(
-    book, other_customer, monkeypatch
+    book, bruno, monkeypatch
 ):
     """When the availability read misses a concurrent booking, the constraint catches it."""
     assert connection.vendor == "postgresql"
@@ -319,7 +319,7 @@ def test_a_booking_that_loses_the_race_gets_a_validation_error_with_free_slots(
     monkeypatch.setattr(services, "slot_validate", lambda **kwargs: None)
 
     with pytest.raises(ValidationFailed) as caught:
-        book(local(2026, 12, 8, 10, 15), contact=other_customer)
+        book(local(2026, 12, 8, 10, 15), contact=bruno)
 
     assert caught.value.code == "slot_taken"
     assert caught.value.as_dict()["nearest_free_slots"]
@@ -349,13 +349,11 @@ def test_staff_can_move_an_appointment_whose_service_was_withdrawn(withdrawn, co
     assert moved.state == Appointment.State.SCHEDULED
 
 
-def test_a_customer_can_move_an_appointment_whose_service_was_withdrawn(
-    withdrawn, company, customer
-):
+def test_a_customer_can_move_an_appointment_whose_service_was_withdrawn(withdrawn, company, ana):
     moved = appointment_reschedule(
         company=company,
         reference=withdrawn.reference,
-        contact=customer,
+        contact=ana,
         starts_at=local(2026, 12, 9, 10),
         now=MONDAY_8AM,
     )
@@ -363,9 +361,9 @@ def test_a_customer_can_move_an_appointment_whose_service_was_withdrawn(
     assert moved.starts_at == local(2026, 12, 9, 10)
 
 
-def test_a_withdrawn_service_takes_no_new_booking(withdrawn, book, other_customer):
+def test_a_withdrawn_service_takes_no_new_booking(withdrawn, book, bruno):
     with pytest.raises(ValidationFailed) as caught:
-        book(local(2026, 12, 9, 10), contact=other_customer)
+        book(local(2026, 12, 9, 10), contact=bruno)
     assert caught.value.code == "service_inactive"
 
 

@@ -17,7 +17,7 @@ from agenda.services import (
 )
 from config.celery import app
 from core.services import contact_create
-from tests.agenda.conftest import MONDAY_8AM, local
+from tests.factories import MONDAY_8AM, local
 
 pytestmark = pytest.mark.django_db
 
@@ -26,10 +26,10 @@ AFTER = TUESDAY_10 + timedelta(minutes=30 + 60)  # its end plus the default grac
 
 
 @pytest.fixture
-def book(company, service, marta, customer):
+def book(company, service, marta, ana):
     def book(starts_at=TUESDAY_10, **kwargs):
         kwargs.setdefault("company", company)
-        kwargs.setdefault("contact", customer)
+        kwargs.setdefault("contact", ana)
         kwargs.setdefault("service", service)
         kwargs.setdefault("professional", marta)
         return appointment_book(starts_at=starts_at, created_via="staff", now=MONDAY_8AM, **kwargs)

@@ -12,7 +12,7 @@ from agenda.models import Appointment, Service, TimeOff
 from agenda.services import appointment_book, professional_create
 from core.identity import identify_contact
 from core.models import Conversation
-from tests.agenda.conftest import MONDAY_8AM, WEEKDAYS, local
+from tests.factories import MONDAY_8AM, WEEKDAYS, local
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,7 +54,7 @@ def identified(company):
 
 
 @pytest.fixture
-def ana(tool_client, identified, customer):
+def ana_client(tool_client, identified, ana):
     identified(tool_client.conversation_id, ANA_DOCUMENT)
     return tool_client
 
@@ -162,10 +162,10 @@ def test_a_date_it_cannot_read_is_a_validation_error(tool_client, marta, frozen_
     assert response.json()["code"] == "invalid_date"
 
 
-def test_it_books_a_slot_the_conversation_saw(ana, marta, frozen_clock):
-    slot = find(ana)["items"][1]
+def test_it_books_a_slot_the_conversation_saw(ana_client, marta, frozen_clock):
+    slot = find(ana_client)["items"][1]
 
-    response = book(ana, slot["slot"])
+    response = book(ana_client, slot["slot"])
 
     assert response.status_code == 200, response.text
     body = response.json()
@@ -180,19 +180,21 @@ def test_it_books_a_slot_the_conversation_saw(ana, marta, frozen_clock):
     )
     appointment = Appointment.objects.get(reference=body["appointment"])
     assert appointment.created_via == Appointment.Via.GATEWAY
-    assert appointment.conversation.external_id == ana.conversation_id
+    assert appointment.conversation.external_id == ana_client.conversation_id
 
 
-def test_it_books_by_the_date_and_time_it_showed(ana, marta, frozen_clock):
-    find(ana)
+def test_it_books_by_the_date_and_time_it_showed(ana_client, marta, frozen_clock):
+    find(ana_client)
 
-    response = book(ana, "2026-12-08 10:00")
+    response = book(ana_client, "2026-12-08 10:00")
 
     assert response.status_code == 200, response.text
     assert response.json()["time"] == "10:00"
 
 
-def test_a_slot_the_conversation_never_saw_is_rejected(ana, marta, frozen_clock, tool_client):
+def test_a_slot_the_conversation_never_saw_is_rejected(
+    ana_client, marta, frozen_clock, tool_client
+):
     other_conversation = f"conv-{uuid.uuid4().hex[:8]}"
     seen_elsewhere = tool_client.call(
         "find_available_slots",
@@ -200,7 +202,7 @@ def test_a_slot_the_conversation_never_saw_is_rejected(ana, marta, frozen_clock,
         conversation_id=other_conversation,
     ).json()["items"][0]["slot"]
 
-    response = book(ana, seen_elsewhere)
+    response = book(ana_client, seen_elsewhere)
 
     assert response.status_code == 422
     assert response.json()["error_type"] == "VALIDATION"
@@ -209,12 +211,12 @@ def test_a_slot_the_conversation_never_saw_is_rejected(ana, marta, frozen_clock,
 
 
 def test_a_busy_slot_is_rejected_with_the_nearest_free_times(
-    ana, marta, frozen_clock, company, other_customer, service
+    ana_client, marta, frozen_clock, company, bruno, service
 ):
-    slot = find(ana)["items"][2]  # 10:00
+    slot = find(ana_client)["items"][2]  # 10:00
     appointment_book(
         company=company,
-        contact=other_customer,
+        contact=bruno,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 8, 10),
@@ -222,7 +224,7 @@ def test_a_busy_slot_is_rejected_with_the_nearest_free_times(
         now=MONDAY_8AM,
     )
 
-    response = book(ana, slot["slot"])
+    response = book(ana_client, slot["slot"])
 
     assert response.status_code == 422
     body = response.json()
@@ -232,25 +234,25 @@ def test_a_busy_slot_is_rejected_with_the_nearest_free_times(
     assert Appointment.objects.count() == 1
 
 
-def test_a_slot_of_today_that_has_passed_is_rejected(ana, marta, frozen_clock):
-    slot = find(ana, **{"from": "hoy", "to": "hoy"})["items"][0]
+def test_a_slot_of_today_that_has_passed_is_rejected(ana_client, marta, frozen_clock):
+    slot = find(ana_client, **{"from": "hoy", "to": "hoy"})["items"][0]
     assert slot["time"] == "09:00"
     frozen_clock["now"] = local(2026, 12, 7, 11)
 
-    response = book(ana, slot["slot"])
+    response = book(ana_client, slot["slot"])
 
     assert response.status_code == 422
     assert response.json()["code"] == "slot_in_past"
 
 
 def test_cancelling_twice_with_the_same_key_has_one_effect_and_the_same_answer(
-    ana, marta, frozen_clock
+    ana_client, marta, frozen_clock
 ):
-    booked = book(ana, find(ana)["items"][0]["slot"]).json()
+    booked = book(ana_client, find(ana_client)["items"][0]["slot"]).json()
     same_key = key()
 
-    first = cancel(ana, booked["appointment"], idempotency_key=same_key)
-    second = cancel(ana, booked["appointment"], idempotency_key=same_key)
+    first = cancel(ana_client, booked["appointment"], idempotency_key=same_key)
+    second = cancel(ana_client, booked["appointment"], idempotency_key=same_key)
 
     assert first.status_code == second.status_code == 200
     assert first.text == second.text
@@ -266,12 +268,12 @@ def test_cancelling_twice_with_the_same_key_has_one_effect_and_the_same_answer(
 
 
 def test_cancelling_a_cancelled_appointment_is_a_validation_error_with_its_state(
-    ana, marta, frozen_clock
+    ana_client, marta, frozen_clock
 ):
-    booked = book(ana, find(ana)["items"][0]["slot"]).json()
-    assert cancel(ana, booked["appointment"]).status_code == 200
+    booked = book(ana_client, find(ana_client)["items"][0]["slot"]).json()
+    assert cancel(ana_client, booked["appointment"]).status_code == 200
 
-    response = cancel(ana, booked["appointment"])
+    response = cancel(ana_client, booked["appointment"])
 
     assert response.status_code == 422
     assert response.json() == {
@@ -284,11 +286,11 @@ def test_cancelling_a_cancelled_appointment_is_a_validation_error_with_its_state
 
 
 def test_another_customers_appointment_is_a_permission_error(
-    ana, marta, frozen_clock, company, other_customer, service
+    ana_client, marta, frozen_clock, company, bruno, service
 ):
     theirs = appointment_book(
         company=company,
-        contact=other_customer,
+        contact=bruno,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 9, 10),
@@ -296,7 +298,7 @@ def test_another_customers_appointment_is_a_permission_error(
         now=MONDAY_8AM,
     )
 
-    response = cancel(ana, theirs.reference)
+    response = cancel(ana_client, theirs.reference)
 
     assert response.status_code == 403
     assert response.json()["error_type"] == "PERMISSION"
@@ -305,33 +307,33 @@ def test_another_customers_appointment_is_a_permission_error(
 
 
 def test_an_identifier_that_is_not_the_conversations_customer_is_a_permission_error(
-    ana, marta, frozen_clock, other_customer
+    ana_client, marta, frozen_clock, bruno
 ):
-    booked = book(ana, find(ana)["items"][0]["slot"]).json()
+    booked = book(ana_client, find(ana_client)["items"][0]["slot"]).json()
 
-    response = cancel(ana, booked["appointment"], identifier=BRUNO_DOCUMENT)
+    response = cancel(ana_client, booked["appointment"], identifier=BRUNO_DOCUMENT)
 
     assert response.status_code == 403
     assert response.json()["error_type"] == "PERMISSION"
 
 
-def test_a_customer_cannot_cancel_inside_the_cut_off(ana, marta, frozen_clock):
-    booked = book(ana, find(ana)["items"][0]["slot"]).json()  # Tuesday 09:00
+def test_a_customer_cannot_cancel_inside_the_cut_off(ana_client, marta, frozen_clock):
+    booked = book(ana_client, find(ana_client)["items"][0]["slot"]).json()  # Tuesday 09:00
     frozen_clock["now"] = local(2026, 12, 8, 7, 30)
 
-    response = cancel(ana, booked["appointment"])
+    response = cancel(ana_client, booked["appointment"])
 
     assert response.status_code == 422
     assert response.json()["code"] == "cutoff_passed"
 
 
 def test_it_lists_only_the_customers_own_appointments(
-    ana, marta, frozen_clock, company, other_customer, service
+    ana_client, marta, frozen_clock, company, bruno, service
 ):
-    mine = book(ana, find(ana)["items"][0]["slot"]).json()
+    mine = book(ana_client, find(ana_client)["items"][0]["slot"]).json()
     appointment_book(
         company=company,
-        contact=other_customer,
+        contact=bruno,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 9, 10),
@@ -339,20 +341,22 @@ def test_it_lists_only_the_customers_own_appointments(
         now=MONDAY_8AM,
     )
 
-    body = ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT}).json()
+    body = ana_client.call("list_my_appointments", {"identifier": ANA_DOCUMENT}).json()
 
     assert body["items"] == [mine]
     assert "Bruno" not in str(body)
 
 
-def test_it_filters_appointments_by_state_value_or_spanish_label(ana, marta, frozen_clock):
-    slots = find(ana)["items"]
-    kept = book(ana, slots[0]["slot"]).json()
-    dropped = book(ana, slots[4]["slot"]).json()
-    cancel(ana, dropped["appointment"])
+def test_it_filters_appointments_by_state_value_or_spanish_label(ana_client, marta, frozen_clock):
+    slots = find(ana_client)["items"]
+    kept = book(ana_client, slots[0]["slot"]).json()
+    dropped = book(ana_client, slots[4]["slot"]).json()
+    cancel(ana_client, dropped["appointment"])
 
     def listed(state: str) -> list[str]:
-        response = ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT, "state": state})
+        response = ana_client.call(
+            "list_my_appointments", {"identifier": ANA_DOCUMENT, "state": state}
+        )
         assert response.status_code == 200, response.text
         return [a["appointment"] for a in response.json()["items"]]
 
@@ -361,9 +365,13 @@ def test_it_filters_appointments_by_state_value_or_spanish_label(ana, marta, fro
     assert listed("no_show") == listed("No asistida") == []
 
 
-def test_an_unknown_state_filter_is_refused_naming_the_allowed_states(ana, frozen_clock):
-    response = ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT, "state": "perdida"})
-    old_name = ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT, "status": "agendada"})
+def test_an_unknown_state_filter_is_refused_naming_the_allowed_states(ana_client, frozen_clock):
+    response = ana_client.call(
+        "list_my_appointments", {"identifier": ANA_DOCUMENT, "state": "perdida"}
+    )
+    old_name = ana_client.call(
+        "list_my_appointments", {"identifier": ANA_DOCUMENT, "status": "agendada"}
+    )
 
     assert response.status_code == old_name.status_code == 422
     assert response.json()["code"] == "invalid_arguments"
@@ -379,31 +387,31 @@ def test_the_state_filter_lists_the_machine_values_in_the_tool_schema():
 
 
 def test_an_appointment_listed_in_this_conversation_can_be_cancelled_by_its_suffix(
-    ana, marta, frozen_clock, company, customer, service
+    ana_client, marta, frozen_clock, company, ana, service
 ):
     booked_by_staff = appointment_book(
         company=company,
-        contact=customer,
+        contact=ana,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 9, 10),
         created_via="staff",
         now=MONDAY_8AM,
     )
-    assert cancel(ana, booked_by_staff.reference).json()["code"] == "reference_not_seen"
-    ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT})
+    assert cancel(ana_client, booked_by_staff.reference).json()["code"] == "reference_not_seen"
+    ana_client.call("list_my_appointments", {"identifier": ANA_DOCUMENT})
 
-    response = cancel(ana, booked_by_staff.reference[-4:])
+    response = cancel(ana_client, booked_by_staff.reference[-4:])
 
     assert response.status_code == 200, response.text
     assert response.json()["state"] == "cancelled"
 
 
-def test_it_reschedules_to_a_seen_slot_and_frees_the_old_one(ana, marta, frozen_clock):
-    slots = find(ana)["items"]
-    booked = book(ana, slots[0]["slot"]).json()
+def test_it_reschedules_to_a_seen_slot_and_frees_the_old_one(ana_client, marta, frozen_clock):
+    slots = find(ana_client)["items"]
+    booked = book(ana_client, slots[0]["slot"]).json()
 
-    response = ana.call(
+    response = ana_client.call(
         "reschedule_appointment",
         {
             "identifier": ANA_DOCUMENT,
@@ -420,11 +428,11 @@ def test_it_reschedules_to_a_seen_slot_and_frees_the_old_one(ana, marta, frozen_
         "10:30",
         "scheduled",
     )
-    assert find(ana)["items"][0]["time"] == "09:00"
+    assert find(ana_client)["items"][0]["time"] == "09:00"
 
 
 def test_the_same_time_with_two_professionals_is_ambiguous(
-    ana, marta, frozen_clock, company, service
+    ana_client, marta, frozen_clock, company, service
 ):
     professional_create(
         company=company,
@@ -432,9 +440,9 @@ def test_the_same_time_with_two_professionals_is_ambiguous(
         services=[service],
         weekly_hours=[(d, time(9), time(13)) for d in WEEKDAYS],
     )
-    find(ana)
+    find(ana_client)
 
-    response = book(ana, "2026-12-08 09:00")
+    response = book(ana_client, "2026-12-08 09:00")
 
     assert response.status_code == 409
     body = response.json()
@@ -475,7 +483,7 @@ def test_a_month_long_search_across_the_spring_change_says_only_what_it_searched
 
 
 def test_scheduled_appointments_list_the_upcoming_soonest_first_then_those_never_closed(
-    ana, marta, frozen_clock, company, service, customer
+    ana_client, marta, frozen_clock, company, service, ana
 ):
     """Staff never marked last month's visits attended (automatic no-show is off): "my next
     appointment" must still be the next one, and paging goes on to the overdue ones, most
@@ -484,7 +492,7 @@ def test_scheduled_appointments_list_the_upcoming_soonest_first_then_those_never
     def booked(starts_at, now):
         return appointment_book(
             company=company,
-            contact=customer,
+            contact=ana,
             service=service,
             professional=marta,
             starts_at=starts_at,
@@ -499,7 +507,7 @@ def test_scheduled_appointments_list_the_upcoming_soonest_first_then_those_never
 
     def listed(**arguments):
         arguments = {"identifier": ANA_DOCUMENT, "state": "scheduled", "limit": 2} | arguments
-        response = ana.call("list_my_appointments", arguments)
+        response = ana_client.call("list_my_appointments", arguments)
         assert response.status_code == 200, response.text
         return response.json()
 
@@ -512,33 +520,33 @@ def test_scheduled_appointments_list_the_upcoming_soonest_first_then_those_never
 
 
 @pytest.fixture
-def ana_booked(ana, company, service, marta, customer):
+def ana_booked(ana_client, company, service, marta, ana):
     """Ana's appointment on Tuesday 8 December at 10:00 with Marta, which her conversation
     has seen."""
     appointment = appointment_book(
         company=company,
-        contact=customer,
+        contact=ana,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 8, 10),
         created_via="gateway",
         now=MONDAY_8AM,
     )
-    assert ana.call("list_my_appointments", {"identifier": ANA_DOCUMENT}).status_code == 200
+    assert ana_client.call("list_my_appointments", {"identifier": ANA_DOCUMENT}).status_code == 200
     return appointment
 
 
 def test_a_customer_moves_an_appointment_half_an_hour_later_through_a_search_for_it(
-    ana, frozen_clock, ana_booked
+    ana_client, frozen_clock, ana_booked
 ):
     """10:00 -> 10:30 overlaps the appointment's own time: a plain search counts it busy, a
     search naming the appointment offers 10:30, and reschedule takes that slot."""
-    plain = [s["time"] for s in find(ana, limit=20)["items"]]
-    for_the_move = find(ana, appointment=ana_booked.reference, limit=20)
+    plain = [s["time"] for s in find(ana_client, limit=20)["items"]]
+    for_the_move = find(ana_client, appointment=ana_booked.reference, limit=20)
     assert "10:30" not in plain
     [slot] = [s["slot"] for s in for_the_move["items"] if s["time"] == "10:30"]
 
-    response = ana.call(
+    response = ana_client.call(
         "reschedule_appointment",
         {"identifier": ANA_DOCUMENT, "appointment": ana_booked.reference, "slot": slot},
         key=key(),
@@ -552,11 +560,11 @@ def test_a_customer_moves_an_appointment_half_an_hour_later_through_a_search_for
 
 
 def test_a_search_for_a_move_refuses_another_customers_appointment(
-    ana, frozen_clock, ana_booked, company, service, marta, other_customer
+    ana_client, frozen_clock, ana_booked, company, service, marta, bruno
 ):
     theirs = appointment_book(
         company=company,
-        contact=other_customer,
+        contact=bruno,
         service=service,
         professional=marta,
         starts_at=local(2026, 12, 8, 11),
@@ -564,7 +572,7 @@ def test_a_search_for_a_move_refuses_another_customers_appointment(
         now=MONDAY_8AM,
     )
 
-    response = ana.call(
+    response = ana_client.call(
         "find_available_slots",
         {"service": "Corte de pelo", "from": "2026-12-08", "appointment": theirs.reference},
     )
@@ -596,11 +604,11 @@ def test_a_search_for_a_move_needs_the_appointment_seen_and_the_customer_identif
 
 
 def test_a_search_for_a_move_is_for_the_appointments_own_service(
-    ana, frozen_clock, ana_booked, company
+    ana_client, frozen_clock, ana_booked, company
 ):
     Service.objects.create(company=company, name="Tinte", duration_minutes=90)
 
-    response = ana.call(
+    response = ana_client.call(
         "find_available_slots",
         {"service": "Tinte", "from": "2026-12-08", "appointment": ana_booked.reference},
     )
@@ -610,21 +618,23 @@ def test_a_search_for_a_move_is_for_the_appointments_own_service(
 
 
 def test_an_appointment_of_a_withdrawn_service_can_still_be_moved_through_the_agent(
-    ana, frozen_clock, ana_booked, service
+    ana_client, frozen_clock, ana_booked, service
 ):
     service.active = False
     service.save()
 
     assert (
-        ana.call("find_available_slots", {"service": "Corte de pelo", "from": "2026-12-09"}).json()[
-            "error_type"
-        ]
+        ana_client.call(
+            "find_available_slots", {"service": "Corte de pelo", "from": "2026-12-09"}
+        ).json()["error_type"]
         == "NOT_FOUND"
     )
     slots = find(
-        ana, **{"from": "2026-12-09", "to": "2026-12-09"}, appointment=ana_booked.reference[-4:]
+        ana_client,
+        **{"from": "2026-12-09", "to": "2026-12-09"},
+        appointment=ana_booked.reference[-4:],
     )["items"]
-    response = ana.call(
+    response = ana_client.call(
         "reschedule_appointment",
         {"identifier": ANA_DOCUMENT, "appointment": ana_booked.reference, "slot": slots[0]["slot"]},
         key=key(),

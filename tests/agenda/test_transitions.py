@@ -16,7 +16,7 @@ from agenda.services import (
     appointment_reschedule,
 )
 from core.errors import ValidationFailed
-from tests.agenda.conftest import MONDAY_8AM, local
+from tests.factories import MONDAY_8AM, local
 
 pytestmark = pytest.mark.django_db
 
@@ -46,11 +46,11 @@ def act(action: str, appointment: Appointment) -> Appointment:
 
 
 @pytest.fixture
-def appointment_in(company, service, marta, customer):
+def appointment_in(company, service, marta, ana):
     def make(state: str) -> Appointment:
         appointment = appointment_book(
             company=company,
-            contact=customer,
+            contact=ana,
             service=service,
             professional=marta,
             starts_at=TUESDAY_10,

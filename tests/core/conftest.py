@@ -1,34 +1,9 @@
-"""Fixtures of the core tests: two contacts of one company and identified conversations."""
+"""Fixtures of the core tests: conversations, identified or not."""
 
 import pytest
 
 from core.identity import identify_contact
 from core.models import Conversation
-from core.services import contact_create
-from core.sms import LocmemBackend
-
-
-@pytest.fixture
-def ana(company):
-    return contact_create(
-        company=company,
-        first_name="Ana",
-        last_name="García",
-        document_number="12345678Z",
-        phone="600111222",
-        email="ana@example.com",
-    )
-
-
-@pytest.fixture
-def bruno(company):
-    return contact_create(
-        company=company,
-        first_name="Bruno",
-        document_number="X1234567L",
-        phone="600333444",
-        email="bruno@example.com",
-    )
 
 
 @pytest.fixture
@@ -47,11 +22,3 @@ def make_identified():
         return conversation
 
     return make
-
-
-@pytest.fixture
-def sms_outbox(settings):
-    settings.GARANTE_SMS_BACKEND = "locmem"
-    LocmemBackend.outbox.clear()
-    yield LocmemBackend.outbox
-    LocmemBackend.outbox.clear()

@@ -1,20 +1,22 @@
 """The admin shows each staff user only their companies' data."""
 
-import pytest
-from django.contrib.auth.models import Permission, User
+import re
 
-from core.models import GatewayCredential, StaffMembership
+import pytest
+
+from core.models import GatewayCredential
+from core.selectors import gateway_company_authenticate
 from core.services import contact_create
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def staff(company):
-    user = User.objects.create_user("maria", password="pw-maria-123", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="core"))
-    StaffMembership.objects.create(user=user, company=company, role="admin")
-    return user
+    return factories.staff_member(
+        "maria", company, "admin", permissions=factories.app_permissions("core")
+    )
 
 
 def test_staff_see_only_their_companys_contacts(client, staff, company, other_company):
@@ -57,7 +59,13 @@ def test_creating_a_credential_in_the_admin_shows_the_token_once(client, staff, 
 
     credential = GatewayCredential.objects.get(name="whatsapp")
     shown = [str(m) for m in response.context["messages"]]
-    assert any(credential.token_prefix in m for m in shown)
+    token = re.fullmatch(r"Copie este token ahora; no se volverá a mostrar: (gt_\S+)", shown[0])
+    assert token is not None, shown
+    assert gateway_company_authenticate(token.group(1)) == company
+    assert shown[1:] == [
+        f'El credencial del Gateway “<a href="/admin/core/gatewaycredential/{credential.pk}'
+        f'/change/">whatsapp ({credential.token_prefix}…)</a>” fue agregado correctamente.'
+    ]
     assert all(credential.token_hash not in m for m in shown)
 
 

@@ -5,6 +5,7 @@ import email
 import re
 import signal
 import smtplib
+import threading
 import time
 from datetime import timedelta
 
@@ -33,6 +34,7 @@ from tests.servers import (
     start_celery_worker,
     start_mail_worker,
     start_smtp,
+    task_log,
     wait_for,
 )
 
@@ -108,8 +110,10 @@ def test_a_provider_5xx_or_timeout_is_transient_and_a_4xx_is_permanent(twilio):
     twilio.expect_oneshot_request(TWILIO_PATH).respond_with_json(
         {"code": 21211, "message": "Invalid 'To' Phone Number: Hola 123456"}, status=400
     )
+    # The third answer is held until the client has given up on it (its read timed out).
+    gave_up = threading.Event()
     twilio.expect_oneshot_request(TWILIO_PATH).respond_with_handler(
-        lambda request: time.sleep(2) or Response("late")
+        lambda request: gave_up.wait(30) and Response("late")
     )
     message = SmsMessage(to="+34600111222", body="Hola 123456")
 
@@ -119,6 +123,7 @@ def test_a_provider_5xx_or_timeout_is_transient_and_a_4xx_is_permanent(twilio):
         TwilioBackend().send(message)
     with pytest.raises(SmsTransientError) as timeout:
         TwilioBackend().send(message)
+    gave_up.set()
 
     assert permanent.value.detail == "HTTP 400 (twilio 21211)"  # the body is never echoed
     assert timeout.value.detail.startswith("timeout")
@@ -387,12 +392,21 @@ def test_a_worker_retries_the_sms_provider_after_a_5xx_and_sends_once(
     httpserver.expect_ordered_request(TWILIO_PATH).respond_with_data("down", status=503)
     httpserver.expect_ordered_request(TWILIO_PATH).respond_with_json(sms_accepted("SM99"), 201)
 
+    since = worker["log"].stat().st_size
     issued = challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
 
     challenge = wait_for(lambda: delivered(issued.pk))
     assert challenge.delivery_status == Delivery.SENT
     assert (challenge.provider_message_id, challenge.delivery_attempts) == ("SM99", 2)
-    time.sleep(1)  # a duplicate delivery would show up as a third request
+    # The run that sent it has ended: a duplicate delivery would be a further run, or a retry
+    # that run asked for, and either is logged by now.
+    wait_for(lambda: "succeeded" in task_log(worker["log"], "core.challenge_deliver", since))
+    assert task_log(worker["log"], "core.challenge_deliver", since) == [
+        "received",
+        "retry",
+        "received",
+        "succeeded",
+    ]
     assert len(httpserver.log) == 2
     request, _ = httpserver.log[-1]
     assert request.form["To"] == "+34600111222"

@@ -39,13 +39,14 @@ def verify(conversation, minutes=15):
     [("document", "12.345.678-z"), ("phone", "+34 600 11 12 22"), ("email", " ANA@example.com")],
 )
 def test_it_identifies_a_contact_by_any_normalised_identifier(conversation, ana, kind, value):
+    before = timezone.now()
     contact = identify_contact(conversation=conversation, kind=kind, value=value)
 
     conversation.refresh_from_db()
     assert contact == ana
     assert conversation.contact == ana
     assert conversation.identified_via == kind
-    assert conversation.identified_at is not None
+    assert before <= conversation.identified_at <= timezone.now()
 
 
 def test_an_unknown_identifier_is_not_found_and_counted(conversation, ana):

@@ -6,29 +6,27 @@ import re
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Permission, User
 from django.core import mail
 
 from core.identity import security_event_record
 from core.models import (
     Conversation,
     SecurityEvent,
-    StaffMembership,
     StepUpPolicy,
     VerificationChallenge,
 )
 from core.services import contact_create
 from core.verification import challenge_issue
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def staff(company):
-    user = User.objects.create_user("maria", password="pw-maria-123", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="core"))
-    StaffMembership.objects.create(user=user, company=company, role="admin")
-    return user
+    return factories.staff_member(
+        "maria", company, "admin", permissions=factories.app_permissions("core")
+    )
 
 
 @pytest.fixture
@@ -112,7 +110,9 @@ def test_staff_issue_a_code_for_the_caller_of_a_conversation(
     assert [m.to for m in mail.outbox] == [["ana@example.com"]]
     challenge = VerificationChallenge.objects.get()
     assert challenge.issued_by == staff
-    assert any("a***@example.com" in str(m) for m in response.context["messages"])
+    assert [str(m) for m in response.context["messages"]] == [
+        "conv-ana: un código va de camino a a***@example.com."
+    ]
 
 
 def test_security_events_are_listed_for_staff(client, staff, ana, ana_conv):
@@ -141,7 +141,13 @@ def test_staff_edit_which_actions_need_step_up(client, staff, company):
     ]
     # Servers keep a policy for the process cache's lifetime: staff are told so.
     seconds = math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)
-    assert any(f"en {seconds} segundos" in str(m) for m in response.context["messages"])
+    policy = StepUpPolicy.objects.get(company=company)
+    assert [str(m) for m in response.context["messages"]] == [
+        f"Todos los servidores aplican este cambio en {seconds} segundos como máximo.",
+        f'El política de verificación reforzada “<a href="/admin/core/stepuppolicy/{policy.pk}'
+        f'/change/">{company.name}: accept_quote, cancel_appointment</a>” fue agregado '
+        "correctamente.",
+    ]
 
 
 @pytest.mark.parametrize("name", ["list_services", "verify_code", "request_verification_code"])

@@ -48,7 +48,7 @@ def test_unknown_tokens_are_never_cached(company, token):
 
 def test_revoking_here_takes_effect_at_once(company):
     credential, token = gateway_credential_issue(company=company, name="gateway")
-    assert gateway_company_authenticate(token) is not None
+    assert gateway_company_authenticate(token) == company
     gateway_credential_revoke(credential=credential)
     assert gateway_company_authenticate(token) is None
 
@@ -63,11 +63,11 @@ def test_a_company_saved_here_is_served_as_it_now_is(company, token):
 def test_a_revocation_made_elsewhere_takes_effect_within_the_cache_lifetime(
     company, token, cache_clock
 ):
-    assert gateway_company_authenticate(token) is not None
+    assert gateway_company_authenticate(token) == company
     # Another process revokes: an UPDATE this process hears nothing about.
     GatewayCredential.objects.filter(company=company).update(revoked_at=timezone.now())
     cache_clock["now"] += 4.9
-    assert gateway_company_authenticate(token) is not None
+    assert gateway_company_authenticate(token) == company
     cache_clock["now"] += 0.2
     assert gateway_company_authenticate(token) is None
 
@@ -103,7 +103,7 @@ def test_with_the_cache_off_every_call_asks_the_database(company, token, setting
 def test_deleting_a_company_forgets_its_tokens(make_company):
     doomed = make_company(name="Se va")
     _, token = gateway_credential_issue(company=doomed, name="gateway")
-    assert gateway_company_authenticate(token) is not None
+    assert gateway_company_authenticate(token) == doomed
     doomed.delete()
     assert gateway_company_authenticate(token) is None
 

@@ -1,12 +1,13 @@
 """Companies, contacts and gateway credentials: normalised identifiers, tokens, tenancy."""
 
 import pytest
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agenda.models import Professional, Service
 from agenda.services import professional_create
 from core.errors import NotFound, NotInCompany, ValidationFailed
-from core.models import GatewayCredential
+from core.models import Contact, GatewayCredential
 from core.selectors import gateway_company_authenticate
 from core.services import contact_create, gateway_credential_issue, gateway_credential_revoke
 from sales.models import Opportunity
@@ -47,18 +48,25 @@ def test_an_invalid_identifier_is_a_typed_validation_error(company, field, value
 
 
 def test_the_same_phone_may_belong_to_contacts_of_two_companies(company, other_company):
-    contact_create(company=company, first_name="Ana", phone="+34600111222")
-    contact_create(company=other_company, first_name="Ana", phone="+34600111222")
+    ours = contact_create(company=company, first_name="Ana", phone="+34600111222")
+    theirs = contact_create(company=other_company, first_name="Ana", phone="+34600111222")
+
+    stored = Contact.objects.filter(phone="+34600111222").order_by("pk")
+    assert [(c.pk, c.company_id) for c in stored] == [
+        (ours.pk, company.pk),
+        (theirs.pk, other_company.pk),
+    ]
 
 
 def test_a_token_is_stored_only_as_a_hash_and_authenticates_its_company(company):
     credential, token = gateway_credential_issue(company=company, name="gw")
+    before = timezone.now()
 
     assert token not in {credential.token_hash, credential.token_prefix}
     assert not GatewayCredential.objects.filter(token_hash=token).exists()
     assert gateway_company_authenticate(token) == company
     credential.refresh_from_db()
-    assert credential.last_used_at is not None
+    assert before <= credential.last_used_at <= timezone.now()
 
 
 def test_a_revoked_or_unknown_token_authenticates_nobody(company):

@@ -3,7 +3,6 @@ clients that speak to /api/v1/ (DRF's APIClient in process, or httpx against a l
 
 import uuid
 from collections.abc import Callable
-from datetime import time
 from typing import Any
 
 import pytest
@@ -12,15 +11,11 @@ from rest_framework.test import APIClient
 from agenda import clock
 from agenda.models import Professional, Service
 from agenda.selectors import agenda_settings_for
-from agenda.services import professional_create
 from core.models import Company, Contact
-from core.services import contact_create
 from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue, public_references_assign
-from tests.agenda.conftest import MONDAY_8AM
-from tests.sales.conftest import Catalog, build_catalog
-
-EVERY_DAY = range(7)
+from tests import factories
+from tests.factories import MONDAY_8AM
 
 
 def new_key() -> str:
@@ -94,38 +89,13 @@ def service(company: Company) -> Service:
     settings = agenda_settings_for(company=company)
     settings.slot_step_minutes = 30
     settings.save()
-    return Service.objects.create(
-        company=company, name="Corte de pelo", duration_minutes=30, buffer_after_minutes=10
-    )
+    return factories.service(company)
 
 
 @pytest.fixture
 def marta(company: Company, service: Service) -> Professional:
     """Works every day, 09:00-13:00 and 15:00-19:00 (local)."""
-    return professional_create(
-        company=company,
-        display_name="Marta",
-        services=[service],
-        weekly_hours=[(d, time(9), time(13)) for d in EVERY_DAY]
-        + [(d, time(15), time(19)) for d in EVERY_DAY],
-    )
-
-
-@pytest.fixture
-def ana(company: Company) -> Contact:
-    return contact_create(
-        company=company,
-        first_name="Ana",
-        last_name="García",
-        document_number="12345678Z",
-        phone="+34600111222",
-        email="ana@example.com",
-    )
-
-
-@pytest.fixture
-def catalog(company: Company) -> Catalog:
-    return build_catalog(company)
+    return factories.marta(company, service, days=factories.EVERY_DAY)
 
 
 def reference_of(entity: Contact | Service | Professional) -> str:

@@ -17,7 +17,8 @@ from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue, integration_credential_revoke
 from sales.services import opportunity_create
 from support.services import case_open
-from tests.agenda.conftest import local
+from tests import factories
+from tests.factories import local
 from tests.integration.conftest import reference_of
 
 pytestmark = pytest.mark.django_db
@@ -215,9 +216,8 @@ def test_filtering_by_another_companys_contact_finds_nothing(api, theirs):
 
 @pytest.fixture
 def staff(company):
-    user = get_user_model().objects.create_user("marta", password="x", is_staff=True)
-    StaffMembership.objects.create(user=user, company=company)
-    return user
+    """A staff member of `company` without any permission."""
+    return factories.staff_member("marta", company, permissions=[])
 
 
 def test_staff_browse_their_own_company_only(staff, ana, theirs):

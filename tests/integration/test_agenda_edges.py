@@ -6,7 +6,8 @@ from datetime import time
 import pytest
 
 from agenda.services import professional_create
-from tests.integration.conftest import EVERY_DAY, reference_of
+from tests.factories import EVERY_DAY
+from tests.integration.conftest import reference_of
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import pytest
 
 from agenda.models import Appointment, TimeOff
 from agenda.services import appointment_book, appointment_cancel
-from tests.agenda.conftest import local
+from tests.factories import local
 from tests.integration.conftest import reference_of
 
 pytestmark = pytest.mark.django_db

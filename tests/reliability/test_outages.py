@@ -77,11 +77,27 @@ def test_postgres_stopped_mid_load_answers_system_and_recovers_without_losing_a_
     threads = [threading.Thread(target=client, args=(c,)) for c in conversations]
     for thread in threads:
         thread.start()
+
+    def answered(tool: str, since: float, success: bool | None = None) -> int:
+        """How many calls of `tool` sent after `since` have been answered (successes only,
+        or failures only, when `success` says so)."""
+        with lock:
+            return sum(
+                1
+                for name, _, answer in calls
+                if name == tool
+                and answer.sent_at > since
+                and (success is None or is_success(answer) == success)
+            )
+
     try:
-        time.sleep(2)
+        # The load is running: every client has had writes answered before the outage.
+        started = time.monotonic()
+        wait_for(lambda: answered("open_case", started, success=True) >= 2 * CLIENTS, 30, 0.05)
         stack.postgres.stop("immediate")
         down_from = time.monotonic()
-        time.sleep(3)
+        # The outage lasts until every client has had writes answered while it went on.
+        wait_for(lambda: answered("open_case", down_from) >= 2 * CLIENTS, 30, 0.05)
         down_until = time.monotonic()
         stack.postgres.start()
         back_at = time.monotonic()

@@ -13,7 +13,7 @@ from sales.services.catalog import price_list_item_set, product_create
 from sales.services.opportunities import opportunity_create, opportunity_lose
 from sales.services.quote_lifecycle import quote_accept, quote_create
 from sales.services.quote_pricing import QuoteItem
-from tests.sales.conftest import build_catalog
+from tests import factories
 from tests.servers import at_once
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -42,7 +42,7 @@ def customers(company, n: int) -> list:
 
 
 def test_concurrent_acceptances_never_oversell(company):
-    catalog = build_catalog(company)  # the mug: 3 on hand
+    catalog = factories.catalog(company)  # the mug: 3 on hand
     quotes = [
         quote_create(company=company, contact=c, items=[QuoteItem("TAZ-002", 2)])
         for c in customers(company, 6)
@@ -57,7 +57,7 @@ def test_concurrent_acceptances_never_oversell(company):
 
 
 def test_quotes_locking_the_same_products_in_opposite_orders_do_not_deadlock(company):
-    build_catalog(company)
+    factories.catalog(company)
     lamp = product_create(company=company, sku="LAM-006", name="Lámpara", quantity_on_hand=4)
     price_list_item_set(
         price_list=price_list_current(company=company), product=lamp, unit_price="20.00"
@@ -88,7 +88,7 @@ def test_losing_an_opportunity_while_its_quotes_are_accepted_neither_deadlocks_n
 ):
     """Losing locks the quotes before the opportunity, as acceptance does: one of them wins,
     and the other is refused with the outcome (never a deadlock, never both)."""
-    build_catalog(company)
+    factories.catalog(company)
     (contact,) = customers(company, 1)
     opportunity = opportunity_create(company=company, contact=contact, title="Oficina")
     quotes = [

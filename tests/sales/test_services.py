@@ -276,6 +276,7 @@ def test_money_follows_the_currencys_minor_units(company, ana, catalog):
 def test_it_emails_the_sent_quote_to_the_customers_own_address(
     company, ana, catalog, django_capture_on_commit_callbacks
 ):
+    before = timezone.now()
     with django_capture_on_commit_callbacks(execute=True):
         quote = quote_create(company=company, contact=ana, items=BASKET)
 
@@ -287,7 +288,7 @@ def test_it_emails_the_sent_quote_to_the_customers_own_address(
     assert "Válida hasta el" in email.body and "Para aceptarla o rechazarla" in email.body
     assert "Estado:" not in email.body
     quote.refresh_from_db()
-    assert quote.emailed_at is not None
+    assert before <= quote.emailed_at <= timezone.now()
     assert quote_emails_pending(now=timezone.now() + timedelta(hours=1)) == []
 
 
@@ -533,12 +534,13 @@ def test_accepting_a_quote_wins_its_opportunity_at_the_quotes_total(company, ana
     opportunity = opportunity_create(company=company, contact=ana, title="Cafetería nueva")
     quote = quote_create(company=company, contact=ana, items=BASKET, opportunity=opportunity)
 
+    before = timezone.now()
     quote_accept(quote=quote)
 
     opportunity.refresh_from_db()
     assert opportunity.state == Opportunity.State.WON
     assert (opportunity.amount, opportunity.currency) == (Decimal("53.33"), "EUR")
-    assert opportunity.closed_at is not None
+    assert before <= opportunity.closed_at <= timezone.now()
 
 
 def test_losing_an_opportunity_expires_its_open_quotes(company, ana, catalog):

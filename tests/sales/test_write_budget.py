@@ -25,7 +25,7 @@ from sales.models import Opportunity, Product, Quote, QuoteLine
 from sales.services.catalog import price_list_item_set, product_create
 from sales.services.quote_lifecycle import quote_accept, quote_create, quote_reject
 from sales.services.quote_pricing import QuoteItem
-from tests.sales.conftest import Catalog
+from tests.factories import Catalog
 from tests.statements import Budget, call_statements, shape
 
 ANA = "12345678Z"

@@ -16,7 +16,6 @@ from django.utils import timezone
 from agenda.models import Appointment, Professional, Service
 from agenda.services import appointment_book, professional_create
 from core.models import Company, Contact, Conversation, SecurityEvent
-from core.roles import staff_membership_set
 from core.services import contact_create
 from sales.models import Quote
 from sales.services.catalog import price_list_create, price_list_item_set, product_create
@@ -24,8 +23,6 @@ from sales.services.quote_lifecycle import quote_create
 from sales.services.quote_pricing import QuoteItem
 from support.models import Case
 from support.services import case_open
-
-PASSWORD = "pw-staff-2026!"
 
 
 def midday_timezone(offset_from_noon: int = 0) -> str:
@@ -115,17 +112,6 @@ def sol_day(sol) -> Day:
 @pytest.fixture
 def luna_day(luna) -> Day:
     return build_day(luna, customer="Zoe", document="X1234567L", phone="+34600333444")
-
-
-@pytest.fixture
-def make_staff(db):
-    def make(username: str, company: Company, role: str, **fields) -> User:
-        user = User.objects.create_user(username, password=PASSWORD, **fields)
-        staff_membership_set(user=user, company=company, role=role)
-        user.refresh_from_db()
-        return user
-
-    return make
 
 
 @pytest.fixture

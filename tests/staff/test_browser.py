@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.models import Conversation
-from tests.staff.conftest import PASSWORD
+from tests.factories import PASSWORD
 from tests.staff.test_trace import call
 
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (requirements-dev)")

@@ -123,5 +123,5 @@ def test_the_admin_speaks_spanish_by_default_and_english_on_request(client, sol_
     assert "Casos abiertos" in spanish
     assert re.search(r"Referencia\s*</a>", spanish_list)
     assert "Agendada" in spanish_list
-    assert "Today&#x27;s appointments" in english or "Today's appointments" in english
+    assert "Today&#x27;s appointments" in english  # the apostrophe escaped, as templates do
     assert "Citas de hoy" not in english

@@ -1,5 +1,7 @@
 """Staff roles: the groups the data migration creates, and memberships keeping users in them."""
 
+import re
+
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
@@ -162,7 +164,12 @@ def test_agents_cannot_see_gateway_credentials_and_admins_manage_them(
         follow=True,
     )
 
-    assert any(credential.token_prefix in m and "gt_" in m for m in shown)
+    token = re.fullmatch(r"Copie este token ahora; no se volverá a mostrar: (gt_\S+)", shown[0])
+    assert token is not None and token.group(1).startswith(credential.token_prefix), shown
+    assert shown[1:] == [
+        f'El credencial del Gateway “<a href="/admin/core/gatewaycredential/{credential.pk}'
+        f'/change/">whatsapp ({credential.token_prefix}…)</a>” fue agregado correctamente.'
+    ]
     token_page = client.get(f"/admin/core/gatewaycredential/{credential.pk}/change/")
     assert credential.token_hash not in token_page.content.decode()
     assert revoked.status_code == 200

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.test import RequestFactory
 from django.utils import translation
+from django.utils.text import capfirst
 
 from agenda.models import Appointment
 from core.admin import CompanyScopedAdmin
@@ -106,7 +107,8 @@ def test_staff_cannot_open_another_companys_objects_even_by_url(client, sol_day,
         # As for a record that does not exist: back to the admin's index, saying so.
         assert response.redirect_chain == [("/admin/", 302)], url
         page = response.content.decode()
-        assert "doesn\u2019t exist" in page or "no existe" in page, url
+        missing = f"{capfirst(obj._meta.verbose_name)} con el ID “{obj.pk}” no existe."
+        assert f"{missing} ¿Quizás fue eliminado?" in page, url
         assert obj.company.name not in response.content.decode()
 
 

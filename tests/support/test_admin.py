@@ -134,7 +134,9 @@ def test_a_forbidden_transition_posted_anyway_changes_nothing(agent_client, make
 
     case.refresh_from_db()
     assert case.state == S.OPEN
-    assert any("abierto" in str(m) for m in response.context["messages"])
+    assert [str(m) for m in response.context["messages"]] == [
+        f"No puedo hacer eso con el caso {case.reference}: está abierto."
+    ]
 
 
 def test_staff_add_internal_and_public_comments_from_the_case_page(agent_client, agent, make_case):
@@ -179,7 +181,7 @@ def test_an_assignee_from_another_company_is_a_form_error(
     agent_client, make_case, make_staff, other_company
 ):
     case = make_case(S.OPEN)
-    outsider = make_staff("pedro", of=other_company)
+    outsider = make_staff("pedro", other_company)
 
     response = agent_client.post(
         change_url(case), change_form_data(agent_client, case, assignee=outsider.pk)
@@ -190,12 +192,12 @@ def test_an_assignee_from_another_company_is_a_form_error(
     assert case.assignee is None
 
 
-def test_staff_open_a_case_from_the_admin_through_the_service(agent_client, company, contact):
+def test_staff_open_a_case_from_the_admin_through_the_service(agent_client, company, ana):
     response = agent_client.post(
         reverse("admin:support_case_add"),
         {
             "company": company.pk,
-            "contact": contact.pk,
+            "contact": ana.pk,
             "subject": "Llamó por teléfono",
             "description": "La factura está duplicada.",
             "channel": "phone",

@@ -2,7 +2,6 @@
 server: a new case, a customer's comment, and a notice lost with the broker that the sweep
 sends once the broker is back."""
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -17,12 +16,14 @@ from tests.servers import (
     refusing_smtp,
     start_celery_worker,
     start_mail_worker,
+    task_log,
     wait_for,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest.mark.postgres]
 
 REDIS_DB = 14  # this module's own Redis database and queue: no other session's worker sees them
+NOTIFY_TASK = "support.tasks.case_notify_staff"
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +46,15 @@ def inbox(support_worker, celery_publisher):
 
 
 def test_staff_get_an_email_for_a_new_case_and_for_the_customers_comment(
-    company, contact, make_staff, inbox
+    company, ana, make_staff, inbox
 ):
     make_staff("marta", email="marta@sol.example")
 
     case = services.case_open(
-        company=company, contact=contact, subject="Sin luz", description="Desde ayer."
+        company=company, contact=ana, subject="Sin luz", description="Desde ayer."
     )
     opened = wait_for(lambda: inbox.messages and inbox.messages[0])
-    comment = services.case_comment_add(case=case, body="¿Hay novedades?", author_contact=contact)
+    comment = services.case_comment_add(case=case, body="¿Hay novedades?", author_contact=ana)
     commented = wait_for(lambda: len(inbox.messages) == 2 and inbox.messages[1])
 
     assert opened["To"] == commented["To"] == "marta@sol.example"
@@ -64,13 +65,13 @@ def test_staff_get_an_email_for_a_new_case_and_for_the_customers_comment(
 
 
 def test_a_notice_lost_with_the_broker_goes_out_once_through_the_sweep(
-    company, contact, make_staff, inbox, support_worker, celery_publisher
+    company, ana, make_staff, inbox, support_worker, celery_publisher
 ):
     make_staff("marta", email="marta@sol.example")
     worker, _ = support_worker
     celery_publisher(f"redis://127.0.0.1:{free_port()}/0")  # down: nothing listens there
     case = services.case_open(
-        company=company, contact=contact, subject="Sin agua", description="Desde hoy."
+        company=company, contact=ana, subject="Sin agua", description="Desde hoy."
     )
     assert Case.objects.get(pk=case.pk).staff_notified_at is None  # its task was lost
     Case.objects.filter(pk=case.pk).update(created_at=timezone.now() - timedelta(minutes=20))
@@ -86,7 +87,7 @@ def test_a_notice_lost_with_the_broker_goes_out_once_through_the_sweep(
 
 
 def test_a_worker_whose_database_stops_answering_mid_notice_retries_and_tells_staff_once(
-    company, contact, make_staff, celery_publisher, django_db_blocker, tmp_path
+    company, ana, make_staff, celery_publisher, django_db_blocker, tmp_path
 ):
     """The worker's session goes silent in the middle of the notice's first statement (a
     failover, a partition): its wait is bounded, the task fails on the database and is retried
@@ -100,7 +101,7 @@ def test_a_worker_whose_database_stops_answering_mid_notice_retries_and_tells_st
         log_dir=tmp_path,
         publish_to=celery_publisher,
         create=lambda: services.case_open(
-            company=company, contact=contact, subject="Sin gas", description="Desde hoy."
+            company=company, contact=ana, subject="Sin gas", description="Desde hoy."
         ),
         sent=lambda case: Case.objects.get(pk=case.pk).staff_notified_at,
     )
@@ -111,7 +112,7 @@ def test_a_worker_whose_database_stops_answering_mid_notice_retries_and_tells_st
 
 
 def test_a_worker_tries_a_notice_refused_for_good_once_and_the_sweep_leaves_it(
-    company, contact, make_staff, celery_publisher, django_db_blocker, tmp_path
+    company, ana, make_staff, celery_publisher, django_db_blocker, tmp_path
 ):
     """550 no such mailbox: retrying cannot help. Retried as an SMTPException, it took six
     SMTP sessions per sweep, and the sweep found it again every 15 minutes all day."""
@@ -130,12 +131,16 @@ def test_a_worker_tries_a_notice_refused_for_good_once_and_the_sweep_leaves_it(
         ) as worker,
     ):
         celery_publisher(worker.broker_url, queue=worker.queue)
+        since = worker.log.stat().st_size
         case = services.case_open(
-            company=company, contact=contact, subject="Sin luz", description="Desde ayer."
+            company=company, contact=ana, subject="Sin luz", description="Desde ayer."
         )
         assert wait_for(lambda: Case.objects.get(pk=case.pk).staff_notified_at, timeout=30)
-        time.sleep(3)  # past the first retry's backoff (1 s, jittered), were there one
+        # The run has ended: a retry it asked for would be in the log by now.
+        wait_for(lambda: "succeeded" in task_log(worker, NOTIFY_TASK, since), timeout=30)
         attempts = server.rcpt_attempts
+
+    assert task_log(worker, NOTIFY_TASK, since) == ["received", "succeeded"]
 
     assert attempts == 1
     assert b"refused for good (SMTP recipient refused 550)" in worker.log.read_bytes()

@@ -17,16 +17,16 @@ S = Case.State
 
 
 def test_staff_are_emailed_about_a_new_case_only_once_it_is_committed(
-    company, other_company, contact, make_staff, django_capture_on_commit_callbacks
+    company, other_company, ana, make_staff, django_capture_on_commit_callbacks
 ):
     make_staff("marta", email="marta@sol.example")
     make_staff("sin-correo")
-    make_staff("otro", email="otro@luna.example", of=other_company)
+    make_staff("otro", other_company, email="otro@luna.example")
 
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         case = services.case_open(
             company=company,
-            contact=contact,
+            contact=ana,
             subject="La lavadora no centrifuga",
             description="Hace ruido desde el lunes.",
         )
@@ -41,17 +41,17 @@ def test_staff_are_emailed_about_a_new_case_only_once_it_is_committed(
     assert "Ana García" in message.body
 
 
-def test_a_rolled_back_case_emails_nobody(company, contact, make_staff):
+def test_a_rolled_back_case_emails_nobody(company, ana, make_staff):
     make_staff("marta", email="marta@sol.example")
 
     # Outside a captured commit, on_commit callbacks of a test transaction never run.
-    services.case_open(company=company, contact=contact, subject="S", description="d")
+    services.case_open(company=company, contact=ana, subject="S", description="d")
 
     assert mail.outbox == []
 
 
 def test_the_assignee_alone_hears_about_a_customer_comment_and_internal_notes_stay_out(
-    make_case, contact, make_staff, django_capture_on_commit_callbacks
+    make_case, ana, make_staff, django_capture_on_commit_callbacks
 ):
     make_staff("marta", email="marta@sol.example")
     luis = make_staff("luis", email="luis@sol.example")
@@ -64,7 +64,7 @@ def test_the_assignee_alone_hears_about_a_customer_comment_and_internal_notes_st
         services.case_comment_add(case=case, body="Nota interna", author_user=luis, public=False)
     assert mail.outbox == []
     with django_capture_on_commit_callbacks(execute=True):
-        services.case_comment_add(case=case, body="Es el modelo X200", author_contact=contact)
+        services.case_comment_add(case=case, body="Es el modelo X200", author_contact=ana)
 
     [message] = mail.outbox
     assert message.to == ["luis@sol.example"]
@@ -73,7 +73,7 @@ def test_the_assignee_alone_hears_about_a_customer_comment_and_internal_notes_st
 
 
 def test_an_assignee_who_left_the_company_hears_nothing_more_and_its_staff_do(
-    make_case, contact, make_staff, django_capture_on_commit_callbacks
+    make_case, ana, make_staff, django_capture_on_commit_callbacks
 ):
     make_staff("marta", email="marta@sol.example")
     luis = make_staff("luis", email="luis@sol.example")
@@ -83,7 +83,7 @@ def test_an_assignee_who_left_the_company_hears_nothing_more_and_its_staff_do(
     StaffMembership.objects.filter(user=luis).delete()  # he left; the case still names him
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.case_comment_add(case=case, body="Mi tarjeta es 4111...", author_contact=contact)
+        services.case_comment_add(case=case, body="Mi tarjeta es 4111...", author_contact=ana)
 
     [message] = mail.outbox
     assert message.recipients() == ["marta@sol.example"]
@@ -114,14 +114,14 @@ def test_an_inactive_assignee_hears_nothing_and_the_staff_do(make_case, make_sta
 
 
 def test_staff_emailed_together_do_not_see_each_others_addresses(
-    company, contact, make_staff, smtp_refusing, django_capture_on_commit_callbacks
+    company, ana, make_staff, smtp_refusing, django_capture_on_commit_callbacks
 ):
     make_staff("marta", email="marta@sol.example")
     make_staff("luis", email="luis@sol.example")
     server = smtp_refusing()  # accepts everything
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.case_open(company=company, contact=contact, subject="Sin luz", description="d")
+        services.case_open(company=company, contact=ana, subject="Sin luz", description="d")
 
     [(envelope, message)] = server.messages  # one message: it reaches all or, failing, none
     assert sorted(envelope) == ["luis@sol.example", "marta@sol.example"]
@@ -131,12 +131,12 @@ def test_staff_emailed_together_do_not_see_each_others_addresses(
 
 
 def test_a_customer_subject_with_a_line_break_still_makes_a_valid_email(
-    company, contact, make_staff, django_capture_on_commit_callbacks
+    company, ana, make_staff, django_capture_on_commit_callbacks
 ):
     make_staff("marta", email="marta@sol.example")
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.case_open(company=company, contact=contact, subject="A\nB", description="d")
+        services.case_open(company=company, contact=ana, subject="A\nB", description="d")
 
     assert "\n" not in mail.outbox[0].subject
 
@@ -149,7 +149,7 @@ def _written_minutes_ago(record: Case | CaseComment, minutes: float) -> None:
 
 def test_a_staff_email_lost_with_the_broker_is_sent_once_by_the_sweep(
     company,
-    contact,
+    ana,
     make_staff,
     celery_publisher,
     django_capture_on_commit_callbacks,
@@ -161,7 +161,7 @@ def test_a_staff_email_lost_with_the_broker_is_sent_once_by_the_sweep(
 
     with django_capture_on_commit_callbacks(execute=True):
         case = services.case_open(
-            company=company, contact=contact, subject="Sin luz", description="Desde ayer."
+            company=company, contact=ana, subject="Sin luz", description="Desde ayer."
         )
 
     # The customer's case stands (the failed publish is only logged), and its notice waits.
@@ -206,12 +206,12 @@ def test_two_deliveries_of_one_notice_at_once_send_one_email(make_case, make_sta
     assert case.staff_notified_at is not None
 
 
-def test_the_sweep_resends_only_unsent_notices_of_the_last_day(contact, make_case, make_staff):
+def test_the_sweep_resends_only_unsent_notices_of_the_last_day(ana, make_case, make_staff):
     staff = make_staff("marta", email="marta@sol.example")
     # Opened in the test's transaction, which never commits: no notice goes out by itself.
     lost, recent, stale, sent = (make_case(S.IN_PROGRESS) for _ in range(4))
     assert services.case_staff_notify(case_id=sent.pk) == 1
-    customer = services.case_comment_add(case=lost, body="¿Hay novedades?", author_contact=contact)
+    customer = services.case_comment_add(case=lost, body="¿Hay novedades?", author_contact=ana)
     internal = services.case_comment_add(case=lost, body="Nota", author_user=staff, public=False)
     for record, minutes in (
         (lost, 20),
@@ -310,9 +310,9 @@ def test_without_settings_the_default_period_applies(make_case):
     assert (stale.state, recent.state) == (S.CLOSED, S.RESOLVED)
 
 
-def test_a_resolved_case_the_customer_answered_is_not_closed_automatically(make_case, contact):
+def test_a_resolved_case_the_customer_answered_is_not_closed_automatically(make_case, ana):
     case = _resolve_days_ago(make_case(S.IN_PROGRESS), 30)
-    services.case_comment_add(case=case, body="¿Y la factura?", author_contact=contact)
+    services.case_comment_add(case=case, body="¿Y la factura?", author_contact=ana)
 
     tasks.cases_auto_close()
 

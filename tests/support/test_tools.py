@@ -20,7 +20,7 @@ ANA = "12345678Z"
 
 
 @pytest.fixture
-def ana(tool_client, company, contact):
+def ana_client(tool_client, company, ana):
     """The conversation of tool_client, identified as Ana (the `contact` fixture)."""
     conversation, _ = Conversation.objects.get_or_create(
         company=company, external_id=tool_client.conversation_id
@@ -44,20 +44,20 @@ def seen_case(client, state: str, make_case) -> Case:
     return case
 
 
-def test_an_empty_list_of_cases_is_a_success(ana):
-    response = ana.call("list_my_cases", {"identifier": ANA})
+def test_an_empty_list_of_cases_is_a_success(ana_client):
+    response = ana_client.call("list_my_cases", {"identifier": ANA})
 
     assert response.status_code == 200
     assert response.json() == {"items": [], "count": 0, "has_more": False, "next_cursor": None}
 
 
 def test_the_list_shows_only_the_customers_own_cases_with_public_fields(
-    ana, make_case, other_contact
+    ana_client, make_case, bruno
 ):
     mine = make_case(S.WAITING_CUSTOMER, subject="Lavadora")
-    theirs = make_case(S.OPEN, for_contact=other_contact, subject="Ajeno")
+    theirs = make_case(S.OPEN, for_contact=bruno, subject="Ajeno")
 
-    response = ana.call("list_my_cases", {"identifier": "ana@example.com"})
+    response = ana_client.call("list_my_cases", {"identifier": "ana@example.com"})
 
     body = response.json()
     assert [item["reference"] for item in body["items"]] == [mine.reference]
@@ -77,26 +77,26 @@ def test_the_list_shows_only_the_customers_own_cases_with_public_fields(
     assert theirs.reference not in response.text
 
 
-def test_the_list_filters_by_state_and_honours_the_limit(ana, make_case):
+def test_the_list_filters_by_state_and_honours_the_limit(ana_client, make_case):
     for _ in range(3):
         make_case(S.OPEN)
     closed = make_case(S.CLOSED)
 
-    closed_only = ana.call("list_my_cases", {"identifier": ANA, "state": "closed"}).json()
-    limited = ana.call("list_my_cases", {"identifier": ANA, "limit": 2}).json()
+    closed_only = ana_client.call("list_my_cases", {"identifier": ANA, "state": "closed"}).json()
+    limited = ana_client.call("list_my_cases", {"identifier": ANA, "limit": 2}).json()
 
     assert [i["reference"] for i in closed_only["items"]] == [closed.reference]
     assert (limited["count"], limited["has_more"]) == (2, True)
 
 
-def test_the_list_continues_from_its_cursor_each_case_once_newest_first(ana, make_case):
+def test_the_list_continues_from_its_cursor_each_case_once_newest_first(ana_client, make_case):
     cases = [make_case(S.OPEN) for _ in range(25)]
     newest_first = [case.reference for case in reversed(cases)]
 
     seen, cursor, answers = [], None, 0
     while True:
         arguments = {"identifier": ANA, "limit": 10} | ({"cursor": cursor} if cursor else {})
-        body = ana.call("list_my_cases", arguments).json()
+        body = ana_client.call("list_my_cases", arguments).json()
         answers += 1
         seen += [item["reference"] for item in body["items"]]
         cursor = body["next_cursor"]
@@ -107,37 +107,41 @@ def test_the_list_continues_from_its_cursor_each_case_once_newest_first(ana, mak
     assert (seen, answers) == (newest_first, 3)
 
 
-def test_a_list_cut_by_the_output_cap_continues_after_its_last_shown_item(ana, make_case):
+def test_a_list_cut_by_the_output_cap_continues_after_its_last_shown_item(ana_client, make_case):
     cases = [
         make_case(S.IN_PROGRESS, subject=f"{n} " + "La lavadora hace ruido. " * 6)
         for n in range(20)
     ]
 
-    first = ana.call("list_my_cases", {"identifier": ANA, "limit": 20}).json()
-    rest = ana.call(
-        "list_my_cases", {"identifier": ANA, "limit": 20, "cursor": first["next_cursor"]}
-    ).json()
+    pages = [ana_client.call("list_my_cases", {"identifier": ANA, "limit": 20}).json()]
+    while pages[-1]["next_cursor"] and len(pages) <= len(cases):
+        arguments = {"identifier": ANA, "limit": 20, "cursor": pages[-1]["next_cursor"]}
+        pages.append(ana_client.call("list_my_cases", arguments).json())
 
-    assert first["truncated"] is True
-    shown = [item["reference"] for item in first["items"] + rest["items"]]
-    assert shown[: len(cases)] == [case.reference for case in reversed(cases)][: len(shown)]
-    assert len(shown) > len(first["items"])
+    assert pages[0]["truncated"] is True
+    # Page after page, every case once, newest first: nothing skipped at the cut.
+    shown = [item["reference"] for page in pages for item in page["items"]]
+    assert shown == [case.reference for case in reversed(cases)]
 
 
 @pytest.mark.parametrize("cursor", ["abc", "cDE!", "", "x" * 16, "cC0xMDAwMDAw", "cDEwMDAwMDAx"])
-def test_a_cursor_we_did_not_make_is_refused(ana, cursor):
-    response = ana.call("list_my_cases", {"identifier": ANA, "cursor": cursor})
+def test_a_cursor_we_did_not_make_is_refused(ana_client, cursor):
+    response = ana_client.call("list_my_cases", {"identifier": ANA, "cursor": cursor})
 
     assert response.status_code == 422
     assert (response.json()["code"], response.json()["field"]) == ("invalid_cursor", "cursor")
 
 
-def test_the_state_filter_takes_the_spanish_label_too_and_refuses_unknown_states(ana, make_case):
+def test_the_state_filter_takes_the_spanish_label_too_and_refuses_unknown_states(
+    ana_client, make_case
+):
     waiting = make_case(S.WAITING_CUSTOMER)
     make_case(S.OPEN)
 
-    by_label = ana.call("list_my_cases", {"identifier": ANA, "state": "Pendiente de su respuesta"})
-    unknown = ana.call("list_my_cases", {"identifier": ANA, "state": "archivado"})
+    by_label = ana_client.call(
+        "list_my_cases", {"identifier": ANA, "state": "Pendiente de su respuesta"}
+    )
+    unknown = ana_client.call("list_my_cases", {"identifier": ANA, "state": "archivado"})
 
     assert [i["reference"] for i in by_label.json()["items"]] == [waiting.reference]
     assert (unknown.status_code, unknown.json()["code"]) == (422, "invalid_arguments")
@@ -152,7 +156,7 @@ def test_the_state_filter_takes_the_spanish_label_too_and_refuses_unknown_states
 
 
 def test_get_case_shows_public_messages_and_staff_by_first_name_only(
-    ana, make_case, make_staff, contact
+    ana_client, make_case, make_staff, ana
 ):
     marta = make_staff("mruiz", email="marta.ruiz@sol.example", first_name="Marta")
     marta.last_name = "Ruizdíaz"
@@ -163,9 +167,9 @@ def test_get_case_shows_public_messages_and_staff_by_first_name_only(
     )
     services.case_comment_add(case=case, body="SECRETO-INTERNO", author_user=marta, public=False)
     services.case_comment_add(case=case, body="Le enviamos un técnico.", author_user=marta)
-    services.case_comment_add(case=case, body="Gracias", author_contact=contact)
+    services.case_comment_add(case=case, body="Gracias", author_contact=ana)
 
-    response = ana.call("get_case", {"identifier": ANA, "case": case.reference})
+    response = ana_client.call("get_case", {"identifier": ANA, "case": case.reference})
 
     assert response.status_code == 200
     body = response.json()
@@ -180,29 +184,29 @@ def test_get_case_shows_public_messages_and_staff_by_first_name_only(
     assert not {"id", "pk", "priority", "internal_notes", "assignee", "contact"} & set(body)
 
 
-def test_get_case_of_another_customer_is_permission(ana, make_case, other_contact):
-    theirs = make_case(S.OPEN, for_contact=other_contact)
+def test_get_case_of_another_customer_is_permission(ana_client, make_case, bruno):
+    theirs = make_case(S.OPEN, for_contact=bruno)
 
-    response = ana.call("get_case", {"identifier": ANA, "case": theirs.reference})
+    response = ana_client.call("get_case", {"identifier": ANA, "case": theirs.reference})
 
     assert response.status_code == 403
     assert response.json()["error_type"] == "PERMISSION"
     assert theirs.subject not in response.text
 
 
-def test_get_case_of_an_unknown_reference_is_not_found(ana):
-    response = ana.call("get_case", {"identifier": ANA, "case": "CS-ZZZZZZ"})
+def test_get_case_of_an_unknown_reference_is_not_found(ana_client):
+    response = ana_client.call("get_case", {"identifier": ANA, "case": "CS-ZZZZZZ"})
 
     assert response.status_code == 404
     assert response.json()["error_type"] == "NOT_FOUND"
 
 
-def test_get_case_stays_within_the_output_cap_with_long_texts(ana, make_case, contact):
+def test_get_case_stays_within_the_output_cap_with_long_texts(ana_client, make_case, ana):
     case = make_case(S.IN_PROGRESS, description="x" * 4000)
     for n in range(12):
-        services.case_comment_add(case=case, body=f"{n} " + "y" * 3990, author_contact=contact)
+        services.case_comment_add(case=case, body=f"{n} " + "y" * 3990, author_contact=ana)
 
-    response = ana.call("get_case", {"identifier": ANA, "case": case.reference})
+    response = ana_client.call("get_case", {"identifier": ANA, "case": case.reference})
 
     body = response.json()
     assert len(response.text) <= 3000
@@ -218,11 +222,11 @@ def test_tools_need_the_conversation_to_be_identified_first(tool_client, make_ca
     assert response.json()["code"] == "identification_required"
 
 
-def test_open_case_answers_its_reference_and_it_can_be_commented_at_once(ana, make_staff):
+def test_open_case_answers_its_reference_and_it_can_be_commented_at_once(ana_client, make_staff):
     make_staff("marta", email="marta@sol.example")
 
     opened = write(
-        ana,
+        ana_client,
         "open_case",
         {"identifier": ANA, "subject": "No enciende", "description": "La tele no enciende."},
     )
@@ -233,9 +237,11 @@ def test_open_case_answers_its_reference_and_it_can_be_commented_at_once(ana, ma
     assert (body["state"], body["state_label"], body["related_case"]) == ("open", "abierto", None)
     case = Case.objects.get(reference=body["reference"])
     assert case.channel == Case.Channel.AGENT
-    assert case.conversation.external_id == ana.conversation_id
+    assert case.conversation.external_id == ana_client.conversation_id
     commented = write(
-        ana, "add_case_comment", {"identifier": ANA, "case": body["reference"], "message": "+"}
+        ana_client,
+        "add_case_comment",
+        {"identifier": ANA, "case": body["reference"], "message": "+"},
     )
     assert commented.status_code == 200
     opened_mail, comment_mail = mail.outbox
@@ -243,13 +249,13 @@ def test_open_case_answers_its_reference_and_it_can_be_commented_at_once(ana, ma
     assert opened_mail.to == comment_mail.to == ["marta@sol.example"]
 
 
-def test_opening_twice_with_the_same_key_opens_one_case_and_emails_once(ana, make_staff):
+def test_opening_twice_with_the_same_key_opens_one_case_and_emails_once(ana_client, make_staff):
     make_staff("marta", email="marta@sol.example")
     arguments = {"identifier": ANA, "subject": "Ruido", "description": "Hace ruido."}
     same = key()
 
-    first = write(ana, "open_case", arguments, same)
-    second = write(ana, "open_case", arguments, same)
+    first = write(ana_client, "open_case", arguments, same)
+    second = write(ana_client, "open_case", arguments, same)
 
     assert first.json() == second.json()
     assert second.headers.get("X-Idempotency-Replayed") == "true"
@@ -257,11 +263,11 @@ def test_opening_twice_with_the_same_key_opens_one_case_and_emails_once(ana, mak
     assert len(mail.outbox) == 1
 
 
-def test_a_follow_up_case_links_to_a_closed_case_the_conversation_saw(ana, make_case):
-    closed = seen_case(ana, S.CLOSED, make_case)
+def test_a_follow_up_case_links_to_a_closed_case_the_conversation_saw(ana_client, make_case):
+    closed = seen_case(ana_client, S.CLOSED, make_case)
 
     response = write(
-        ana,
+        ana_client,
         "open_case",
         {
             "identifier": ANA,
@@ -276,11 +282,11 @@ def test_a_follow_up_case_links_to_a_closed_case_the_conversation_saw(ana, make_
     assert Case.objects.get(reference=response.json()["reference"]).related_case == closed
 
 
-def test_a_follow_up_of_a_case_never_shown_is_refused(ana, make_case):
+def test_a_follow_up_of_a_case_never_shown_is_refused(ana_client, make_case):
     closed = make_case(S.CLOSED)
 
     response = write(
-        ana,
+        ana_client,
         "open_case",
         {"identifier": ANA, "subject": "S", "description": "d", "related_case": closed.reference},
     )
@@ -290,11 +296,13 @@ def test_a_follow_up_of_a_case_never_shown_is_refused(ana, make_case):
     assert Case.objects.count() == 1
 
 
-def test_a_comment_on_a_closed_case_is_validation_with_the_state(ana, make_case):
-    closed = seen_case(ana, S.CLOSED, make_case)
+def test_a_comment_on_a_closed_case_is_validation_with_the_state(ana_client, make_case):
+    closed = seen_case(ana_client, S.CLOSED, make_case)
 
     response = write(
-        ana, "add_case_comment", {"identifier": ANA, "case": closed.reference, "message": "Hola"}
+        ana_client,
+        "add_case_comment",
+        {"identifier": ANA, "case": closed.reference, "message": "Hola"},
     )
 
     assert response.status_code == 422
@@ -308,11 +316,11 @@ def test_a_comment_on_a_closed_case_is_validation_with_the_state(ana, make_case)
     assert not CaseComment.objects.exists()
 
 
-def test_a_comment_on_a_case_never_shown_in_the_conversation_is_validation(ana, make_case):
+def test_a_comment_on_a_case_never_shown_in_the_conversation_is_validation(ana_client, make_case):
     own_but_unseen = make_case(S.IN_PROGRESS)
 
     response = write(
-        ana,
+        ana_client,
         "add_case_comment",
         {"identifier": ANA, "case": own_but_unseen.reference, "message": "Hola"},
     )
@@ -323,7 +331,7 @@ def test_a_comment_on_a_case_never_shown_in_the_conversation_is_validation(ana, 
 
 
 def test_a_case_the_output_cap_left_out_of_the_list_was_never_shown_and_cannot_be_commented(
-    ana, make_case
+    ana_client, make_case
 ):
     """The cap drops a long listing's tail after the tool built it: the conversation saw only
     what the answer kept, so only that is in its ledger (seed 1 §3.1)."""
@@ -332,29 +340,35 @@ def test_a_case_the_output_cap_left_out_of_the_list_was_never_shown_and_cannot_b
         for n in range(20)
     ]
 
-    listed = ana.call("list_my_cases", {"identifier": ANA, "limit": 20}).json()
+    listed = ana_client.call("list_my_cases", {"identifier": ANA, "limit": 20}).json()
 
     assert listed["truncated"] is True and listed["has_more"] is True
     shown = {item["reference"] for item in listed["items"]}
     assert 0 < len(shown) < len(cases)
     hidden = next(case for case in cases if case.reference not in shown)
     refused = write(
-        ana, "add_case_comment", {"identifier": ANA, "case": hidden.reference, "message": "Hola"}
+        ana_client,
+        "add_case_comment",
+        {"identifier": ANA, "case": hidden.reference, "message": "Hola"},
     )
     assert refused.status_code == 422
     assert refused.json()["code"] == "reference_not_seen"
     visible = next(case for case in cases if case.reference in shown)
     accepted = write(
-        ana, "add_case_comment", {"identifier": ANA, "case": visible.reference, "message": "Hola"}
+        ana_client,
+        "add_case_comment",
+        {"identifier": ANA, "case": visible.reference, "message": "Hola"},
     )
     assert accepted.status_code == 200, accepted.text
 
 
-def test_naming_another_customers_case_never_shown_is_permission(ana, make_case, other_contact):
-    theirs = make_case(S.IN_PROGRESS, for_contact=other_contact)
+def test_naming_another_customers_case_never_shown_is_permission(ana_client, make_case, bruno):
+    theirs = make_case(S.IN_PROGRESS, for_contact=bruno)
 
     response = write(
-        ana, "add_case_comment", {"identifier": ANA, "case": theirs.reference, "message": "Hola"}
+        ana_client,
+        "add_case_comment",
+        {"identifier": ANA, "case": theirs.reference, "message": "Hola"},
     )
 
     assert response.status_code == 403
@@ -363,11 +377,11 @@ def test_naming_another_customers_case_never_shown_is_permission(ana, make_case,
 
 
 def test_writing_to_another_customers_case_is_permission_even_if_it_was_seen(
-    ana, company, make_case, other_contact
+    ana_client, company, make_case, bruno
 ):
-    theirs = make_case(S.RESOLVED, for_contact=other_contact)
+    theirs = make_case(S.RESOLVED, for_contact=bruno)
     # However it got into the ledger, ownership is still checked at the write.
-    ctx = ToolContext(company=company, meta=CallMeta(conversation_id=ana.conversation_id))
+    ctx = ToolContext(company=company, meta=CallMeta(conversation_id=ana_client.conversation_id))
     ledger_record(ctx, "case", [LedgerEntry(theirs.reference)])
 
     for name, extra in [
@@ -375,7 +389,7 @@ def test_writing_to_another_customers_case_is_permission_even_if_it_was_seen(
         ("confirm_case_resolved", {}),
         ("report_case_not_fixed", {"message": "x"}),
     ]:
-        response = write(ana, name, {"identifier": ANA, "case": theirs.reference, **extra})
+        response = write(ana_client, name, {"identifier": ANA, "case": theirs.reference, **extra})
         assert response.status_code == 403, name
         assert response.json()["error_type"] == "PERMISSION"
     theirs.refresh_from_db()
@@ -383,11 +397,11 @@ def test_writing_to_another_customers_case_is_permission_even_if_it_was_seen(
     assert not theirs.comments.exists()
 
 
-def test_the_customers_answer_by_suffix_moves_a_waiting_case_back_to_work(ana, make_case):
-    case = seen_case(ana, S.WAITING_CUSTOMER, make_case)
+def test_the_customers_answer_by_suffix_moves_a_waiting_case_back_to_work(ana_client, make_case):
+    case = seen_case(ana_client, S.WAITING_CUSTOMER, make_case)
 
     response = write(
-        ana,
+        ana_client,
         "add_case_comment",
         {"identifier": ANA, "case": case.reference[-3:].lower(), "message": "Modelo X200"},
     )
@@ -398,14 +412,16 @@ def test_the_customers_answer_by_suffix_moves_a_waiting_case_back_to_work(ana, m
     assert case.state == S.IN_PROGRESS
 
 
-def test_confirming_a_resolved_case_closes_it_and_a_retry_replays_the_success(ana, make_case):
-    case = seen_case(ana, S.RESOLVED, make_case)
+def test_confirming_a_resolved_case_closes_it_and_a_retry_replays_the_success(
+    ana_client, make_case
+):
+    case = seen_case(ana_client, S.RESOLVED, make_case)
     arguments = {"identifier": ANA, "case": case.reference}
     same = key()
 
-    first = write(ana, "confirm_case_resolved", arguments, same)
-    retry = write(ana, "confirm_case_resolved", arguments, same)
-    again = write(ana, "confirm_case_resolved", arguments)
+    first = write(ana_client, "confirm_case_resolved", arguments, same)
+    retry = write(ana_client, "confirm_case_resolved", arguments, same)
+    again = write(ana_client, "confirm_case_resolved", arguments)
 
     assert first.status_code == retry.status_code == 200
     assert first.json()["state"] == "closed"
@@ -414,10 +430,12 @@ def test_confirming_a_resolved_case_closes_it_and_a_retry_replays_the_success(an
     assert again.json()["state"] == "closed"
 
 
-def test_confirming_a_case_that_is_not_resolved_is_validation_with_its_state(ana, make_case):
-    case = seen_case(ana, S.IN_PROGRESS, make_case)
+def test_confirming_a_case_that_is_not_resolved_is_validation_with_its_state(ana_client, make_case):
+    case = seen_case(ana_client, S.IN_PROGRESS, make_case)
 
-    response = write(ana, "confirm_case_resolved", {"identifier": ANA, "case": case.reference})
+    response = write(
+        ana_client, "confirm_case_resolved", {"identifier": ANA, "case": case.reference}
+    )
 
     assert response.status_code == 422
     assert (response.json()["state"], response.json()["state_label"]) == ("in_progress", "en curso")
@@ -427,14 +445,14 @@ def test_confirming_a_case_that_is_not_resolved_is_validation_with_its_state(ana
 
 
 def test_reporting_not_fixed_sends_a_resolved_case_back_with_the_explanation(
-    ana, make_case, make_staff
+    ana_client, make_case, make_staff
 ):
     make_staff("marta", email="marta@sol.example")
-    case = seen_case(ana, S.RESOLVED, make_case)
+    case = seen_case(ana_client, S.RESOLVED, make_case)
     mail.outbox.clear()
 
     response = write(
-        ana,
+        ana_client,
         "report_case_not_fixed",
         {"identifier": ANA, "case": case.reference, "message": "Sigue sin centrifugar"},
     )
@@ -446,11 +464,13 @@ def test_reporting_not_fixed_sends_a_resolved_case_back_with_the_explanation(
     assert "Sigue sin centrifugar" in message.body
 
 
-def test_reporting_not_fixed_on_a_closed_case_offers_a_new_linked_case(ana, make_case):
-    case = seen_case(ana, S.CLOSED, make_case)
+def test_reporting_not_fixed_on_a_closed_case_offers_a_new_linked_case(ana_client, make_case):
+    case = seen_case(ana_client, S.CLOSED, make_case)
 
     response = write(
-        ana, "report_case_not_fixed", {"identifier": ANA, "case": case.reference, "message": "x"}
+        ana_client,
+        "report_case_not_fixed",
+        {"identifier": ANA, "case": case.reference, "message": "x"},
     )
 
     assert response.status_code == 422
@@ -458,12 +478,14 @@ def test_reporting_not_fixed_on_a_closed_case_offers_a_new_linked_case(ana, make
     assert "caso nuevo" in response.json()["user_message"]
 
 
-def test_no_output_carries_internal_ids(ana, make_case):
-    case = seen_case(ana, S.RESOLVED, make_case)
+def test_no_output_carries_internal_ids(ana_client, make_case):
+    case = seen_case(ana_client, S.RESOLVED, make_case)
     outputs = [
-        ana.call("list_my_cases", {"identifier": ANA}).json(),
-        ana.call("get_case", {"identifier": ANA, "case": case.reference}).json(),
-        write(ana, "confirm_case_resolved", {"identifier": ANA, "case": case.reference}).json(),
+        ana_client.call("list_my_cases", {"identifier": ANA}).json(),
+        ana_client.call("get_case", {"identifier": ANA, "case": case.reference}).json(),
+        write(
+            ana_client, "confirm_case_resolved", {"identifier": ANA, "case": case.reference}
+        ).json(),
     ]
 
     text = json.dumps(outputs)
@@ -471,12 +493,14 @@ def test_no_output_carries_internal_ids(ana, make_case):
         assert forbidden not in text
 
 
-def test_a_company_may_require_step_up_verification_to_open_cases(ana, company):
+def test_a_company_may_require_step_up_verification_to_open_cases(ana_client, company):
     from core.models import StepUpPolicy
 
     StepUpPolicy.objects.create(company=company, actions=["open_case"])
 
-    response = write(ana, "open_case", {"identifier": ANA, "subject": "S", "description": "d"})
+    response = write(
+        ana_client, "open_case", {"identifier": ANA, "subject": "S", "description": "d"}
+    )
 
     assert response.status_code == 403
     assert response.json()["code"] == "verification_required"

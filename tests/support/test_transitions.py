@@ -1,6 +1,7 @@
 """Every allowed and every forbidden transition of a case, from every state."""
 
 import pytest
+from django.utils import timezone
 from django_fsm_log.models import StateLog
 
 from core.errors import ValidationFailed
@@ -92,9 +93,11 @@ def test_each_transition_is_recorded_in_the_history_with_who_did_it(make_case, m
 def test_resolving_stamps_the_time_and_reopening_clears_it(make_case):
     case = make_case(S.IN_PROGRESS)
 
+    before = timezone.now()
     case = services.case_resolve(case=case)
-    assert case.resolved_at is not None
+    assert before <= case.resolved_at <= timezone.now()
     case = services.case_reopen(case=case)
     assert case.resolved_at is None
+    before = timezone.now()
     case = services.case_close(case=services.case_resolve(case=case))
-    assert case.closed_at is not None
+    assert before <= case.closed_at <= timezone.now()

@@ -1,6 +1,8 @@
 """Writes of the test app, written like the domain services: guards inside, after a row lock."""
 
+import os
 import time
+from pathlib import Path
 
 from django.db import transaction
 from django.db.models import F
@@ -50,5 +52,9 @@ def counter_increment(*, company: Company, name: str, by: int = 1, hold_ms: int 
     counter.save(update_fields=["value"])
     counter.refresh_from_db()
     if hold_ms:
+        # A test in another process starts its twin once this file exists, instead of guessing
+        # how long the first call takes to get here.
+        if marker := os.environ.get("GARANTE_TESTAPP_HOLD_MARKER"):
+            Path(marker).touch()
         time.sleep(hold_ms / 1000)
     return counter

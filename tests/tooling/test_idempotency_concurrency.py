@@ -8,11 +8,14 @@ long for its twin is told to retry (request_in_progress), never executed a secon
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
+from django.conf import settings
 
 from core.models import IdempotencyRecord
+from tests.servers import GunicornServer, wait_for
 from tests.testapp.models import Counter
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,9 +79,16 @@ def test_fifty_different_calls_at_once_each_take_effect_once(gunicorn_server, co
     assert Counter.objects.get(company=company, name="visits").value == CALLS
 
 
-def duplicate_past_the_bound(server, token: str) -> None:
-    """The first call holds its effect for 3 s; its twin waits past the bound, is told to
-    retry, and the retry replays the first's answer."""
+def holding_server(gunicorn_server, tmp_path: Path, **options) -> tuple[GunicornServer, Path]:
+    """A server whose held effects say so: the file returned appears once one is holding."""
+    marker = tmp_path / "holding"
+    env = {**options.pop("env", {}), "GARANTE_TESTAPP_HOLD_MARKER": str(marker)}
+    return gunicorn_server(env=env, **options), marker
+
+
+def duplicate_past_the_bound(server: GunicornServer, token: str, holding: Path) -> None:
+    """The first call holds its effect for 3 s; its twin, sent once the first is holding,
+    waits past the bound, is told to retry, and the retry replays the first's answer."""
     body = {"name": "visits", "hold_ms": 3000}
     headers = {
         "Authorization": f"Bearer {token}",
@@ -89,7 +99,8 @@ def duplicate_past_the_bound(server, token: str) -> None:
         http.get("/api/ping")
         with ThreadPoolExecutor(max_workers=1) as pool:
             first = pool.submit(http.post, INCREMENT, json=body)
-            time.sleep(1)  # the first has inserted its record and is holding it
+            # The first has inserted its record and is holding it.
+            wait_for(holding.exists, timeout=30, interval=0.01)
             with httpx.Client(base_url=server.url, headers=headers, timeout=30) as twin:
                 started = time.monotonic()
                 waited = twin.post(INCREMENT, json=body)
@@ -101,7 +112,7 @@ def duplicate_past_the_bound(server, token: str) -> None:
     assert waited.json()["error_type"] == "CONFLICT"
     assert waited.json()["code"] == "request_in_progress"
     assert waited.headers["Retry-After"] == str(waited.json()["retry_after_seconds"])
-    assert int(waited.headers["Retry-After"]) > 0
+    assert waited.headers["Retry-After"] == str(settings.GARANTE_IDEMPOTENCY_RETRY_AFTER_SECONDS)
     assert 0.3 <= waited_for < 2.5  # bounded by the wait limit, not by the 3 s effect
     assert first.status_code == 200
     assert first.json()["value"] == 1
@@ -112,13 +123,17 @@ def duplicate_past_the_bound(server, token: str) -> None:
 
 @pytest.mark.postgres
 def test_a_duplicate_that_waits_past_the_bound_is_told_to_retry_and_its_retry_replays(
-    gunicorn_server, company, token
+    gunicorn_server, company, token, tmp_path
 ):
-    server = gunicorn_server(
-        workers=2, threads=2, env={"GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS": "300"}
+    server, holding = holding_server(
+        gunicorn_server,
+        tmp_path,
+        workers=2,
+        threads=2,
+        env={"GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS": "300"},
     )
 
-    duplicate_past_the_bound(server, token)
+    duplicate_past_the_bound(server, token, holding)
 
     assert Counter.objects.get(company=company, name="visits").value == 1
 
@@ -180,16 +195,18 @@ def test_on_sqlite_fifty_different_calls_are_serialised_without_lock_errors(sqli
 
 
 def test_on_sqlite_a_duplicate_past_the_busy_timeout_is_told_to_retry(
-    gunicorn_server, seeded_sqlite
+    gunicorn_server, seeded_sqlite, tmp_path
 ):
     database, token = seeded_sqlite
-    server = gunicorn_server(
+    server, holding = holding_server(
+        gunicorn_server,
+        tmp_path,
         workers=2,
         threads=2,
         database_url=database.url,
         env={"GARANTE_SQLITE_BUSY_TIMEOUT_SECONDS": "0.3"},
     )
 
-    duplicate_past_the_bound(server, token)
+    duplicate_past_the_bound(server, token, holding)
 
     assert read_counter(server, token) == 1

@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from core.idempotency import idempotent_execute
@@ -17,8 +17,9 @@ from core.idempotency.tasks import (
     PURGE_TASK_NAME,
     idempotency_records_purge_task,
 )
-from core.models import IdempotencyRecord, StaffMembership
+from core.models import IdempotencyRecord
 from core.postgresql.base import bound_this_process, current_deadline
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -38,10 +39,12 @@ def executed(company, key: str, operation: str = "testapp_cancel_reservation"):
 
 @pytest.fixture
 def staff(company):
-    user = User.objects.create_user("lucia", password="pw-lucia-123", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(codename="view_idempotencyrecord"))
-    StaffMembership.objects.create(user=user, company=company, role="admin")
-    return user
+    return factories.staff_member(
+        "lucia",
+        company,
+        "admin",
+        permissions=Permission.objects.filter(codename="view_idempotencyrecord"),
+    )
 
 
 def test_staff_see_their_companys_records_with_their_lifetimes_and_replays(

@@ -9,13 +9,10 @@ from functools import partial
 
 import httpx
 import pytest
-from django.contrib.auth import get_user_model
 from django.core import mail
 
 from core.models import SecurityEvent, VerificationChallenge
-from core.roles import staff_membership_set
-from core.services import contact_create, gateway_credential_issue
-from core.sms import LocmemBackend
+from core.services import gateway_credential_issue
 from tests.servers import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,29 +27,8 @@ def random_phone() -> str:
 
 
 @pytest.fixture
-def ana(company):
-    return contact_create(
-        company=company,
-        first_name="Ana",
-        document_number="12345678Z",
-        phone=ANA_PHONE,
-        email="ana@example.com",
-    )
-
-
-@pytest.fixture
-def staff(company):
-    user = get_user_model().objects.create_user("marta", email="marta@example.com")
-    staff_membership_set(user=user, company=company, role="supervisor")
-    return user
-
-
-@pytest.fixture
-def sms_outbox(settings):
-    settings.GARANTE_SMS_BACKEND = "locmem"
-    LocmemBackend.outbox.clear()
-    yield LocmemBackend.outbox
-    LocmemBackend.outbox.clear()
+def staff(make_staff):
+    return make_staff("marta", role="supervisor", email="marta@example.com")
 
 
 def limits(company, **fields):

@@ -17,11 +17,6 @@ def ctx(company):
     return ToolContext(company=company, meta=CallMeta(conversation_id="conv-owned"))
 
 
-@pytest.fixture
-def ana(company):
-    return contact_create(company=company, first_name="Ana", email="ana@example.com")
-
-
 def owner_of(reference: str) -> int | None:
     return OWNERS.get(reference)
 

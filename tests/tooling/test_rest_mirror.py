@@ -67,7 +67,7 @@ def test_it_answers_bad_arguments_with_a_typed_validation_error(tool_client, bod
     payload = response.json()
     assert payload["error_type"] == "VALIDATION"
     assert payload["code"] == "invalid_arguments"
-    assert any(field in e["field"] for e in payload["problems"])
+    assert [problem["field"] for problem in payload["problems"]] == [field]
 
 
 def test_it_answers_malformed_json_with_a_validation_error(tool_client):

@@ -36,17 +36,6 @@ def gateway_company(company):
     return Company.objects.get(pk=company.pk)
 
 
-@pytest.fixture
-def ana(company):
-    return contact_create(
-        company=company,
-        first_name="Ana",
-        document_number="12345678Z",
-        phone="600111222",
-        email="ana@example.com",
-    )
-
-
 IDENTIFY = Budget(
     at_most=12,
     includes=(

@@ -11,7 +11,6 @@ from django.utils import timezone
 from pydantic import Field
 
 from core.models import StepUpPolicy
-from core.services import contact_create
 from tests.reliability.test_tenant_isolation import ANA, arguments_for, seeded_sandbox, snapshot
 from tests.testapp import services
 from tests.testapp.models import Counter
@@ -103,11 +102,6 @@ class SpeakerIn(ToolInput):
 
 class SpeakerOut(ToolOutput):
     first_name: str
-
-
-@pytest.fixture
-def ana(company):
-    return contact_create(company=company, first_name="Ana", document_number=ANA, phone="600111222")
 
 
 @pytest.fixture

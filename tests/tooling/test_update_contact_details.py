@@ -8,30 +8,10 @@ from django.core import mail
 
 from core.models import Contact
 from core.services import contact_create
-from core.sms import LocmemBackend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ANA = "12345678Z"
-
-
-@pytest.fixture
-def ana(company):
-    return contact_create(
-        company=company,
-        first_name="Ana",
-        document_number=ANA,
-        phone="600111222",
-        email="ana@example.com",
-    )
-
-
-@pytest.fixture
-def sms_outbox(settings):
-    settings.GARANTE_SMS_BACKEND = "locmem"
-    LocmemBackend.outbox.clear()
-    yield LocmemBackend.outbox
-    LocmemBackend.outbox.clear()
 
 
 def call(client, name, arguments):
