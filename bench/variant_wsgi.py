@@ -57,4 +57,42 @@ if "hand_built_sql" in _OFF:
     context._conversation_read = _conversation_read
     binding._contact_with = _contact_with
 
+if "slot_search_sql" in _OFF:
+    # The slot search's roster and busy times as querysets (the same rows, compiled per call).
+    from agenda.availability import busy, search
+    from agenda.models import MAX_BLOCKED_SPAN, AgendaSettings, Appointment, Professional, TimeOff
+
+    _settings = [
+        f"company__agenda_settings__{f.name}" for f in AgendaSettings._meta.concrete_fields
+    ]
+    _hours = ["working_hours__weekday", "working_hours__start_time", "working_hours__end_time"]
+
+    def roster_rows(company, service, professional):
+        professionals = Professional.objects.filter(company=company, active=True, services=service)
+        if professional is not None:
+            professionals = professionals.filter(pk=professional.pk)
+        ordered = professionals.order_by("display_name", "id")
+        return list(ordered.values_list("id", "display_name", *_hours, *_settings))
+
+    def busy_rows(professional_ids, start, end, *, exclude_appointment_id=None):
+        appointments = Appointment.objects.filter(
+            professional_id__in=professional_ids,
+            state=Appointment.State.SCHEDULED,
+            blocked_from__gte=start - MAX_BLOCKED_SPAN,
+            blocked_from__lt=end,
+            blocked_until__gt=start,
+        )
+        if exclude_appointment_id is not None:
+            appointments = appointments.exclude(pk=exclude_appointment_id)
+        time_off = TimeOff.objects.filter(
+            professional_id__in=professional_ids, ends_at__gt=start, starts_at__lt=end
+        )
+        rows = appointments.values_list("professional_id", "blocked_from", "blocked_until")
+        return list(
+            rows.union(time_off.values_list("professional_id", "starts_at", "ends_at"), all=True)
+        )
+
+    search.roster_rows = roster_rows
+    busy.busy_rows = busy_rows
+
 __all__ = ["application"]

@@ -66,6 +66,12 @@ MECHANISMS: dict[str, Mechanism] = {
         "converted by core.sql, instead of a queryset compiled on every call",
         (*WRITES, *REPLAY),
     ),
+    "slot_search_sql": Mechanism(
+        "agenda/availability/queries.py: the slot search's two statements (the roster with its "
+        "hours and rules; appointments and time off in one UNION ALL) built once from the "
+        "models' metadata (core.sql), instead of querysets compiled on every search",
+        ("find_available_slots",),
+    ),
     "machine_api_middleware": Mechanism(
         "core/middleware.py: the browser's six middleware (sessions, locale, CSRF, auth, "
         "messages, frame options) step aside for the machine API's requests",

@@ -12,8 +12,8 @@ it can find our lines by it), else one we draw; either way it is answered in the
 malformed one (too long, a character outside `[A-Za-z0-9._:-]`) is replaced, never echoed:
 a header is the caller's text, and a log line or a response must not carry it unchecked.
 
-The middleware is the first of settings.MIDDLEWARE, so it sees every answer, Django's own
-refusals included, and times the whole stack.
+The middleware comes right after the health probes and the Host check in settings.MIDDLEWARE,
+so it sees every other answer, Django's own refusals included, and times the rest of the stack.
 """
 
 import contextvars
