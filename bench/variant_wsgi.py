@@ -95,4 +95,22 @@ if "slot_search_sql" in _OFF:
     search.roster_rows = roster_rows
     busy.busy_rows = busy_rows
 
+if "insert_unless_conflict" in _OFF:
+    # A new row's INSERT as the ORM guards one: in a savepoint, a conflict an IntegrityError.
+    from django.db import IntegrityError, transaction
+
+    from core import references
+    from tooling import context
+
+    def insert_unless_conflict(instance, *, unique):
+        try:
+            with transaction.atomic():
+                instance.save(force_insert=True)
+        except IntegrityError:
+            return False
+        return True
+
+    references.insert_unless_conflict = insert_unless_conflict
+    context.insert_unless_conflict = insert_unless_conflict
+
 __all__ = ["application"]

@@ -72,6 +72,12 @@ MECHANISMS: dict[str, Mechanism] = {
         "models' metadata (core.sql), instead of querysets compiled on every search",
         ("find_available_slots",),
     ),
+    "insert_unless_conflict": Mechanism(
+        "core/sql.py insert_unless_conflict: a new conversation's or case's INSERT ... ON "
+        "CONFLICT DO NOTHING, a conflict an empty result, instead of the ORM's INSERT in a "
+        "savepoint with the conflict an IntegrityError (2 statements more)",
+        WRITES,
+    ),
     "machine_api_middleware": Mechanism(
         "core/middleware.py: the browser's six middleware (sessions, locale, CSRF, auth, "
         "messages, frame options) step aside for the machine API's requests",
