@@ -113,4 +113,83 @@ if "insert_unless_conflict" in _OFF:
     references.insert_unless_conflict = insert_unless_conflict
     context.insert_unless_conflict = insert_unless_conflict
 
+if "ledger_upsert" in _OFF:
+    # The exposure ledger's rows as the ORM upserts them: every row written again each time.
+    from django.utils import timezone
+
+    from tooling import ledger
+    from tooling.models import ExposedReference
+
+    def _upsert(ctx, kind, rows):
+        now = timezone.now()
+        shown = [
+            ExposedReference(
+                company=ctx.company,
+                conversation=ctx.conversation,
+                kind=kind,
+                created_at=now,
+                last_seen_at=now,
+                reference=reference,
+                label=label,
+                label_key=label_key,
+                data=data,
+            )
+            for reference, label, label_key, data in rows
+        ]
+        ExposedReference.objects.bulk_create(
+            shown,
+            update_conflicts=True,
+            unique_fields=list(ledger._UPSERT_KEY),
+            update_fields=list(ledger._UPSERT_UPDATES),
+        )
+
+    ledger._upsert = _upsert
+
+if "limits_sql" in _OFF:
+    # The failure limits' one statement as the ORM writes it: a union of three querysets.
+    from django.db.models import IntegerField, Value
+
+    from core.identity import limits
+    from core.models import SecurityEvent
+
+    def _recent_failures(attempt, window_limits, now):
+        conversation = attempt.conversation
+        failures = SecurityEvent.objects.filter(kind__in=limits._IDENTIFICATION_FAILURES)
+
+        def branch(scope, **where):
+            limit = window_limits[scope]
+            return (
+                failures.filter(created_at__gt=now - limit.window, **where)
+                .annotate(scope=Value(scope, output_field=IntegerField()))
+                .order_by("-created_at")
+                .values_list("scope", "created_at")[: limit.failures]
+            )
+
+        branches = [
+            branch(
+                limits._CONVERSATION,
+                company_id=conversation.company_id,
+                conversation_key=conversation.external_id,
+            )
+        ]
+        if attempt.credential_id is not None:
+            branches.append(branch(limits._CREDENTIAL, credential_id=attempt.credential_id))
+        if attempt.digests:
+            branches.append(
+                branch(
+                    limits._IDENTIFIER,
+                    company_id=conversation.company_id,
+                    identifier_digest__in=attempt.digests,
+                )
+            )
+        rows = branches[0].union(*branches[1:], all=True) if len(branches) > 1 else branches[0]
+        found = {limits._CONVERSATION: [], limits._CREDENTIAL: [], limits._IDENTIFIER: []}
+        for scope, created_at in rows:
+            found[scope].append(created_at)
+        for times in found.values():
+            times.sort(reverse=True)
+        return found
+
+    limits._recent_failures = _recent_failures
+
 __all__ = ["application"]

@@ -78,6 +78,17 @@ MECHANISMS: dict[str, Mechanism] = {
         "savepoint with the conflict an IntegrityError (2 statements more)",
         WRITES,
     ),
+    "ledger_upsert": Mechanism(
+        "tooling/ledger.py _upsert: the references a call shows upserted in one hand-built "
+        "statement that skips rows shown unchanged within a minute, instead of the ORM's "
+        "bulk_create(update_conflicts=True), which writes every row again",
+        ("find_available_slots",),
+    ),
+    "limits_sql": Mechanism(
+        "core/identity/limits.py _recent_failures: the three failure limits read in one "
+        "hand-built UNION ALL instead of the same union compiled from querysets per call",
+        ("identify_contact (first write)",),
+    ),
     "machine_api_middleware": Mechanism(
         "core/middleware.py: the browser's six middleware (sessions, locale, CSRF, auth, "
         "messages, frame options) step aside for the machine API's requests",
