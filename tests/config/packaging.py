@@ -27,12 +27,11 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import psycopg
 
 from tests.config.compose_env import garante_environment
+from tests.scratch_db import scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GARANTE = str(ROOT / "bin" / "garante")
@@ -49,21 +48,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-@contextmanager
-def fresh_database(server_url: str) -> Iterator[str]:
-    parts = urlsplit(server_url)
-    name = "garante_packaging"
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(parts._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def run(env: dict[str, str], *arguments: str, timeout: float = 300) -> str:
@@ -142,7 +126,7 @@ def main() -> int:
     port = free_port()
     host = "garante.example.com"
     with ExitStack() as stack:
-        database_url = stack.enter_context(fresh_database(server))
+        database_url = stack.enter_context(scratch_database(server, "garante_packaging"))
         # What an operator's .env provides, and the compose network's hosts and the image's
         # paths replaced by this machine's.
         operator = {

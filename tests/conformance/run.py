@@ -31,9 +31,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from tests.conformance.proxy import bearer_proxy
+from tests.scratch_db import scratch_database
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -153,18 +154,9 @@ def fresh_database() -> Iterator[str]:
         with tempfile.TemporaryDirectory(prefix="garante-conformance-") as directory:
             yield f"sqlite:///{directory}/conformance.sqlite3"
         return
-    import psycopg  # only needed here; the SQLite run does without it
-
     name = f"{parts.path.lstrip('/') or 'garante'}_conformance"
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(parts._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(os.environ["DATABASE_URL"], name) as url:
+        yield url
 
 
 def manage(env: dict[str, str], *arguments: str) -> str:
