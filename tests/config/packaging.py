@@ -19,7 +19,6 @@ compose's health checks and an operator rely on, and stops everything again:
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 import httpx
 
 from tests.config.compose_env import garante_environment
-from tests.scratch_db import scratch_database
+from tests.script_support import scratch_database, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GARANTE = str(ROOT / "bin" / "garante")
@@ -75,13 +74,7 @@ def process(env: dict[str, str], name: str, *arguments: str) -> Iterator[Path]:
     try:
         yield log_path
     finally:
-        if started.poll() is None:
-            started.send_signal(signal.SIGTERM)
-            try:
-                started.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(started.pid, signal.SIGKILL)
-                started.wait(timeout=10)
+        stop_process(started)
 
 
 def wait_for(what: str, check, log_path: Path, seconds: float = READY_SECONDS):

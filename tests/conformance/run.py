@@ -19,7 +19,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tests.conformance.proxy import bearer_proxy
-from tests.scratch_db import scratch_database
+from tests.script_support import scratch_database, stop_process
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -216,13 +215,7 @@ def gunicorn(env: dict[str, str], sock: socket.socket, log_path: Path) -> Iterat
             time.sleep(0.2)
         yield url
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+        stop_process(process)
 
 
 def run_scenario(scenario: str, mcp_url: str, results: Path) -> Outcome:

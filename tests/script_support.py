@@ -1,7 +1,9 @@
-"""A PostgreSQL database of a run's own, dropped and created fresh, and dropped again after:
-for the scripts that start real servers outside pytest (tests/conformance/run.py,
-tests/config/packaging.py)."""
+"""What the scripts that start real servers outside pytest share (tests/conformance/run.py,
+tests/config/packaging.py): a database of a run's own, and stopping what they started."""
 
+import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
@@ -22,3 +24,16 @@ def scratch_database(server_url: str, name: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """Stop a process started in a session of its own: SIGTERM, then its whole group killed
+    if it has not exited within 30 s."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
