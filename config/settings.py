@@ -216,7 +216,9 @@ CACHES = {
         {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": GARANTE_REDIS_URL,
-            "KEY_PREFIX": "garante",
+            # One namespace per database: another deployment or test run on the same Redis
+            # (its credential 1 is not ours) counts apart.
+            "KEY_PREFIX": f"garante:{DATABASES['default']['NAME']}",
             # A Redis that does not answer must not hold a request: the throttle then lets
             # the request through (integration.authentication).
             "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
