@@ -304,6 +304,8 @@ class Cluster:
             "4",
             "--bind",
             f"127.0.0.1:{port}",
+            # A listening socket per worker: the kernel spreads nginx's connections over both.
+            "--reuse-port",
             "--graceful-timeout",
             "20",
             "--log-level",
