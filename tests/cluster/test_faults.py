@@ -13,6 +13,7 @@ import httpx
 
 from tests.cluster.conftest import tool
 from tests.cluster.test_one_truth import identified_conversation
+from tests.servers import wait_for
 
 CLIENTS = 4
 CALLS_PER_CLIENT = 8
@@ -34,12 +35,13 @@ class Caller:
         self.label = label
         self.answers: dict[str, list[tuple[int, bytes]]] = {}
         self.slowest = 0.0
+        self.waiting_since: float | None = None  # when the call in flight was sent
 
     def open_case(self, n: int, stop_at: float) -> None:
         key = f"{self.label}-{n}"
         answers = self.answers.setdefault(key, [])
         while time.monotonic() < stop_at:
-            started = time.monotonic()
+            started = self.waiting_since = time.monotonic()
             try:
                 response = tool(
                     self.cluster.url,
@@ -55,6 +57,7 @@ class Caller:
                 time.sleep(0.05)
                 continue
             finally:
+                self.waiting_since = None
                 self.slowest = max(self.slowest, time.monotonic() - started)
             answers.append((response.status_code, response.content))
             if response.status_code not in RETRIED:
@@ -78,7 +81,7 @@ def load(cluster, label: str, fault) -> list[Caller]:
                 progress.set()
 
     with ThreadPoolExecutor(max_workers=CLIENTS + 1) as pool:
-        faulted = pool.submit(fault, progress)
+        faulted = pool.submit(fault, progress, callers)
         list(pool.map(run, callers))
         faulted.result()
     return callers
@@ -115,14 +118,27 @@ def assert_exactly_once(cluster, callers: list[Caller]) -> None:
 
 
 def test_a_node_killed_under_load_loses_and_doubles_nothing(cluster):
-    def kill_node_two(progress: threading.Event) -> None:
+    def kill_node_two(progress: threading.Event, callers: list[Caller]) -> None:
         progress.wait(60)
-        cluster.kill("node2", signal.SIGKILL)  # the master and its workers, no goodbye
+        # Frozen first, so that calls are caught inside it (accepted, maybe mid-transaction),
+        # then killed with them: the master and its workers, no goodbye.
+        cluster.kill("node2", signal.SIGSTOP)
+        wait_for(
+            lambda: any(
+                c.waiting_since and time.monotonic() - c.waiting_since > 0.5 for c in callers
+            ),
+            timeout=30,
+            interval=0.02,
+        )
+        cluster.kill("node2", signal.SIGKILL)
 
     try:
         callers = load(cluster, f"kill-{uuid.uuid4().hex[:6]}", kill_node_two)
         assert not cluster.process("node2").alive()
         assert_exactly_once(cluster, callers)
+        # Some call was caught on the killed node and retried (the path under test).
+        retried = [a for c in callers for a in c.answers.values() if len(a) > 1]
+        assert retried
     finally:
         cluster.start_node(2, cluster.node_ports[1])
         cluster._wait_http(f"{cluster.node_urls[1]}/readyz")
@@ -132,7 +148,7 @@ def test_pgbouncer_stopped_and_started_again_under_load_needs_no_restart_of_the_
     nodes = {name: cluster.process(name).pid for name in ("node1", "node2")}
     during_outage: list[tuple[int, dict]] = []
 
-    def bounce(progress: threading.Event) -> None:
+    def bounce(progress: threading.Event, callers: list[Caller]) -> None:
         progress.wait(60)
         cluster.kill("pgbouncer", signal.SIGTERM)  # PgBouncer's immediate shutdown
         while cluster.process("pgbouncer").alive():
@@ -175,19 +191,14 @@ def test_a_node_killed_loses_at_most_its_last_moment_of_trace_rows(cluster):
     url = cluster.node_urls[0]
     conversation = identified_conversation(cluster, url)
     answered_at = []
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        response = tool(
-            url,
-            "list_services",
-            {},
-            token=cluster.token,
-            conversation=conversation,
-            key=uuid.uuid4().hex,
-        )
-        assert response.status_code == 200
-        answered_at.append(time.monotonic())
-    cluster.kill("node1", signal.SIGKILL)
+    headers = {"Authorization": f"Bearer {cluster.token}", "X-Conversation-Id": conversation}
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as http:  # one connection
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline or len(answered_at) < 20:
+            response = http.post("/api/tools/list_services", json={})
+            assert response.status_code == 200
+            answered_at.append(time.monotonic())
+        cluster.kill("node1", signal.SIGKILL)
     killed_at = time.monotonic()
     try:
         (written,) = cluster.sql(
