@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 
@@ -139,6 +140,33 @@ def test_a_node_killed_under_load_loses_and_doubles_nothing(cluster):
         # Some call was caught on the killed node and retried (the path under test).
         retried = [a for c in callers for a in c.answers.values() if len(a) > 1]
         assert retried
+    finally:
+        cluster.start_node(2, cluster.node_ports[1])
+        cluster._wait_http(f"{cluster.node_urls[1]}/readyz")
+
+
+def test_calls_reaching_a_node_in_its_graceful_shutdown_are_completed_or_refused_cleanly(cluster):
+    """SIGTERM to a node's gunicorn under load: it finishes the calls its workers hold and
+    accepts no more; nginx sends the next ones to the other node. Whatever each call met, it
+    ends with one effect and one answer (a refused or cut call is retried with its key)."""
+    stopped = []
+    log = Path(cluster.process("node2").log)
+    logged_before = log.stat().st_size
+
+    def stop_node_two(progress: threading.Event, callers: list[Caller]) -> None:
+        progress.wait(60)
+        cluster.kill("node2", signal.SIGTERM)
+        wait_for(lambda: not cluster.process("node2").alive(), timeout=60, interval=0.05)
+        stopped.append(time.monotonic())
+
+    try:
+        callers = load(cluster, f"term-{uuid.uuid4().hex[:6]}", stop_node_two)
+        assert stopped
+        assert_exactly_once(cluster, callers)
+        # Its workers stopped cleanly: gunicorn cut no request and lost no worker.
+        written = log.read_text(errors="replace")[logged_before:]
+        for failure in ("Error handling request", "Exception in worker process", "WORKER TIMEOUT"):
+            assert failure not in written, written
     finally:
         cluster.start_node(2, cluster.node_ports[1])
         cluster._wait_http(f"{cluster.node_urls[1]}/readyz")
