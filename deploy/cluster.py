@@ -314,7 +314,9 @@ class Cluster:
         started = self._run(f"node{n}", command, env)
         return started
 
-    def start_worker(self, n: int) -> Started:
+    def start_worker(self, n: int, env: dict[str, str] | None = None) -> Started:
+        """Celery worker `n` (worker1 serves node 1's tasks, ...; all consume one queue)."""
+        self.processes = [p for p in self.processes if p.name != f"worker{n}"]
         command = [
             str(BIN / "celery"),
             "-A",
@@ -329,7 +331,7 @@ class Cluster:
             "--without-mingle",
             "--loglevel=INFO",
         ]
-        return self._run(f"worker{n}", command)
+        return self._run(f"worker{n}", command, self.environment(**(env or {})))
 
     def start_beat(self, name: str = "beat") -> Started:
         schedule = self.directory / f"{name}-schedule"

@@ -8,13 +8,16 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from aiosmtpd.controller import Controller
 
+from deploy.cluster import stop_started
 from tests.cluster.conftest import tool
 from tests.cluster.test_one_truth import identified_conversation
-from tests.servers import wait_for
+from tests.servers import Inbox, free_port, wait_for
 
 CLIENTS = 4
 CALLS_PER_CLIENT = 8
@@ -241,3 +244,89 @@ def test_a_node_killed_loses_at_most_its_last_moment_of_trace_rows(cluster):
     finally:
         cluster.start_node(1, cluster.node_ports[0])
         cluster._wait_http(f"{url}/readyz")
+
+
+def test_a_worker_killed_while_sending_a_code_sends_it_at_most_once(cluster):
+    """The delivery is claimed (queued -> sending) before the message is handed over; a
+    worker killed with the mail server still receiving leaves it sending, no other worker
+    sends it again, and the settling sweep records the outcome as unknown (core.verification).
+    The cluster's two workers make way for one whose mail server answers after 3 s."""
+    for name in ("worker1", "worker2"):
+        stop_started(cluster.process(name))
+    try:
+        with holding_smtp(delay=3) as (host, port, inbox):
+            mail = {
+                "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+                "EMAIL_HOST": host,
+                "EMAIL_PORT": str(port),
+            }
+            worker = cluster.start_worker(3, env=mail)
+            wait_for(lambda: " ready." in Path(worker.log).read_text(errors="replace"))
+            conversation = identified_conversation(cluster)
+            response = tool(
+                cluster.url,
+                "request_verification_code",
+                {"identifier": "ana@example.com", "channel": "email"},
+                token=cluster.token,
+                conversation=conversation,
+                key=uuid.uuid4().hex,
+            )
+            assert response.status_code == 200, response.text
+            (challenge,) = cluster.sql(
+                "SELECT c.id FROM core_verificationchallenge c JOIN core_conversation v"
+                " ON v.id = c.conversation_id WHERE v.external_id = %s",
+                (conversation,),
+            )[0]
+
+            def delivery() -> tuple:
+                return cluster.sql(
+                    "SELECT delivery_status, delivery_attempts FROM core_verificationchallenge"
+                    " WHERE id = %s",
+                    (challenge,),
+                )[0]
+
+            wait_for(lambda: inbox.receiving, interval=0.02)
+            assert delivery()[0] == "sending"
+            cluster.kill("worker3", signal.SIGKILL)  # while the mail server holds the message
+            # The mail server had the message but not the end of its conversation: whether it
+            # left is not known (this one drops it; another might deliver it).
+            # The cluster's own workers are back: none sends it again.
+            for n in (1, 2):
+                started = cluster.start_worker(n)
+                wait_for(lambda s=started: " ready." in Path(s.log).read_text(errors="replace"))
+            assert delivery() == ("sending", 1)
+            cluster.shell(
+                "from datetime import timedelta; from django.utils import timezone;"
+                "from core.verification import challenge_deliveries_settle;"
+                "challenge_deliveries_settle(now=timezone.now() + timedelta(hours=1))"
+            )
+            assert delivery() == ("unknown", 1)
+            assert len(inbox.messages) <= 1  # at most once, whichever way it went
+    finally:
+        for n in (1, 2):
+            if not cluster.process(f"worker{n}").alive():
+                cluster.start_worker(n)
+        if any(p.name == "worker3" for p in cluster.processes):
+            stop_started(cluster.process("worker3"))
+            cluster.processes = [p for p in cluster.processes if p.name != "worker3"]
+
+
+class HoldingInbox(Inbox):
+    """An inbox that says when a message has started arriving (its DATA), then holds it."""
+
+    receiving = False
+
+    async def handle_DATA(self, server, session, envelope) -> str:
+        self.receiving = True
+        return await super().handle_DATA(server, session, envelope)
+
+
+@contextmanager
+def holding_smtp(delay: float):
+    inbox = HoldingInbox(delay)
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    try:
+        yield controller.hostname, controller.port, inbox
+    finally:
+        controller.stop()
