@@ -593,3 +593,19 @@ def test_the_sweep_is_on_beat_and_the_send_task_has_limits_and_backoff():
     assert send.retry_backoff and send.retry_jitter and send.max_retries == tasks.MESSAGE_RETRIES
     sweep = tasks.appointment_messages_sweep_task
     assert sweep.soft_time_limit and sweep.time_limit
+
+
+def test_a_mail_server_down_after_the_commit_leaves_the_booking_made_and_the_message_retrying(
+    company, book, smtp_refusing
+):
+    carla = factories.contact(company, first_name="Carla", email="carla@example.com")
+    smtp_refusing("421 4.3.2 Service not available")
+
+    appointment = book(contact=carla)  # the send runs in process here, and is refused for now
+
+    assert Appointment.objects.get(pk=appointment.pk).state == Appointment.State.SCHEDULED
+    confirmation = AppointmentMessage.objects.get(appointment=appointment, kind=Kind.BOOKED)
+    assert (confirmation.status, confirmation.error) == (
+        Status.RETRYING,
+        "SMTP recipient refused 421",
+    )
