@@ -39,6 +39,7 @@ from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact
 from core.normalize import mask_email, mask_phone
 from core.sms import SmsPermanentError, SmsTransientError, sms_send
+from core.sweeps import sweep
 
 logger = logging.getLogger("garante.agenda.messages")
 
@@ -325,36 +326,39 @@ def appointment_message_deliver(
 # --- The beat sweep ------------------------------------------------------------------------------
 
 
-@dataclass
-class SweepResult:
-    queued: int = 0  # due reminders queued, and lost messages published again
-    settled: int = 0  # messages stopped while sending, settled as unknown
-    failed: int = 0  # rows that raised (logged); the others went on
+@dataclass(frozen=True)
+class MessagesSweepResult:
+    queued: int  # due reminders queued, and lost messages published again
+    settled: int  # messages stopped while sending, settled as unknown
+    failed: int  # rows that raised (logged, counted): still due, the next run tries them again
+
+
+def _due(now: datetime) -> Q:
+    return Q(status=Status.SCHEDULED, due_at__lte=now) | Q(
+        status__in=[Status.QUEUED, Status.RETRYING], queued_at__lte=now - LOST_AFTER
+    )
 
 
 def _queue_due(message_id: int, now: datetime) -> bool:
-    """Queue one due reminder, or publish again one lost on its way: claimed with a
-    conditional UPDATE first, so two sweeps at once (two beats, a restarted one) publish it
-    once; put back if the broker cannot take it, for the next sweep."""
-    due = Q(status=Status.SCHEDULED, due_at__lte=now) | Q(
-        status__in=[Status.QUEUED, Status.RETRYING], queued_at__lte=now - LOST_AFTER
-    )
-    before = (
-        AppointmentMessage.objects.filter(pk=message_id)
-        .filter(due)
-        .values_list("status", "queued_at")
-        .first()
-    )
-    if before is None:
-        return False
-    status, queued_at = before
-    claimed = (
-        AppointmentMessage.objects.filter(pk=message_id, status=status, queued_at=queued_at)
-        .filter(due)
-        .update(status=Status.QUEUED if status == Status.SCHEDULED else status, queued_at=now)
-    )
+    """Queue one due reminder, or publish again one lost on its way; whether it did. Claimed
+    with a conditional UPDATE first, so two sweeps at once (two beats, a restarted one)
+    publish it once; put back as it was if the broker cannot take it, for the next run."""
+    with transaction.atomic():
+        before = (
+            AppointmentMessage.objects.filter(_due(now), pk=message_id)
+            .values_list("status", "queued_at")
+            .first()
+        )
+        if before is None:
+            return False  # queued, sent or dropped meanwhile
+        status, queued_at = before
+        claimed = (
+            AppointmentMessage.objects.filter(_due(now), pk=message_id, queued_at=queued_at)
+            .filter(status=status)
+            .update(status=Status.QUEUED if status == Status.SCHEDULED else status, queued_at=now)
+        )
     if not claimed:
-        return False
+        return False  # another sweep took it
     try:
         publish(message_id)
     except Exception:
@@ -365,38 +369,35 @@ def _queue_due(message_id: int, now: datetime) -> bool:
     return True
 
 
-def appointment_messages_sweep(*, now: datetime | None = None, batch: int = 500) -> SweepResult:
-    """Queue the reminders that are due, publish again the messages lost on their way, and
-    settle those whose worker stopped while sending: row by row, each on its own, so a row
-    that fails is logged and counted and the others go on."""
-    now = now or clock.now()
-    result = SweepResult()
-    open_messages = AppointmentMessage.objects.filter(status__in=AppointmentMessage.OPEN_STATUSES)
-    due = (
-        open_messages.filter(
-            Q(status=Status.SCHEDULED, due_at__lte=now)
-            | Q(status__in=[Status.QUEUED, Status.RETRYING], queued_at__lte=now - LOST_AFTER)
+def _settle_stopped(message_id: int, now: datetime) -> bool:
+    with transaction.atomic():
+        return bool(
+            AppointmentMessage.objects.filter(
+                pk=message_id, status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
+            ).update(status=Status.UNKNOWN, error="stopped while sending")
         )
+
+
+def appointment_messages_sweep(
+    *, now: datetime | None = None, batch: int = 500
+) -> MessagesSweepResult:
+    """Queue the reminders that are due, publish again the messages lost on their way, and
+    settle those whose worker stopped while sending: row by row (core.sweeps), so a row that
+    fails is logged and counted, stays due for the next run, and the others go on."""
+    now = now or clock.now()
+    open_messages = AppointmentMessage.objects.filter(status__in=AppointmentMessage.OPEN_STATUSES)
+    due = list(
+        open_messages.filter(_due(now))
         .order_by("due_at", "pk")
         .values_list("pk", flat=True)[:batch]
     )
-    for message_id in list(due):
-        try:
-            result.queued += _queue_due(message_id, now)
-        except Exception:
-            result.failed += 1
-            logger.exception("appointment message %s: could not be queued", message_id)
-    stale = open_messages.filter(
-        status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
-    ).values_list("pk", flat=True)[:batch]
-    for message_id in list(stale):
-        try:
-            result.settled += AppointmentMessage.objects.filter(
-                pk=message_id, status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
-            ).update(status=Status.UNKNOWN, error="stopped while sending")
-        except Exception:
-            result.failed += 1
-            logger.exception("appointment message %s: could not be settled", message_id)
-    if result.failed:
-        logger.error("appointment messages sweep: %s rows failed", result.failed)
-    return result
+    queued = sweep("agenda.messages_queue", due, lambda pk: _queue_due(pk, now))
+    stopped = list(
+        open_messages.filter(
+            status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
+        ).values_list("pk", flat=True)[:batch]
+    )
+    settled = sweep("agenda.messages_settle", stopped, lambda pk: _settle_stopped(pk, now))
+    return MessagesSweepResult(
+        queued=queued.done, settled=settled.done, failed=queued.failed + settled.failed
+    )

@@ -54,10 +54,11 @@ def appointment_message_send(self, message_id: int) -> str:
     )
 
 
-@shared_task(name=MESSAGES_SWEEP_TASK_NAME, ignore_result=True, soft_time_limit=240, time_limit=300)
+@shared_task(name=MESSAGES_SWEEP_TASK_NAME, ignore_result=True, **SWEEP_TIME_LIMITS)
 def appointment_messages_sweep_task() -> dict[str, int]:
     """Queue the reminders that are due; publish again messages lost on their way; settle
-    those stopped while sending. Each row on its own: one that fails is logged and counted."""
+    those stopped while sending. Each row on its own (core.sweeps): one that fails is logged
+    and counted."""
     result = appointment_messages_sweep()
     return {"queued": result.queued, "settled": result.settled, "failed": result.failed}
 

@@ -29,6 +29,7 @@ from integration.services import integration_credential_issue
 from tests import factories
 from tests.factories import MONDAY_8AM, local
 from tests.integration.conftest import reference_of
+from tests.row_faults import update_refused
 
 pytestmark = pytest.mark.django_db
 
@@ -524,31 +525,30 @@ def test_the_last_try_of_a_transient_failure_ends_failed(company, book, smtp_ref
     assert confirmation.status == Status.FAILED
 
 
-def test_the_sweep_goes_on_past_a_row_that_fails_and_counts_it(
-    book, bruno, sms_outbox, now, monkeypatch, caplog
+@pytest.mark.postgres
+def test_the_sweep_goes_on_past_a_row_that_fails_counts_it_and_queues_it_next_run(
+    book, bruno, sms_outbox, now, caplog
 ):
     first = book()
     second = book(starts_at=WEDNESDAY_11, contact=bruno)
-    failing = reminder_of(first).pk
-    real_publish = messages.publish
-
-    def publish(message_id):
-        if message_id == failing:
-            raise ConnectionError("broker refused this one")
-        real_publish(message_id)
-
-    monkeypatch.setattr(messages, "publish", publish)
+    failing = reminder_of(first)
     sms_outbox.clear()
     now["at"] = WEDNESDAY_11 - timedelta(hours=1)
 
-    result = appointment_messages_sweep()
+    with update_refused(failing):
+        result = appointment_messages_sweep()
 
     assert (result.queued, result.failed) == (1, 1)
-    assert f"appointment message {failing}: could not be queued" in caplog.text
+    assert f"sweep agenda.messages_queue: row {failing.pk} failed" in caplog.text
     assert [m.to for m in sms_outbox] == ["+34600333444"]  # Bruno's reminder went
-    # The failed row waits for the next sweep, as it was.
-    assert reminder_of(first).status == Status.SCHEDULED
     assert reminder_of(second).status == Status.SENT
+    assert reminder_of(first).status == Status.SCHEDULED  # still due
+    # Ana's appointment started an hour ago by the next run: her late reminder is dropped.
+    assert appointment_messages_sweep().queued == 1
+    assert (reminder_of(first).status, reminder_of(first).error) == (
+        Status.NOT_SENT,
+        "appointment already started",
+    )
 
 
 def test_a_message_lost_on_its_way_is_published_again_and_sent_once(book, sms_outbox, now):
@@ -592,20 +592,20 @@ def test_the_sweep_is_on_beat_and_the_send_task_has_limits_and_backoff():
     assert MessageTransientError in send.autoretry_for
     assert send.retry_backoff and send.retry_jitter and send.max_retries == tasks.MESSAGE_RETRIES
     sweep = tasks.appointment_messages_sweep_task
-    assert sweep.soft_time_limit and sweep.time_limit
+    assert (sweep.soft_time_limit, sweep.time_limit) == (300, 360)
 
 
-def test_a_mail_server_down_after_the_commit_leaves_the_booking_made_and_the_message_retrying(
+def test_a_mail_server_down_after_the_commit_leaves_the_booking_made_and_the_message_failed(
     company, book, smtp_refusing
 ):
     carla = factories.contact(company, first_name="Carla", email="carla@example.com")
-    smtp_refusing("421 4.3.2 Service not available")
+    server = smtp_refusing("421 4.3.2 Service not available")
 
-    appointment = book(contact=carla)  # the send runs in process here, and is refused for now
+    # The send runs in process here (eagerly), its retries at once, each refused for now.
+    appointment = book(contact=carla)
 
     assert Appointment.objects.get(pk=appointment.pk).state == Appointment.State.SCHEDULED
     confirmation = AppointmentMessage.objects.get(appointment=appointment, kind=Kind.BOOKED)
-    assert (confirmation.status, confirmation.error) == (
-        Status.RETRYING,
-        "SMTP recipient refused 421",
-    )
+    assert confirmation.status == Status.FAILED
+    assert confirmation.error == "SMTP recipient refused 421"
+    assert confirmation.attempts == server.rcpt_attempts == tasks.MESSAGE_RETRIES + 1
