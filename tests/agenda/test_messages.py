@@ -23,13 +23,17 @@ from agenda.messages import (
 from agenda.models import AgendaSettings, Appointment, AppointmentMessage
 from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
 from config.celery import app
-from core.models import Contact
+from core.identity import identify_contact
+from core.models import Contact, Conversation
 from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue
 from tests import factories
 from tests.factories import MONDAY_8AM, local
 from tests.integration.conftest import reference_of
 from tests.row_faults import update_refused
+from tooling.context import CallMeta
+from tooling.execution import call_tool
+from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db
 
@@ -609,3 +613,36 @@ def test_a_mail_server_down_after_the_commit_leaves_the_booking_made_and_the_mes
     assert confirmation.status == Status.FAILED
     assert confirmation.error == "SMTP recipient refused 421"
     assert confirmation.attempts == server.rcpt_attempts == tasks.MESSAGE_RETRIES + 1
+
+
+def test_the_agents_booking_texts_the_confirmation_once_even_when_its_call_is_replayed(
+    company, marta, ana, now, sms_outbox, django_capture_on_commit_callbacks
+):
+    conversation = Conversation.objects.create(company=company, external_id="conv-messages")
+    identify_contact(conversation=conversation, kind="document", value=ana.document_number)
+
+    def call(name, arguments, key=None):
+        meta = CallMeta(conversation_id="conv-messages", idempotency_key=key)
+        with django_capture_on_commit_callbacks(execute=True):
+            return call_tool(
+                registry.get(name), company=company, arguments=arguments, meta=meta, surface="mcp"
+            )
+
+    found = call(
+        "find_available_slots",
+        {"service": "Corte de pelo", "from": "2026-12-08", "to": "2026-12-08", "limit": 1},
+    )
+    booking = {"identifier": ana.document_number, "service": "Corte de pelo"}
+    booking["slot"] = found.body["items"][0]["slot"]
+    first = call("book_appointment", booking, key="book-1")
+    replay = call("book_appointment", booking, key="book-1")  # the Gateway retried it
+
+    assert first.is_error is False, first.body
+    assert replay.body == first.body
+    (sms,) = sms_outbox
+    assert sms.body == (
+        "Peluquería Sol: su cita de Corte de pelo con Marta queda reservada para el martes "
+        "8 de diciembre de 2026 a las 09:00."
+    )
+    appointment = Appointment.objects.get(reference=first.body["appointment"])
+    assert appointment.created_via == Appointment.Via.GATEWAY
