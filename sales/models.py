@@ -401,7 +401,8 @@ class Quote(FSMModelMixin, models.Model):
         field=state,
         source=OPEN_STATES,
         target=State.SUPERSEDED,
-        custom={"label": _("Supersede")},
+        # Applied by winning the opportunity (quotes_supersede), never by a button of its own.
+        custom={"label": _("Supersede"), "system_only": True},
     )
     def supersede(self, by=None) -> None:
         """Another quote of the same opportunity was accepted (or staff won it): this one is

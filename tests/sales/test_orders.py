@@ -4,8 +4,10 @@ quotes; stock tracking is not turned off under live reservations; a closed oppor
 amount stays what it closed at."""
 
 from decimal import Decimal
+from importlib import import_module
 
 import pytest
+from django.apps import apps
 from django.db import IntegrityError
 from django.db.models import Sum
 from django_fsm_log.models import StateLog
@@ -367,3 +369,40 @@ def test_an_open_opportunitys_amount_can_be_changed(company, ana):
     changed = opportunity_details_set(opportunity=opportunity, changes={"amount": Decimal("9")})
 
     assert changed.amount == Decimal("9")
+
+
+# The migration that brings existing rows under these rules ----------------------------------------
+
+
+def test_the_migration_records_existing_orders_and_settles_quotes_of_won_opportunities(
+    company, ana, bruno, catalog
+):
+    """Rows as they were before: reservations only in the counters, a won opportunity's other
+    quote still open. The migration's step, run on them, leaves them as the services would."""
+    migration = import_module("sales.migrations.0003_order_delivery")
+    opportunity = opportunity_create(company=company, contact=ana, title="Cafetería")
+    left_open = quote_create(company=company, contact=bruno, items=BASKET)
+    order = accepted(company, ana, opportunity=opportunity)
+    untracked_order = accepted(company, bruno, items=[QuoteItem("MOL-003", 2)])
+    StockReservation.objects.all().delete()
+    Quote.objects.filter(pk=left_open.pk).update(opportunity=opportunity)
+    Product.objects.filter(pk=catalog.grinder.pk).update(track_stock=True)  # toggled since
+
+    migration.settle_and_record(apps, None)
+
+    assert reservations(order) == {
+        "CAF-001": (3, "live"),
+        "TAZ-002": (2, "live"),
+        "MOL-003": (1, "live"),  # tracked now
+    }
+    assert reservations(untracked_order) == {"MOL-003": (2, "live")}
+    assert Quote.objects.get(pk=left_open.pk).state == Quote.State.SUPERSEDED
+    assert (stock(catalog.coffee), stock(catalog.mug)) == ((10, 3), (3, 2))
+    assert stock(catalog.grinder) == (3, 3)  # raised to what its orders hold
+    assert_reserved_is_the_sum_of_live_reservations()
+    quote_deliver(quote=order)
+    assert (stock(catalog.coffee), stock(catalog.mug), stock(catalog.grinder)) == (
+        (7, 0),
+        (1, 0),
+        (2, 2),
+    )
