@@ -1,7 +1,6 @@
 """Staff admin for the agenda: catalogue, professionals with their hours and time off, a day view,
 and appointments whose transition buttons go through agenda.services."""
 
-from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -14,7 +13,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
@@ -35,88 +33,6 @@ from agenda.selectors import appointments_for_day, appointments_within_time_off
 from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
 from core.errors import GaranteError
 from core.models import Company
-from core.roles import staff_company_ids
-
-
-class CompanyLocalTimeMixin:
-    """Shows and reads date-times in the timezone of the company a row belongs to, not the
-    server's UTC: a row's company is found through the admin's `company_path` (a time off's
-    is its professional's), a new row's through what its posted form names (the company, or
-    the professional), and else it is the staff member's only company. For a
-    `CompanyScopedAdmin`."""
-
-    def company_timezone(self, request: HttpRequest, obj: Any = None) -> ZoneInfo | None:
-        if obj is not None:
-            company_id = self.company_id_of(obj)
-        else:
-            company_id = self._posted_company_id(request)
-        if company_id is None:
-            ids = staff_company_ids(request)
-            if ids is None or len(ids) != 1:
-                return None  # several companies and no row to tell which: UTC
-            company_id = ids[0]
-        company = Company.objects.filter(pk=company_id).first()
-        return company.tz if company is not None else None
-
-    def _posted_company_id(self, request: HttpRequest) -> int | None:
-        """The company of the row an add form posts, through the first step of `company_path`
-        (the company itself, or e.g. the professional), if the staff member may add there."""
-        first, *rest = self.company_path.split("__")
-        value = request.POST.get(first, "") if request.method == "POST" else ""
-        if not value.isdigit():
-            return None
-        if rest:
-            related = self.model._meta.get_field(first).related_model
-            rows = related.objects.filter(pk=int(value)).values_list("__".join(rest), flat=True)
-            company_id = rows.first()
-        else:
-            company_id = int(value)
-        allowed = self.allowed_company_ids(request, "add")
-        return company_id if allowed is None or company_id in allowed else None
-
-    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs):
-        return _with_local_initial(super().get_form(request, obj, change=change, **kwargs))
-
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id) if object_id else None
-        return _rendered_in(
-            self.company_timezone(request, obj),
-            lambda: super(CompanyLocalTimeMixin, self).changeform_view(
-                request, object_id, form_url, extra_context
-            ),
-        )
-
-    def changelist_view(self, request, extra_context=None):
-        return _rendered_in(
-            self.company_timezone(request),
-            lambda: super(CompanyLocalTimeMixin, self).changelist_view(request, extra_context),
-        )
-
-
-def _rendered_in(tz: ZoneInfo | None, view: Callable[[], HttpResponse]) -> HttpResponse:
-    """The view's response, with its template rendered while `tz` is the current timezone:
-    an admin page is a TemplateResponse, rendered only after the view returns, and its
-    date-time widgets show their values in the timezone current then."""
-    if tz is None:
-        return view()
-    with timezone.override(tz):
-        response = view()
-        if isinstance(response, TemplateResponse):
-            response.render()
-        return response
-
-
-def _with_local_initial(form_class: type[forms.BaseForm]) -> type[forms.BaseForm]:
-    """`form_class`, whose initial date-times (a row's saved values) are in the timezone
-    current when the form is built: the company's, in these views."""
-
-    def __init__(self: forms.BaseForm, *args: Any, **kwargs: Any) -> None:
-        form_class.__init__(self, *args, **kwargs)
-        for name, value in self.initial.items():
-            if isinstance(value, datetime) and timezone.is_aware(value):
-                self.initial[name] = timezone.localtime(value)
-
-    return type(form_class)(form_class.__name__, (form_class,), {"__init__": __init__})
 
 
 def _local(instant: datetime, company: Company) -> str:
@@ -224,7 +140,7 @@ class TimeOffInline(admin.TabularInline):
 
 
 @admin.register(Professional)
-class ProfessionalAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
+class ProfessionalAdmin(CompanyScopedAdmin):
     list_display = ["display_name", "company", "active", "day_view_link"]
     list_filter = ["active", "company"]
     search_fields = ["display_name"]
@@ -306,7 +222,7 @@ def describe_instant_day(day: date, tz: ZoneInfo) -> str:
 
 
 @admin.register(TimeOff)
-class TimeOffAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
+class TimeOffAdmin(CompanyScopedAdmin):
     company_path = "professional__company"
     list_display = ["professional", "local_start", "local_end", "reason"]
     list_filter = ["professional__company", "professional"]
@@ -408,7 +324,7 @@ class RescheduleForm(forms.ModelForm):
 
 
 @admin.register(Appointment)
-class AppointmentAdmin(CompanyLocalTimeMixin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+class AppointmentAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     fsm_services = {
         "cancel": lambda a, user: services.appointment_cancel(
             company=a.company, reference=a.reference, enforce_cutoff=False, by=user

@@ -261,8 +261,33 @@ class QuoteLineInline(admin.TabularInline):
     model = QuoteLine
     extra = 0
     can_delete = False
-    fields = ["sku", "name", "quantity", "unit_price", "tax_rate", "subtotal", "tax", "total"]
+    fields = [
+        "sku",
+        "name",
+        "quantity",
+        "unit_price_shown",
+        "tax_rate",
+        "subtotal_shown",
+        "tax_shown",
+        "total_shown",
+    ]
     readonly_fields = fields
+
+    @admin.display(description=_("unit price"))
+    def unit_price_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.unit_price, line.quote.currency)
+
+    @admin.display(description=_("subtotal"))
+    def subtotal_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.subtotal, line.quote.currency)
+
+    @admin.display(description=_("tax"))
+    def tax_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.tax, line.quote.currency)
+
+    @admin.display(description=_("total"))
+    def total_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.total, line.quote.currency)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -302,9 +327,9 @@ class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         "opportunity",
         "price_list",
         "currency",
-        "subtotal",
-        "tax_total",
-        "total",
+        "subtotal_shown",
+        "tax_shown",
+        "amount",
         "valid_until",
         "rejection_reason",
         "conversation",
@@ -317,15 +342,21 @@ class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
 
     @admin.display(description=_("total"), ordering="total")
     def amount(self, quote: Quote) -> str:
-        return money.spoken(quote.total, quote.currency)
+        return money.shown(quote.total, quote.currency)
 
-    def has_delete_permission(self, request: HttpRequest, obj: Quote | None = None) -> bool:
+    @admin.display(description=_("subtotal"))
+    def subtotal_shown(self, quote: Quote) -> str:
+        return money.shown(quote.subtotal, quote.currency)
+
+    @admin.display(description=_("tax"))
+    def tax_shown(self, quote: Quote) -> str:
+        return money.shown(quote.tax_total, quote.currency)
+
+    def deletable(self, quote: Quote) -> bool:
         # A quote once sent is the customer's (they hold its reference, an accepted one holds
-        # stock): staff expire it instead. Drafts never sent may be deleted. The bulk action
-        # asks this of every selected quote too.
-        if obj is not None and obj.sent_at is not None:
-            return False
-        return super().has_delete_permission(request, obj)
+        # stock): staff expire it instead. Drafts never sent may be deleted, withdrawn or not.
+        # The bulk action asks this of every selected quote too.
+        return quote.sent_at is None
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         super().delete_queryset(request, queryset.filter(sent_at__isnull=True))
@@ -409,7 +440,15 @@ class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         "lose": lambda o, user, reason: opportunity_lose(opportunity=o, reason=reason, by=user),
     }
     fsm_forms = {"lose": LoseOpportunityForm}
-    list_display = ["reference", "title", "contact", "state", "amount", "owner", "created_at"]
+    list_display = [
+        "reference",
+        "title",
+        "contact",
+        "state",
+        "amount_shown",
+        "owner",
+        "created_at",
+    ]
     list_filter = ["state", "owner", "company"]
     list_select_related = ["contact", "owner"]
     search_fields = ["reference", "title", "contact__first_name", "contact__last_name"]
@@ -424,6 +463,10 @@ class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         "created_at",
         "closed_at",
     ]
+
+    @admin.display(description=_("amount"), ordering="amount")
+    def amount_shown(self, opportunity: Opportunity) -> str:
+        return money.shown(opportunity.amount, opportunity.currency)
 
     def get_fields(self, request: HttpRequest, obj: Opportunity | None = None) -> list[str]:
         fields = ["company", "contact", "title", "notes", "amount", "currency", "owner"]

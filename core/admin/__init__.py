@@ -13,7 +13,11 @@ from core.admin.identity import (
 )
 from core.admin.scoping import CompanyScopedAdmin, values_filter
 from core.admin.tenants import CompanyAdmin, GatewayCredentialAdmin, StaffMembershipAdmin
-from core.admin.transitions import ServiceTransitionsAdmin, TransitionHistoryInline
+from core.admin.transitions import (
+    RecordRulesAdmin,
+    ServiceTransitionsAdmin,
+    TransitionHistoryInline,
+)
 
 __all__ = [
     "CompanyAdmin",
@@ -21,6 +25,7 @@ __all__ = [
     "ContactAdmin",
     "ConversationAdmin",
     "GatewayCredentialAdmin",
+    "RecordRulesAdmin",
     "SecurityEventAdmin",
     "ServiceTransitionsAdmin",
     "StaffMembershipAdmin",
