@@ -13,12 +13,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from agenda import clock, services
-from agenda.availability.busy import working_intervals
-from agenda.availability.check import slot_validate
+from agenda import agenda_page, clock, services
 from agenda.availability.local_time import describe_instant, local_instant
 from agenda.models import (
     END_OF_DAY,
@@ -29,7 +28,7 @@ from agenda.models import (
     TimeOff,
     WorkingHours,
 )
-from agenda.selectors import appointments_for_day, appointments_within_time_off
+from agenda.selectors import appointments_within_time_off
 from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
 from core.errors import GaranteError
 from core.models import Company
@@ -166,53 +165,128 @@ class ProfessionalAdmin(CompanyScopedAdmin):
                 self.admin_site.admin_view(self.day_view),
                 name="agenda_professional_day",
             ),
+            path(
+                "agenda/",
+                self.admin_site.admin_view(self.company_day_view),
+                name="agenda_company_day",
+            ),
             *super().get_urls(),
         ]
 
     def day_view(self, request: HttpRequest, professional_id: int) -> HttpResponse:
-        """One professional's day: working hours and appointments, in local time."""
+        """One professional's day (or week, `?view=week`): hours, appointments, free slots."""
         professional = get_object_or_404(self.get_queryset(request), pk=professional_id)
         if not self.has_view_permission(request, professional):
             return HttpResponse(status=403)
         company = professional.company
-        tz = company.tz
-        try:
-            day = date.fromisoformat(request.GET.get("date", ""))
-        except ValueError:
-            day = clock.now().astimezone(tz).date()
-        weekly: dict[int, list] = {}
-        for hours in professional.working_hours.all():
-            weekly.setdefault(hours.weekday, []).append((hours.start_time, hours.end_time))
-        intervals = [
-            # An interval until the end of the day ends at the next day's midnight: 24:00.
-            f"{_local(start, company)[-5:]}-"
-            + ("24:00" if end.astimezone(tz).date() > day else _local(end, company)[-5:])
-            for start, end in working_intervals(weekly, day, tz)
-        ]
-        appointments = [
-            {
-                "reference": a.reference,
-                "url": reverse("admin:agenda_appointment_change", args=[a.pk]),
-                "time": f"{_local(a.starts_at, company)[-5:]}-{_local(a.ends_at, company)[-5:]}",
-                "service": a.service.name,
-                "contact": str(a.contact),
-                "state": a.get_state_display(),
-            }
-            for a in appointments_for_day(professional=professional, day=day)
-        ]
+        day = _day_asked(request, company)
+        week = request.GET.get("view") == "week"
+        days = [day + timedelta(days=n) for n in range(agenda_page.WEEK_DAYS if week else 1)]
+        service = agenda_page.service_for(company, professional, request.GET.get("service", ""))
+        grid = agenda_page.columns(company, [professional], days, service)
+        step = timedelta(days=agenda_page.WEEK_DAYS if week else 1)
+        title = _("%(name)s — %(day)s") % {
+            "name": professional.display_name,
+            "day": describe_instant_day(day, company.tz),
+        }
+        return self._agenda_response(
+            request,
+            company,
+            title=title,
+            day=day,
+            step=step,
+            grid=grid,
+            service=service,
+            services=agenda_page.services_offered(company, professional),
+            professional=professional,
+            week=week,
+            extra={"intervals": grid[0]["intervals"], "appointments": grid[0]["appointments"]},
+        )
+
+    def company_day_view(self, request: HttpRequest) -> HttpResponse:
+        """Every active professional of a company side by side for one day."""
+        if not self.has_view_permission(request):
+            return HttpResponse(status=403)
+        companies = Company.objects.order_by("name")
+        ids = self.allowed_company_ids(request, "view", "change")
+        if ids is not None:
+            companies = companies.filter(pk__in=ids)
+        chosen = request.GET.get("company", "")
+        company = (companies.filter(pk=int(chosen)).first() if chosen.isdigit() else None) or (
+            companies.first()
+        )
+        if company is None:
+            return HttpResponse(status=403)
+        day = _day_asked(request, company)
+        professionals = list(
+            Professional.objects.filter(company=company, active=True).order_by("display_name")
+        )
+        service = agenda_page.service_for(company, None, request.GET.get("service", ""))
+        grid = agenda_page.columns(company, professionals, [day], service) if professionals else []
+        title = _("Agenda of %(company)s — %(day)s") % {
+            "company": company.name,
+            "day": describe_instant_day(day, company.tz),
+        }
+        return self._agenda_response(
+            request,
+            company,
+            title=title,
+            day=day,
+            step=timedelta(days=1),
+            grid=grid,
+            service=service,
+            services=agenda_page.services_offered(company, None),
+            companies=list(companies) if len(companies) > 1 else [],
+        )
+
+    def _agenda_response(
+        self,
+        request: HttpRequest,
+        company: Company,
+        *,
+        title: str,
+        day: date,
+        step: timedelta,
+        grid: list,
+        service: Service | None,
+        services: list,
+        professional: Professional | None = None,
+        week: bool = False,
+        companies: list | None = None,
+        extra: dict | None = None,
+    ) -> HttpResponse:
+        def moved(to: date) -> str:
+            query = request.GET.copy()
+            query["date"] = to.isoformat()
+            return query.urlencode()
+
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "title": _("%(name)s — %(day)s")
-            % {"name": professional.display_name, "day": describe_instant_day(day, tz)},
+            "title": title,
+            "company": company,
             "professional": professional,
             "day": day,
-            "previous_day": (day - timedelta(days=1)).isoformat(),
-            "next_day": (day + timedelta(days=1)).isoformat(),
-            "intervals": intervals,
-            "appointments": appointments,
+            "week": week,
+            "previous_query": moved(day - step),
+            "next_query": moved(day + step),
+            "grid": grid,
+            "service": service,
+            "services": services,
+            "companies": companies or [],
+            "may_book": self.admin_site._registry[Appointment].has_add_permission(request),
+            **(extra or {}),
         }
-        return TemplateResponse(request, "admin/agenda/professional_day.html", context)
+        with timezone.override(company.tz):
+            response = TemplateResponse(request, "admin/agenda/agenda_page.html", context)
+            return response.render()
+
+
+def _day_asked(request: HttpRequest, company: Company) -> date:
+    try:
+        return date.fromisoformat(request.GET.get("date", ""))
+    except ValueError:
+        return clock.now().astimezone(company.tz).date()
 
 
 def describe_instant_day(day: date, tz: ZoneInfo) -> str:
@@ -256,7 +330,11 @@ class AgendaSettingsAdmin(CompanyScopedAdmin):
 
 
 class AppointmentAddForm(forms.ModelForm):
-    """A staff booking: the date and time are read in the company's own timezone."""
+    """A staff booking: the date and time are read in the company's own timezone, and the
+    booking is made here, by the service, so that every refusal (a slot taken a moment ago,
+    in the past, outside the working hours) is an error in this form. Staff, like the service
+    (enforce_customer_rules=False), are not held to the customers' notice and horizon. The admin
+    runs the form inside its transaction: nothing stays booked if the page fails after."""
 
     day = forms.DateField(label=_("date"), widget=admin.widgets.AdminDateWidget)
     at = forms.TimeField(label=_("time (company local)"), widget=admin.widgets.AdminTimeWidget)
@@ -264,6 +342,8 @@ class AppointmentAddForm(forms.ModelForm):
     class Meta:
         model = Appointment
         fields = ["company", "contact", "service", "professional"]
+
+    booked: Appointment | None = None
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -279,14 +359,16 @@ class AppointmentAddForm(forms.ModelForm):
         if starts_at is None:
             return data
         data["starts_at"] = starts_at
+        now = clock.now()
         try:
-            # The service checks again when it books; here it becomes a form error.
-            slot_validate(
+            self.booked = services.appointment_book(
                 company=company,
+                contact=data["contact"],
                 service=data["service"],
                 professional=data["professional"],
-                starts_at=data["starts_at"],
-                now=clock.now(),
+                starts_at=starts_at,
+                created_via=Appointment.Via.STAFF,
+                now=now,
                 enforce_customer_rules=False,
             )
         except GaranteError as error:
@@ -347,6 +429,7 @@ class AppointmentAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         ),
     }
     fsm_forms = {"reschedule": RescheduleForm}
+    autocomplete_fields = ["contact", "service", "professional"]
     list_display = [
         "reference",
         "local_start",
@@ -407,16 +490,7 @@ class AppointmentAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     def save_model(self, request: HttpRequest, obj: Appointment, form: Any, change: bool) -> None:
         if change:
             return  # nothing is edited in place; changes are transitions
-        data = form.cleaned_data
-        appointment = services.appointment_book(
-            company=data["company"],
-            contact=data["contact"],
-            service=data["service"],
-            professional=data["professional"],
-            starts_at=data["starts_at"],
-            created_via=Appointment.Via.STAFF,
-            enforce_customer_rules=False,
-        )
+        appointment = form.booked  # booked by the form's validation (AppointmentAddForm)
         # The admin goes on with `obj` (redirect, log entry): make it the appointment booked.
         obj.pk = appointment.pk
         obj.reference = appointment.reference
