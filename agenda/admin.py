@@ -29,7 +29,12 @@ from agenda.models import (
     WorkingHours,
 )
 from agenda.selectors import appointments_within_time_off
-from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
+from core.admin import (
+    CompanyScopedAdmin,
+    CsvExportAdmin,
+    ServiceTransitionsAdmin,
+    TransitionHistoryInline,
+)
 from core.errors import GaranteError
 from core.models import Company
 
@@ -406,7 +411,20 @@ class RescheduleForm(forms.ModelForm):
 
 
 @admin.register(Appointment)
-class AppointmentAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
+class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    export_fields = [
+        "reference",
+        "starts_at",
+        "ends_at",
+        "state",
+        "service__name",
+        "professional__display_name",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__phone",
+        "contact__email",
+        "created_via",
+    ]
     fsm_services = {
         "cancel": lambda a, user: services.appointment_cancel(
             company=a.company, reference=a.reference, enforce_cutoff=False, by=user
@@ -441,7 +459,14 @@ class AppointmentAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     ]
     list_filter = ["state", "created_via", "professional", "company"]
     list_select_related = ["company", "professional", "service", "contact"]
-    search_fields = ["reference", "contact__first_name", "contact__last_name", "contact__phone"]
+    search_fields = [
+        "reference",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__document_number",
+        "contact__phone",
+        "contact__email",
+    ]
     date_hierarchy = "starts_at"
     ordering = ["-starts_at"]
     inlines = [TransitionHistoryInline]

@@ -15,7 +15,12 @@ from django.db.models import Q
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
+from core.admin import (
+    CompanyScopedAdmin,
+    CsvExportAdmin,
+    ServiceTransitionsAdmin,
+    TransitionHistoryInline,
+)
 from core.errors import GaranteError
 from core.models import Contact
 from core.roles import staff_company_ids
@@ -124,6 +129,8 @@ class ProductAdmin(CompanyScopedAdmin):
 
 
 class ScopedProductInline(admin.TabularInline):
+    autocomplete_fields = ["product"]
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "product":
             kwargs["queryset"] = _company_filter(request, Product.objects.filter(active=True))
@@ -297,7 +304,22 @@ class QuoteLineInline(admin.TabularInline):
 
 
 @admin.register(Quote)
-class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
+class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    export_fields = [
+        "reference",
+        "state",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__email",
+        "currency",
+        "subtotal",
+        "tax_total",
+        "total",
+        "valid_until",
+        "created_at",
+        "sent_at",
+    ]
+    autocomplete_fields = ["contact", "opportunity"]
     fsm_services = {
         "send": lambda q, user: quote_send(quote=q, by=user),
         "accept": lambda q, user: quote_accept(quote=q, by=user),
@@ -316,7 +338,14 @@ class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     ]
     list_filter = ["state", "currency", "company"]
     list_select_related = ["contact", "opportunity"]
-    search_fields = ["reference", "contact__first_name", "contact__last_name", "contact__email"]
+    search_fields = [
+        "reference",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__document_number",
+        "contact__phone",
+        "contact__email",
+    ]
     date_hierarchy = "created_at"
     inlines = [QuoteLineInline, TransitionHistoryInline]
     change_fields = [
@@ -428,7 +457,21 @@ class OpportunityForm(forms.ModelForm):
 
 
 @admin.register(Opportunity)
-class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
+class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    export_fields = [
+        "reference",
+        "title",
+        "state",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__email",
+        "amount",
+        "currency",
+        "owner__username",
+        "created_at",
+        "closed_at",
+    ]
+    autocomplete_fields = ["contact"]
     """The pipeline: filter by stage, move with the buttons, close as won or lost."""
 
     form = OpportunityForm
@@ -451,7 +494,15 @@ class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     ]
     list_filter = ["state", "owner", "company"]
     list_select_related = ["contact", "owner"]
-    search_fields = ["reference", "title", "contact__first_name", "contact__last_name"]
+    search_fields = [
+        "reference",
+        "title",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__document_number",
+        "contact__phone",
+        "contact__email",
+    ]
     date_hierarchy = "created_at"
     inlines = [TransitionHistoryInline]
     readonly_on_change = [

@@ -4,6 +4,7 @@ Django's autodiscovery imports this package: importing the modules below registe
 models' admins. Other apps' admin modules import the shared bases from here.
 """
 
+from core.admin.export import CsvExportAdmin
 from core.admin.identity import (
     ContactAdmin,
     ConversationAdmin,
@@ -24,6 +25,7 @@ __all__ = [
     "CompanyScopedAdmin",
     "ContactAdmin",
     "ConversationAdmin",
+    "CsvExportAdmin",
     "GatewayCredentialAdmin",
     "RecordRulesAdmin",
     "SecurityEventAdmin",

@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from core.admin.export import CsvExportAdmin
 from core.admin.scoping import CompanyScopedAdmin
 from core.admin.transitions import RecordRulesAdmin
 from core.errors import GaranteError
@@ -26,10 +27,18 @@ from core.verification.issue import challenge_issue, challenge_resend, challenge
 
 
 @admin.register(Contact)
-class ContactAdmin(CompanyScopedAdmin):
+class ContactAdmin(CsvExportAdmin, CompanyScopedAdmin):
+    export_fields = ["first_name", "last_name", "document_number", "phone", "email", "created_at"]
     list_display = ["__str__", "company", "document_number", "phone", "email", "created_at"]
     list_filter = ["company"]
-    search_fields = ["first_name", "last_name", "document_number", "phone", "email"]
+    search_fields = [
+        "first_name",
+        "last_name",
+        "document_number",
+        "phone",
+        "email",
+        "integration_reference__reference",
+    ]
 
     def save_model(self, request, obj, form, change):
         from core.normalize import normalize_document, normalize_email, normalize_phone
@@ -203,7 +212,7 @@ class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
         "expires_at",
         "sent_at",
     ]
-    list_filter = ["status", "delivery_status", "channel", "company"]
+    list_filter = ["status", "delivery_status", "channel", "company", "created_at"]
     search_fields = ["conversation__external_id", "contact__first_name", "contact__last_name"]
     list_select_related = ["contact"]
     fields = [
