@@ -216,9 +216,14 @@ class QuoteCreateForm(forms.ModelForm):
             if not line.strip():
                 continue
             sku, _sep, quantity = line.strip().rpartition(" ")
+            unsigned = quantity.removeprefix("-")
             # ASCII only: str.isdigit() also takes "²" or "①", which int() refuses.
-            if not sku or not (quantity.isascii() and quantity.isdigit()):
+            if not sku or not (unsigned.isascii() and unsigned.isdigit()):
                 raise forms.ValidationError(_("Line %(n)d is not 'SKU quantity'.") % {"n": number})
+            if quantity.startswith("-") or int(quantity) == 0:
+                raise forms.ValidationError(
+                    _("Line %(n)d: the quantity must be a whole number above zero.") % {"n": number}
+                )
             items.append(QuoteItem(sku=sku.strip(), quantity=int(quantity)))
         return items
 
