@@ -545,6 +545,14 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         "closed_at",
     ]
 
+    def settled(self, opportunity: Opportunity) -> bool:
+        # A closed opportunity keeps its title and notes editable (its amount and stage do
+        # not change, readonly_on_change); it is never deleted.
+        return False
+
+    def deletable(self, opportunity: Opportunity) -> bool:
+        return opportunity.state not in Opportunity.CLOSED_STATES
+
     @admin.display(description=_("amount"), ordering="amount")
     def amount_shown(self, opportunity: Opportunity) -> str:
         return money.shown(opportunity.amount, opportunity.currency)

@@ -522,8 +522,12 @@ class StockReservation(models.Model):
         CONSUMED = "consumed", _("Consumed")
         RELEASED = "released", _("Released")
 
-    quote = models.ForeignKey(Quote, on_delete=models.CASCADE, related_name="reservations")
-    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="reservations")
+    quote = models.ForeignKey(
+        Quote, on_delete=models.CASCADE, related_name="reservations", verbose_name=_("quote")
+    )
+    product = models.ForeignKey(
+        Product, on_delete=models.PROTECT, related_name="reservations", verbose_name=_("product")
+    )
     quantity = models.PositiveIntegerField(_("quantity"))
     state = models.CharField(
         _("state"), max_length=10, choices=State.choices, default=State.LIVE, editable=False
