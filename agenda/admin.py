@@ -339,8 +339,8 @@ class AgendaSettingsAdmin(CompanyScopedAdmin):
 class AppointmentAddForm(forms.ModelForm):
     """A staff booking: the date and time are read in the company's own timezone, and the
     booking is made here, by the service, so that every refusal (a slot taken a moment ago,
-    in the past, outside the working hours) is an error in this form. Staff, like the service
-    (enforce_customer_rules=False), are not held to the customers' notice and horizon. The admin
+    in the past, outside the working hours or past the horizon) is an error in this form. Staff,
+    like the service (enforce_customer_rules=False), are not held to the minimum notice. The admin
     runs the form inside its transaction: nothing stays booked if the page fails after."""
 
     day = forms.DateField(label=_("date"), widget=admin.widgets.AdminDateWidget)
