@@ -21,6 +21,7 @@ still seen within `GARANTE_PROCESS_CACHE_SECONDS`.
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 # Only values that exist are kept, so a cache is bounded by its source; this cap only guards
 # against a pathological number of them.
@@ -109,6 +112,18 @@ class ProcessCache:
                 return
             for key in [k for k, entry in self._entries.items() if entry[0] == tag]:
                 del self._entries[key]
+
+
+def change_seen_everywhere() -> str:
+    """When every process sees a change staff made (for the admin's messages), worded in the
+    active language: from the next request where changes are broadcast, else within the
+    cache's seconds."""
+    if _broadcast._url():
+        return _("from their next request")
+    seconds = math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)
+    return ngettext("within %(seconds)d second", "within %(seconds)d seconds", seconds) % {
+        "seconds": seconds
+    }
 
 
 def process_caches_forget() -> None:

@@ -1,10 +1,8 @@
 """Staff admin for who is talking: contacts, conversations, step-up, security events, codes."""
 
-import math
 import re
 
 from django import forms
-from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -22,6 +20,7 @@ from core.models import (
     VerificationChallenge,
     default_step_up_actions,
 )
+from core.process_cache import change_seen_everywhere
 from core.step_up import step_up_actions
 from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
 
@@ -168,8 +167,7 @@ class StepUpPolicyAdmin(CompanyScopedAdmin):
         # Servers keep a company's policy a few seconds (core.identity.step_up.step_up_policies).
         self.message_user(
             request,
-            _("Every server applies this change within %(seconds)d seconds.")
-            % {"seconds": math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)},
+            _("Every server applies this change %(when)s.") % {"when": change_seen_everywhere()},
         )
 
 
