@@ -35,6 +35,7 @@ from core.admin import (
     CsvExportAdmin,
     ServiceTransitionsAdmin,
     TransitionHistoryInline,
+    contact_search_fields,
 )
 from core.errors import GaranteError
 from core.models import Company
@@ -512,14 +513,7 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
     ]
     list_filter = ["state", "created_via", "professional", "company"]
     list_select_related = ["company", "professional", "service", "contact"]
-    search_fields = [
-        "reference",
-        "contact__first_name",
-        "contact__last_name",
-        "contact__document_number",
-        "contact__phone",
-        "contact__email",
-    ]
+    search_fields = ["reference", *contact_search_fields("contact__")]
     date_hierarchy = "starts_at"
     ordering = ["-starts_at"]
     inlines = [TransitionHistoryInline, AppointmentMessageInline]

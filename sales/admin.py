@@ -20,6 +20,7 @@ from core.admin import (
     CsvExportAdmin,
     ServiceTransitionsAdmin,
     TransitionHistoryInline,
+    contact_search_fields,
 )
 from core.errors import GaranteError
 from core.models import Contact
@@ -366,14 +367,7 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     ]
     list_filter = ["state", "currency", "company"]
     list_select_related = ["contact", "opportunity"]
-    search_fields = [
-        "reference",
-        "contact__first_name",
-        "contact__last_name",
-        "contact__document_number",
-        "contact__phone",
-        "contact__email",
-    ]
+    search_fields = ["reference", *contact_search_fields("contact__")]
     date_hierarchy = "created_at"
     inlines = [QuoteLineInline, TransitionHistoryInline]
     change_fields = [
@@ -524,15 +518,7 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
     ]
     list_filter = ["state", "owner", "company"]
     list_select_related = ["contact", "owner"]
-    search_fields = [
-        "reference",
-        "title",
-        "contact__first_name",
-        "contact__last_name",
-        "contact__document_number",
-        "contact__phone",
-        "contact__email",
-    ]
+    search_fields = ["reference", "title", *contact_search_fields("contact__")]
     date_hierarchy = "created_at"
     inlines = [TransitionHistoryInline]
     readonly_on_change = [

@@ -14,6 +14,7 @@ from core.admin import (
     CsvExportAdmin,
     ServiceTransitionsAdmin,
     TransitionHistoryInline,
+    contact_search_fields,
 )
 from core.errors import GaranteError
 from core.models import StaffMembership
@@ -158,15 +159,7 @@ class CaseAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     ]
     list_filter = ["state", "priority", AssigneeFilter, "channel", "company"]
     list_select_related = ["contact", "assignee"]
-    search_fields = [
-        "reference",
-        "subject",
-        "contact__first_name",
-        "contact__last_name",
-        "contact__document_number",
-        "contact__email",
-        "contact__phone",
-    ]
+    search_fields = ["reference", "subject", *contact_search_fields("contact__")]
     date_hierarchy = "created_at"
     inlines = [CaseCommentInline, TransitionHistoryInline]
     add_fields = [

@@ -11,6 +11,7 @@ from core.admin.identity import (
     SecurityEventAdmin,
     StepUpPolicyAdmin,
     VerificationChallengeAdmin,
+    contact_search_fields,
 )
 from core.admin.scoping import CompanyScopedAdmin, values_filter
 from core.admin.tenants import CompanyAdmin, GatewayCredentialAdmin, StaffMembershipAdmin
@@ -34,5 +35,6 @@ __all__ = [
     "StepUpPolicyAdmin",
     "TransitionHistoryInline",
     "VerificationChallengeAdmin",
+    "contact_search_fields",
     "values_filter",
 ]

@@ -25,19 +25,21 @@ from core.step_up import step_up_actions
 from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
 
 
+def contact_search_fields(path: str = "") -> list[str]:
+    """What staff find a customer by (name, document, phone, email), from a model that reaches
+    the contact by `path` ("contact__" from an appointment, a quote, a case)."""
+    return [f"{path}{name}" for name in CONTACT_SEARCH]
+
+
+CONTACT_SEARCH = ("first_name", "last_name", "document_number", "phone", "email")
+
+
 @admin.register(Contact)
 class ContactAdmin(CsvExportAdmin, CompanyScopedAdmin):
     export_fields = ["first_name", "last_name", "document_number", "phone", "email", "created_at"]
     list_display = ["__str__", "company", "document_number", "phone", "email", "created_at"]
     list_filter = ["company"]
-    search_fields = [
-        "first_name",
-        "last_name",
-        "document_number",
-        "phone",
-        "email",
-        "integration_reference__reference",
-    ]
+    search_fields = [*contact_search_fields(), "integration_reference__reference"]
 
     def save_model(self, request, obj, form, change):
         from core.normalize import normalize_document, normalize_email, normalize_phone
