@@ -679,10 +679,15 @@ class GatewayMachine(RuleBasedStateMachine):
         self.oracle.conversations.append(conversation)
         return conversation
 
-    @rule(target=conversations, tenant=st.sampled_from(["A", "B"]))
-    def new_conversation(self, tenant: str) -> Conversation:
+    @rule(target=conversations, tenant=st.sampled_from(["A", "B"]), data=st.data())
+    def new_conversation(self, tenant: str, data: Any) -> Conversation:
+        """Another conversation of either company; most start by identifying someone."""
         self.hit("new_conversation")
-        return self._conversation(tenant)
+        conversation = self._conversation(tenant)
+        if data.draw(st.integers(0, 3), label="identified first") > 0:
+            customer = data.draw(st.sampled_from(self.customers[tenant]), label="as")
+            self.send(conversation, "identify_contact", {"document": customer.document})
+        return conversation
 
     @rule(conversation=conversations, data=st.data())
     def identify(self, conversation: Conversation, data: Any) -> None:
@@ -750,6 +755,23 @@ class GatewayMachine(RuleBasedStateMachine):
         self.send(conversation, "find_available_slots", arguments)
 
     # --- rules: writes ---
+
+    @rule(conversation=conversations, data=st.data())
+    def search_then_book(self, conversation: Conversation, data: Any) -> None:
+        """What a well-behaved model does part of the time: search, then book what it saw
+        (by reference or by its date and time), as the conversation's customer."""
+        self.hit("search_then_book")
+        tz = self.world.tenants[conversation.tenant].company.tz
+        start = timezone.now().astimezone(tz).date() + timedelta(days=data.draw(st.integers(0, 6)))
+        arguments = {"service": SERVICE, "from": start.isoformat(), "limit": 5}
+        found = self.send(conversation, "find_available_slots", arguments)
+        if found.is_error or not found.body["items"] or conversation.speaker is None:
+            return
+        item = data.draw(st.sampled_from(found.body["items"]), label="slot")
+        given = item["slot"] if data.draw(st.booleans()) else f"{item['date']} {item['time']}"
+        identifier = data.draw(st.sampled_from(self.spellings(conversation.speaker)))
+        booking = {"identifier": identifier, "service": SERVICE, "slot": given}
+        self.send(conversation, "book_appointment", booking)
 
     @rule(conversation=conversations, data=st.data())
     def agenda_write(self, conversation: Conversation, data: Any) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.properties.machine import RULES_HIT, STEPS
 from tests.properties.runs import InProcessMachine, http_machine, run_seeded
-from tests.properties.transports import TOOL_CALLS, TOOL_SECONDS
+from tests.properties.transports import OUTCOMES, TOOL_CALLS, TOOL_SECONDS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -31,6 +31,7 @@ def seeds() -> list[int]:
 def report() -> None:
     print(f"steps={STEPS['steps']} rules={dict(sorted(RULES_HIT.items()))}")
     print({t: (TOOL_CALLS[t], round(TOOL_SECONDS[t], 1)) for t in sorted(TOOL_CALLS)})
+    print({f"{t} {o}": n for (t, o), n in sorted(OUTCOMES.items())})
 
 
 def test_the_guarantees_hold_in_process(machine_environment):

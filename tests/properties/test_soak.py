@@ -14,7 +14,7 @@ import pytest
 
 from tests.properties.machine import RULES_HIT, STEPS
 from tests.properties.runs import InProcessMachine, run_seeded
-from tests.properties.transports import TOOL_CALLS, TOOL_SECONDS
+from tests.properties.transports import OUTCOMES, TOOL_CALLS, TOOL_SECONDS
 
 MINUTES = os.environ.get("GARANTE_SOAK_MINUTES")
 REPORT = Path(os.environ.get("GARANTE_SOAK_REPORT", "var/soak-report.json"))
@@ -57,6 +57,7 @@ def write_report(started: float, runs: list[int], counterexample: dict | None) -
         "rules": dict(sorted(RULES_HIT.items())),
         "tool_calls": dict(sorted(TOOL_CALLS.items())),
         "tool_seconds": {t: round(s, 1) for t, s in sorted(TOOL_SECONDS.items())},
+        "outcomes": {f"{t} {o}": n for (t, o), n in sorted(OUTCOMES.items())},
         "counterexample": counterexample,
         "seeds": runs,
     }

@@ -24,6 +24,13 @@ LEGACY_VERSION = "2025-11-25"
 # Seconds spent per tool, over the process (the soak's report).
 TOOL_SECONDS: Counter = Counter()
 TOOL_CALLS: Counter = Counter()
+# (tool, "ok" or the error's code) -> answers, over the process: how deep the runs reached.
+OUTCOMES: Counter = Counter()
+
+
+def counted(tool: str, answer: "Answer") -> "Answer":
+    OUTCOMES[(tool, (answer.protocol_error and "protocol") or answer.code or "ok")] += 1
+    return answer
 
 
 @dataclass
@@ -105,7 +112,7 @@ class InProcess:
         finally:
             TOOL_SECONDS[tool] += time.monotonic() - started
             TOOL_CALLS[tool] += 1
-        return _from_jsonrpc(response.status_code, response.content)
+        return counted(tool, _from_jsonrpc(response.status_code, response.content))
 
     def together(self, *calls: Callable[[], Answer]) -> list[Answer]:
         return _in_threads(calls)
@@ -208,7 +215,8 @@ class OverHttp:
     ) -> Answer:
         started = time.monotonic()
         try:
-            return self.portal.call(self._call, tenant, conversation, tool, arguments, key, fault)
+            answer = self.portal.call(self._call, tenant, conversation, tool, arguments, key, fault)
+            return counted(tool, answer)
         finally:
             TOOL_SECONDS[tool] += time.monotonic() - started
             TOOL_CALLS[tool] += 1
