@@ -139,6 +139,7 @@ class GatewayMachine(RuleBasedStateMachine):
         self.transport = self.make_transport(self.world)
         self.oracle = Oracle(self.world)
         self.customers = {t: tenant.customers for t, tenant in self.world.tenants.items()}
+        self._caller_checked = False
 
     def teardown(self) -> None:
         self.transport.close()
@@ -263,6 +264,10 @@ class GatewayMachine(RuleBasedStateMachine):
                         f"{tool}: acted on another customer's {kind}",
                         given,
                     )
+        # A refusal is about the target's state only once the caller is who it says.
+        self._caller_checked = not isinstance(identifier, str) or self.identified_as(
+            conversation, identifier
+        )
         handler = getattr(self, f"expect_{tool}", None)
         if handler is not None:
             handler(conversation, arguments, answer, body)
@@ -271,7 +276,11 @@ class GatewayMachine(RuleBasedStateMachine):
         if entity is None or entity.state not in TERMINAL[entity.kind]:
             return
         check(answer.is_error, f"{tool}: a {entity.kind} in terminal state {entity.state} changed")
-        if answer.error_type == "VALIDATION" and answer.code != "invalid_arguments":
+        if (
+            self._caller_checked
+            and answer.error_type == "VALIDATION"
+            and answer.code != "invalid_arguments"
+        ):
             check("state" in answer.body, f"{tool}: a terminal-state refusal without its state")
 
     def _target(self, conversation: Conversation, kind: str, given: Any) -> Entity | None:
