@@ -35,6 +35,7 @@ from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.references import insert_with_fresh_reference, normalize_reference
 from core.states import state_shown
+from core.sweeps import sweep
 
 _TERMINAL_MESSAGES = {
     Appointment.State.CANCELLED: _("Esa cita ya está cancelada."),
@@ -430,24 +431,30 @@ def appointment_mark_no_show(
 def appointments_mark_no_shows(*, now: datetime | None = None, batch: int = 500) -> int:
     """Mark as no-show the appointments still scheduled past their end plus the grace, for the
     companies that enabled it. One transaction per appointment, so a concurrent staff change
-    simply wins. Returns how many were marked."""
+    simply wins, and one that fails leaves the others marked (core.sweeps). Returns how many
+    were marked."""
     now = now or clock.now()
-    marked = 0
-    for settings in AgendaSettings.objects.filter(auto_no_show=True).select_related("company"):
-        overdue = Appointment.objects.filter(
+    overdue = [
+        (settings.company, reference)
+        for settings in AgendaSettings.objects.filter(auto_no_show=True).select_related("company")
+        for reference in Appointment.objects.filter(
             company=settings.company,
             state=Appointment.State.SCHEDULED,
             ends_at__lte=now - timedelta(minutes=settings.no_show_grace_minutes),
         ).values_list("reference", flat=True)[:batch]
-        for reference in overdue:
-            try:
-                appointment_mark_no_show(
-                    company=settings.company,
-                    reference=reference,
-                    now=now,
-                    description="automatic: still scheduled after its end",
-                )
-            except ValidationFailed:
-                continue  # changed by staff meanwhile
-            marked += 1
-    return marked
+    ]
+
+    def mark(row: tuple[Company, str]) -> bool:
+        company, reference = row
+        try:
+            appointment_mark_no_show(
+                company=company,
+                reference=reference,
+                now=now,
+                description="automatic: still scheduled after its end",
+            )
+        except ValidationFailed:
+            return False  # changed by staff meanwhile
+        return True
+
+    return sweep("agenda.no_shows", overdue, mark).done

@@ -13,7 +13,7 @@ from celery.signals import task_failure, task_retry, task_revoked, task_success,
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-app = Celery("garante")
+app = Celery("garante", task_cls="core.jobs:GaranteTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # The app every thread's `shared_task` resolves to: Celery makes an app current only in the
 # thread that created it, and a web server's other threads would otherwise enqueue through a

@@ -175,6 +175,13 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Every task has both time limits (seconds): at the soft one SoftTimeLimitExceeded is raised in
+# it, so it can stop cleanly (a sweep after its current row, core.sweeps); at the hard one its
+# pool process is killed and replaced, so a task stuck in a call that never returns cannot
+# hold a worker for ever. A prefork pool (bin/garante worker) enforces them; the sweeps and
+# the purges set longer ones of their own.
+CELERY_TASK_SOFT_TIME_LIMIT = float(os.environ.get("GARANTE_TASK_SOFT_TIME_LIMIT_SECONDS", "60"))
+CELERY_TASK_TIME_LIMIT = float(os.environ.get("GARANTE_TASK_TIME_LIMIT_SECONDS", "90"))
 # Publishing must fail fast when the broker is down so the caller can answer SYSTEM: one retry
 # (a pooled connection gone stale in a Redis restart), and each exchange with Redis bounded,
 # for a broker that answers nothing without closing its connection (frozen, a failover, a lost

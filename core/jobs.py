@@ -1,11 +1,35 @@
-"""Reaching a Celery task by its name, for the code that enqueues it.
+"""The base of every Garante task, and reaching a task by its name.
 
 A tasks module imports the services its tasks run; a service that enqueues one of those tasks
 (after a commit, say) names it instead of importing the tasks module back, so neither module
 needs the other to be loaded first.
 """
 
+from typing import Any
+
 from celery import Task, current_app
+from celery.exceptions import Retry
+
+
+class GaranteTask(Task):
+    """The app's task class (config.celery): Celery's own, but for retries in eager mode.
+
+    A worker retries a task (`autoretry_for`, `self.retry`) by queueing it again after its
+    backoff. Run eagerly (the demo, the tests) with exceptions propagating
+    (CELERY_TASK_EAGER_PROPAGATES, so a failure is seen where it happens), Celery lets the
+    Retry escape `apply()` to the caller instead of running the retry, which it does when
+    exceptions do not propagate. This runs it in place, at once, as that path does: the same
+    arguments and one more retry, so an eagerly run task ends as a worker's would (delivered,
+    or out of retries with the task's last error).
+    """
+
+    def apply(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        try:
+            return super().apply(args, kwargs, **options)
+        except Retry as retry:
+            if retry.sig is None:
+                raise
+            return retry.sig.apply(retries=(options.get("retries") or 0) + 1)
 
 
 def task_named(name: str) -> Task:

@@ -92,6 +92,13 @@ CELERY_TASKS = Counter(
     ["task", "outcome"],
 )
 
+SWEEP_ROWS = Counter(
+    "garante_sweep_rows",
+    "Rows handled by the periodic sweeps (core.sweeps), by sweep and outcome: done, or failed "
+    "(logged, and left due for the next run).",
+    ["sweep", "outcome"],
+)
+
 
 def _multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None

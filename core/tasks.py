@@ -4,7 +4,6 @@ ones); telling a customer at their old channel that their contact details change
 core.idempotency.tasks, purging idempotency records."""
 
 import logging
-import random
 
 from celery import shared_task
 from django.conf import settings
@@ -16,10 +15,13 @@ from core.periodic import every
 from core.security import security_event_notices_pending, security_event_staff_notify
 from core.services import contact_change_notice_send
 from core.sms import SmsTransientError
+from core.sweeps import SWEEP_TIME_LIMITS, enqueued, sweep
 from core.verification import (
     DeliveryOutcome,
+    SentUnrecorded,
     challenge_deliver_once,
     challenge_deliveries_settle,
+    challenge_delivery_record_sent,
 )
 
 logger = logging.getLogger("garante.verification")
@@ -31,45 +33,53 @@ SETTLE_TASK_NAME = "core: settle deliveries of expired verification codes"
 SECURITY_NOTICE_SWEEP_EVERY_SECONDS = 15 * 60
 
 
-def retry_countdown(retries: int) -> float:
-    """Exponential backoff with jitter: base, 2 x base, 4 x base, ... (+ up to 20%)."""
-    delay = settings.GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS * (2**retries)
-    return delay * (1 + random.random() / 5)
+class DeliveryToRetry(Exception):
+    """The channel failed in a way a later try may not (a 4yz reply, a provider's 5xx)."""
 
 
-@shared_task(bind=True, name="core.challenge_deliver", ignore_result=True, acks_late=False)
-def challenge_deliver(self, challenge_id: int, sealed_code: str) -> str:
+@shared_task(
+    bind=True,
+    name="core.challenge_deliver",
+    ignore_result=True,
+    acks_late=False,
+    # An outage, or a connection that stopped answering (config.celery bounds the wait), is
+    # retried on a new connection like a transient delivery error. Should the claim have
+    # committed, the retry finds the delivery claimed and sends nothing: a code is never sent
+    # twice.
+    autoretry_for=(DeliveryToRetry, *DATABASE_FAILURES),
+    max_retries=settings.GARANTE_VERIFICATION_DELIVERY_RETRIES,
+    retry_backoff=settings.GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS,
+    retry_jitter=True,
+)
+def challenge_deliver(
+    self, challenge_id: int, sealed_code: str, sent: dict[str, str] | None = None
+) -> str:
     """Send one verification code. The arguments hold the code sealed, never in clear, and the
-    result never holds it either (Celery logs both at some levels)."""
-    max_retries = settings.GARANTE_VERIFICATION_DELIVERY_RETRIES
+    result never holds it either (Celery logs both at some levels). A retry given `sent` only
+    records a message that left while the database was down."""
+    if sent is not None:
+        challenge_delivery_record_sent(challenge_id=challenge_id, **sent)
+        return str(DeliveryOutcome.SENT)
     try:
         outcome = challenge_deliver_once(
             challenge_id=challenge_id,
             sealed_code=sealed_code,
-            last_try=self.request.retries >= max_retries,
+            last_try=self.request.retries >= self.max_retries,
         )
-    except DATABASE_FAILURES as exc:
-        # An outage, or a connection that stopped answering (config.celery bounds the wait).
-        # Retried on a new connection. Should the claim have committed, the retry finds the
-        # delivery claimed and sends nothing: a code is never sent twice.
-        if self.request.is_eager or self.request.retries >= max_retries:
-            raise
-        logger.warning("verification code %s: database unavailable (%s)", challenge_id, exc)
+    except SentUnrecorded as exc:
+        logger.warning("verification code %s: sent, recording it is retried", challenge_id)
         raise self.retry(
-            countdown=retry_countdown(self.request.retries), max_retries=max_retries
+            args=(challenge_id, ""),  # the code is not needed again
+            kwargs={"sent": exc.sent},
+            exc=exc.__cause__,
+            countdown=settings.GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS,
         ) from exc
     if outcome == DeliveryOutcome.RETRY:
-        if self.request.is_eager:
-            # Eager mode (demo, tests) with eager_propagates lets Retry escape apply(), so
-            # retry in place, as Celery's own eager retry would (without the wait).
-            return self.apply(
-                args=(challenge_id, sealed_code), retries=self.request.retries + 1
-            ).result
-        raise self.retry(countdown=retry_countdown(self.request.retries), max_retries=max_retries)
+        raise DeliveryToRetry(challenge_id)
     return str(outcome)
 
 
-@shared_task(name="core.challenge_deliveries_settle", ignore_result=True)
+@shared_task(name="core.challenge_deliveries_settle", ignore_result=True, **SWEEP_TIME_LIMITS)
 def challenge_deliveries_settle_task() -> int:
     """Mark the deliveries of expired codes that no worker will finish (core.verification)."""
     return challenge_deliveries_settle()
@@ -83,13 +93,14 @@ def security_event_notify_staff(event_id: int) -> int:
     return security_event_staff_notify(event_id=event_id)
 
 
-@shared_task
+@shared_task(**SWEEP_TIME_LIMITS)
 def security_event_notices_resend() -> int:
     """Enqueue again the security emails that never went out (the broker was down)."""
-    pending = security_event_notices_pending(now=timezone.now())
-    for event_id in pending:
-        security_event_notify_staff.delay(event_id=event_id)
-    return len(pending)
+    return sweep(
+        "core.security_notices_resend",
+        security_event_notices_pending(now=timezone.now()),
+        lambda event_id: enqueued(security_event_notify_staff, event_id=event_id),
+    ).done
 
 
 @shared_task(

@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from core.periodic import every
+from core.sweeps import SWEEP_TIME_LIMITS, enqueued, sweep
 from core.tasks import DATABASE_FAILURES
 from sales.services.quote_email import quote_email_deliver, quote_emails_pending
 from sales.services.quote_lifecycle import quotes_expire_due
@@ -21,19 +22,20 @@ def quote_email_send(quote_id: int) -> bool:
     return quote_email_deliver(quote_id=quote_id)
 
 
-@shared_task
+@shared_task(**SWEEP_TIME_LIMITS)
 def quotes_expire() -> int:
     """Mark expired every open quote past its validity."""
     return quotes_expire_due()
 
 
-@shared_task
+@shared_task(**SWEEP_TIME_LIMITS)
 def quote_emails_resend() -> int:
     """Enqueue again the emails of sent quotes that never went out (broker down at commit)."""
-    pending = quote_emails_pending()
-    for quote_id in pending:
-        quote_email_send.delay(quote_id)
-    return len(pending)
+    return sweep(
+        "sales.quote_emails_resend",
+        quote_emails_pending(),
+        lambda quote_id: enqueued(quote_email_send, quote_id),
+    ).done
 
 
 every(EXPIRE_EVERY_SECONDS, quotes_expire, key="sales: expire quotes past validity")

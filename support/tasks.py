@@ -5,6 +5,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from core.periodic import every
+from core.sweeps import SWEEP_TIME_LIMITS, enqueued, sweep
 from core.tasks import DATABASE_FAILURES
 from support.selectors import case_ids_due_for_auto_close, case_staff_notices_pending
 from support.services import case_close_if_unanswered, case_staff_notify
@@ -24,24 +25,26 @@ def case_notify_staff(case_id: int, comment_id: int | None = None) -> int:
     return case_staff_notify(case_id=case_id, comment_id=comment_id)
 
 
-@shared_task
+@shared_task(**SWEEP_TIME_LIMITS)
 def case_staff_notices_resend() -> int:
     """Enqueue again the staff emails that never went out (the broker was down at commit)."""
-    pending = case_staff_notices_pending(now=timezone.now())
-    for case_id, comment_id in pending:
-        case_notify_staff.delay(case_id=case_id, comment_id=comment_id)
-    return len(pending)
+    return sweep(
+        "support.staff_notices_resend",
+        case_staff_notices_pending(now=timezone.now()),
+        lambda pending: enqueued(case_notify_staff, case_id=pending[0], comment_id=pending[1]),
+    ).done
 
 
-@shared_task
+@shared_task(**SWEEP_TIME_LIMITS)
 def cases_auto_close() -> int:
     """Close every resolved case whose customer stayed silent for the company's period."""
     now = timezone.now()
     # One transaction per case: a failure on one case must not keep the others open.
-    return sum(
-        case_close_if_unanswered(case_id=case_id, now=now)
-        for case_id in case_ids_due_for_auto_close(now=now)
-    )
+    return sweep(
+        "support.auto_close",
+        case_ids_due_for_auto_close(now=now),
+        lambda case_id: case_close_if_unanswered(case_id=case_id, now=now),
+    ).done
 
 
 every(

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import hypothesis
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -17,6 +18,11 @@ from core.models import Company, Contact
 from core.services import gateway_credential_issue
 from core.sms import LocmemBackend
 from tests import factories
+
+# No deadline per example: a property is about what holds, not how fast (speed is measured by
+# `make bench`), and on a loaded machine a slow example is not a failing one.
+hypothesis.settings.register_profile("garante", deadline=None)
+hypothesis.settings.load_profile("garante")
 
 pytest_plugins = ["tests.servers"]  # gunicorn_server, sqlite_database (see its docstring)
 

@@ -6,6 +6,7 @@ from celery import shared_task
 from celery.schedules import crontab
 
 from core.periodic import every
+from core.sweeps import SWEEP_TIME_LIMITS
 from tooling.trace import tool_calls_trim
 
 logger = logging.getLogger("garante.tools")
@@ -15,7 +16,7 @@ TRIM_TASK_NAME = "tooling.tool_calls_trim"
 TRIM_SCHEDULE = crontab(hour=3, minute=41)
 
 
-@shared_task(name=TRIM_TASK_NAME, ignore_result=True)
+@shared_task(name=TRIM_TASK_NAME, ignore_result=True, **SWEEP_TIME_LIMITS)
 def tool_calls_trim_task() -> dict[str, int]:
     """Delete trace rows older than settings.GARANTE_TRACE_RETENTION_DAYS."""
     deleted = tool_calls_trim()

@@ -20,7 +20,12 @@ PURGE_SCHEDULE = crontab(minute=17)
 PURGE_ANSWER_SECONDS = 15 * 60
 
 
-@shared_task(name=PURGE_TASK_NAME, ignore_result=True)
+@shared_task(
+    name=PURGE_TASK_NAME,
+    ignore_result=True,
+    soft_time_limit=PURGE_ANSWER_SECONDS + 5 * 60,
+    time_limit=PURGE_ANSWER_SECONDS + 6 * 60,
+)
 def idempotency_records_purge_task() -> dict[str, int]:
     """Tombstone responses past their replay window; delete records past their tombstone."""
     with answers_within(PURGE_ANSWER_SECONDS):

@@ -18,16 +18,20 @@ from core.verification.codes import seal_code
 from core.verification.delivery import (
     DELIVERY_SETTLE_GRACE,
     DeliveryOutcome,
+    SentUnrecorded,
     challenge_deliver_once,
     challenge_deliveries_settle,
+    challenge_delivery_record_sent,
 )
 from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
 
 __all__ = [
     "DELIVERY_SETTLE_GRACE",
     "DeliveryOutcome",
+    "SentUnrecorded",
     "challenge_deliver_once",
     "challenge_deliveries_settle",
+    "challenge_delivery_record_sent",
     "challenge_issue",
     "challenge_resend",
     "challenge_revoke",

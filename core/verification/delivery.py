@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.core.mail import EmailMessage
+from django.db import DatabaseError
 from django.db.models import F
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
@@ -77,25 +78,46 @@ def _send_sms(challenge: VerificationChallenge, body: str) -> tuple[str, str]:
     return result.message_id, result.status
 
 
+class SentUnrecorded(Exception):
+    """The message left, but recording it failed (the database stopped answering): the task
+    retries the record alone, never the send."""
+
+    def __init__(self, sent: dict[str, str]) -> None:
+        super().__init__("sent, outcome not recorded")
+        self.sent = sent
+
+
 def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: bool) -> str:
     """Claim the challenge's delivery and hand the message to its channel, once.
 
     The claim is a conditional UPDATE (queued or retrying -> sending), so a duplicated task
     message or a second worker finds nothing to do. A code that expired, was revoked or was
-    superseded before it could leave is not sent.
+    superseded before it could leave is not sent. Everything the message needs is read before
+    the claim, so nothing but the send itself stands between a claim and its outcome: a
+    database failure before the claim leaves the delivery claimable by the retry, and one
+    after the send is retried as a record (`SentUnrecorded`).
     """
-    now = timezone.now()
+    challenge = VerificationChallenge.objects.select_related("company").filter(pk=challenge_id)
+    challenge = challenge.first()
+    if challenge is None:
+        return DeliveryOutcome.SKIPPED
+    subject, body = _message_text(challenge, unseal_code(sealed_code, challenge.nonce))
     claimable = VerificationChallenge.objects.filter(
         pk=challenge_id, delivery_status__in=[Delivery.QUEUED, Delivery.RETRYING]
     )
-    claimed = claimable.filter(status=Status.ACTIVE, expires_at__gt=now).update(
+    claimed = claimable.filter(status=Status.ACTIVE, expires_at__gt=timezone.now()).update(
         delivery_status=Delivery.SENDING, delivery_attempts=F("delivery_attempts") + 1
     )
     if not claimed:
-        claimable.update(delivery_status=Delivery.NOT_SENT, delivery_error="no longer valid")
+        unsent = claimable.update(
+            delivery_status=Delivery.NOT_SENT, delivery_error="no longer valid"
+        )
+        if not unsent:
+            # Claimed already: by a duplicate of this task, or by this task's own earlier try
+            # whose claim committed while its answer was lost. Whether that try sent is not
+            # known here; the settling sweep marks it unknown once the code expired.
+            logger.info("verification code %s: claimed already, not sent again", challenge_id)
         return DeliveryOutcome.SKIPPED
-    challenge = VerificationChallenge.objects.select_related("company").get(pk=challenge_id)
-    subject, body = _message_text(challenge, unseal_code(sealed_code, challenge.nonce))
     try:
         if challenge.channel == Channel.EMAIL:
             message_id, provider_status = _send_email(challenge, subject, body)
@@ -117,16 +139,28 @@ def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: boo
         logger.warning("verification code %s: delivery refused %s", challenge_id, exc)
         CODES_DELIVERY_FAILED.inc()
         return DeliveryOutcome.FAILED
+    sent = {"message_id": message_id[:100], "provider_status": provider_status[:40]}
+    logger.info("verification code %s delivered by %s", challenge_id, challenge.channel)
+    CODES_SENT.inc()
+    try:
+        challenge_delivery_record_sent(challenge_id=challenge_id, **sent)
+    except DatabaseError as exc:
+        raise SentUnrecorded(sent) from exc
+    return DeliveryOutcome.SENT
+
+
+def challenge_delivery_record_sent(
+    *, challenge_id: int, message_id: str, provider_status: str
+) -> None:
+    """Record a code's message as sent (unconditionally: over an `unknown` the settling sweep
+    wrote while the send was still under way)."""
     VerificationChallenge.objects.filter(pk=challenge_id).update(
         delivery_status=Delivery.SENT,
         delivery_error="",
-        provider_message_id=message_id[:100],
-        provider_status=provider_status[:40],
+        provider_message_id=message_id,
+        provider_status=provider_status,
         sent_at=timezone.now(),
     )
-    logger.info("verification code %s delivered by %s", challenge_id, challenge.channel)
-    CODES_SENT.inc()
-    return DeliveryOutcome.SENT
 
 
 # How long after a code expired its delivery is settled: past any retry of its task (a retry

@@ -18,6 +18,7 @@ from core.errors import NotInCompany, ValidationFailed
 from core.jobs import task_named
 from core.models import Company, Contact, Conversation
 from core.references import insert_with_fresh_reference
+from core.sweeps import sweep
 from sales.models import Opportunity, PriceList, Quote, QuoteLine
 from sales.selectors import price_list_current
 from sales.services.catalog import insufficient_stock, stock_reserve
@@ -276,22 +277,23 @@ def quote_expire(*, quote: Quote, by: Any = None, now: datetime | None = None) -
 
 
 def quotes_expire_due(*, now: datetime | None = None, batch: int = 500) -> int:
-    """Expire open quotes past their validity; return how many. Each in its own transaction,
-    skipping quotes another transaction holds (an acceptance checks the instant itself)."""
+    """Expire open quotes past their validity; return how many. Each in its own transaction
+    (core.sweeps: one that fails leaves the others expired)."""
     now = now or timezone.now()
     due = list(
         Quote.objects.lapsed(now).order_by("valid_until").values_list("pk", flat=True)[:batch]
     )
-    expired = 0
-    for pk in due:
-        with transaction.atomic():
-            quote = (
-                Quote.objects.select_for_update(skip_locked=True).lapsed(now).filter(pk=pk).first()
-            )
-            if quote is None:
-                continue
-            quote.expire()
-            quote.resolved_at = now
-            quote.save(update_fields=["state", "resolved_at"])
-            expired += 1
-    return expired
+    return sweep("sales.quotes_expire", due, lambda pk: quote_expire_if_lapsed(pk, now=now)).done
+
+
+@transaction.atomic
+def quote_expire_if_lapsed(pk: int, *, now: datetime) -> bool:
+    """Expire one open quote past its validity, skipping it while another transaction holds it
+    (an acceptance checks the instant itself); whether it expired."""
+    quote = Quote.objects.select_for_update(skip_locked=True).lapsed(now).filter(pk=pk).first()
+    if quote is None:
+        return False
+    quote.expire()
+    quote.resolved_at = now
+    quote.save(update_fields=["state", "resolved_at"])
+    return True

@@ -18,6 +18,7 @@ from agenda.services import (
 from config.celery import app
 from core.services import contact_create
 from tests.factories import MONDAY_8AM, local
+from tests.row_faults import update_refused
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +122,25 @@ def test_the_sweep_is_on_the_beat_schedule():
     entry = app.conf.beat_schedule[tasks.NO_SHOW_TASK_NAME]
     assert entry["task"] == tasks.NO_SHOW_TASK_NAME
     assert entry["schedule"] == tasks.NO_SHOW_EVERY_SECONDS
+
+
+@pytest.mark.postgres
+def test_one_appointment_that_fails_leaves_the_others_marked_and_stays_due(
+    book, auto_no_show, caplog
+):
+    failing = book()
+    other = book(starts_at=TUESDAY_10 + timedelta(hours=1))
+    later = AFTER + timedelta(hours=1)
+
+    with update_refused(failing):
+        assert appointments_mark_no_shows(now=later) == 1
+
+    assert (state_of(failing), state_of(other)) == (
+        Appointment.State.SCHEDULED,
+        Appointment.State.NO_SHOW,
+    )
+    assert f"sweep agenda.no_shows: row (<Company: {failing.company}>, '{failing.reference}')" in (
+        caplog.text
+    )
+    assert appointments_mark_no_shows(now=later) == 1  # the next run marks it
+    assert state_of(failing) == Appointment.State.NO_SHOW

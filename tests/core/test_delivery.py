@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from aiosmtpd.controller import Controller
 from django.conf import settings as django_settings
+from django.db import connection
 from django.utils import timezone
 from werkzeug import Response
 
@@ -21,6 +22,7 @@ from core.identity import conversation_is_verified
 from core.mail import smtp_error_is_transient
 from core.models import VerificationChallenge
 from core.sms import SmsMessage, SmsPermanentError, SmsTransientError, TwilioBackend
+from core.tasks import challenge_deliver
 from core.verification import (
     DELIVERY_SETTLE_GRACE,
     challenge_deliveries_settle,
@@ -175,8 +177,8 @@ def test_a_permanent_refusal_is_not_retried(ana, ana_conv, twilio):
     assert len(twilio.log) == 1
 
 
-def test_retries_are_bounded(ana, ana_conv, twilio, settings):
-    settings.GARANTE_VERIFICATION_DELIVERY_RETRIES = 2
+def test_retries_are_bounded(ana, ana_conv, twilio, monkeypatch):
+    monkeypatch.setattr(challenge_deliver, "max_retries", 2)
     twilio.expect_request(TWILIO_PATH).respond_with_data("down", status=503)
 
     challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
@@ -201,10 +203,12 @@ def test_the_code_arrives_by_smtp_and_verifies(ana, ana_conv, smtp_inbox):
     assert conversation_is_verified(ana_conv)
 
 
-def test_an_smtp_server_that_is_down_ends_in_a_failed_delivery(ana, ana_conv, settings):
+def test_an_smtp_server_that_is_down_ends_in_a_failed_delivery(
+    ana, ana_conv, settings, monkeypatch
+):
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", free_port()
-    settings.GARANTE_VERIFICATION_DELIVERY_RETRIES = 1
+    monkeypatch.setattr(challenge_deliver, "max_retries", 1)
 
     challenge_issue(contact=ana, channel="email", conversation=ana_conv)
 
@@ -547,4 +551,37 @@ def test_a_worker_whose_database_stops_answering_mid_task_delivers_the_code_on_a
         assert challenge.delivery_attempts == 1  # the stopped try never claimed it
         (message,) = inbox.messages
         challenge_verify(conversation=ana_conv, contact=ana, code=code_in(message.get_payload()))
-        assert b"database unavailable" in worker.log.read_bytes()
+        # Celery's autoretry, with its backoff, not a countdown of ours.
+        assert re.search(rb"retry: Retry in \d+s: OperationalError\(", worker.log.read_bytes())
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+def test_a_code_sent_while_its_record_fails_is_recorded_by_the_retry_never_sent_again(
+    ana, ana_conv, smtp_inbox, caplog
+):
+    """The message left; the UPDATE recording it failed (here a trigger refuses it once, as a
+    database that stopped answering would). The task's retry records it, and sends nothing."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE SEQUENCE record_fails; "
+            "CREATE FUNCTION record_fails() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.delivery_status = 'sent' AND nextval('record_fails') = 1 THEN "
+            "RAISE EXCEPTION 'recording refused once'; END IF; RETURN NEW; END $$; "
+            "CREATE TRIGGER record_fails BEFORE UPDATE ON core_verificationchallenge "
+            "FOR EACH ROW EXECUTE FUNCTION record_fails()"
+        )
+    try:
+        issued = challenge_issue(contact=ana, channel="email", conversation=ana_conv)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DROP TRIGGER record_fails ON core_verificationchallenge; "
+                "DROP FUNCTION record_fails(); DROP SEQUENCE record_fails"
+            )
+
+    (message,) = smtp_inbox.messages
+    challenge = VerificationChallenge.objects.get(pk=issued.pk)
+    assert (challenge.delivery_status, challenge.delivery_attempts) == (Delivery.SENT, 1)
+    assert challenge.provider_message_id == message["Message-ID"]
+    assert f"verification code {issued.pk}: sent, recording it is retried" in caplog.text

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from core.jobs import task_named
+from config.celery import app
+from core.jobs import GaranteTask, task_named
 from tests.servers import ROOT
 
 
@@ -43,3 +44,37 @@ def test_a_name_no_task_has_is_an_error_not_a_silent_publish():
     """A mistyped name fails where it is used instead of sending a message no worker runs."""
     with pytest.raises(KeyError):
         task_named("support.tasks.no_such_task")
+
+
+def garante_tasks() -> list:
+    app.loader.import_default_modules()
+    return [task for name, task in sorted(app.tasks.items()) if not name.startswith("celery.")]
+
+
+def test_every_task_has_a_soft_and_a_hard_time_limit():
+    limits = {
+        task.name: (
+            task.soft_time_limit or app.conf.task_soft_time_limit,
+            task.time_limit or app.conf.task_time_limit,
+        )
+        for task in garante_tasks()
+    }
+
+    assert len(limits) >= 12
+    assert {name for name, (soft, hard) in limits.items() if not soft or not hard} == set()
+    assert {name for name, (soft, hard) in limits.items() if soft >= hard} == set()
+    assert limits["core.challenge_deliver"] == (60, 90)
+    assert limits["agenda.appointments_mark_no_shows"] == (300, 360)
+
+
+def test_every_task_is_a_garante_task_and_retries_through_celery():
+    tasks = garante_tasks()
+
+    assert all(isinstance(task, GaranteTask) for task in tasks)
+    retried = {task.name for task in tasks if getattr(task, "autoretry_for", ())}
+    assert {
+        "core.challenge_deliver",
+        "sales.tasks.quote_email_send",
+        "support.tasks.case_notify_staff",
+    } <= retried
+    assert all(app.tasks[name].retry_backoff for name in retried)

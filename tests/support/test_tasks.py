@@ -10,6 +10,7 @@ from django.utils import timezone
 from core.models import StaffMembership
 from support import selectors, services, tasks
 from support.models import Case, CaseComment, SupportSettings
+from tests.row_faults import update_refused
 from tests.servers import at_once, free_port, start_smtp
 
 pytestmark = pytest.mark.django_db
@@ -338,3 +339,19 @@ def test_the_sweep_is_registered_with_beat_from_the_support_app():
     schedule = app.conf.beat_schedule
     assert any(e["task"] == "support.tasks.cases_auto_close" for e in schedule.values())
     assert any(e["task"] == "support.tasks.case_staff_notices_resend" for e in schedule.values())
+
+
+@pytest.mark.postgres
+def test_one_case_that_fails_to_close_leaves_the_others_closed_and_stays_due(make_case):
+    days = SupportSettings.DEFAULT_AUTO_CLOSE_DAYS + 1
+    failing = _resolve_days_ago(make_case(S.IN_PROGRESS), days)
+    other = _resolve_days_ago(make_case(S.IN_PROGRESS), days)
+
+    with update_refused(failing):
+        assert tasks.cases_auto_close() == 1
+
+    states = dict(Case.objects.values_list("pk", "state"))
+    assert (states[failing.pk], states[other.pk]) == (S.RESOLVED, S.CLOSED)
+    assert tasks.cases_auto_close() == 1  # the next run closes it
+    failing.refresh_from_db()
+    assert failing.state == S.CLOSED

@@ -1,0 +1,29 @@
+"""A row PostgreSQL refuses to update: for the tests of sweeps that must go on past one row."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connection, models
+
+
+@contextmanager
+def update_refused(instance: models.Model) -> Iterator[None]:
+    """Every UPDATE of `instance`'s row fails in PostgreSQL (a trigger raising an error), as a
+    constraint, a bug meeting its data or a corrupted value would; the other rows update."""
+    table = connection.ops.quote_name(instance._meta.db_table)
+    name = f"refuse_{instance._meta.db_table}_{instance.pk}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"RAISE EXCEPTION 'row % refused by the test', OLD.id; END $$"
+        )
+        cursor.execute(
+            f"CREATE TRIGGER {name} BEFORE UPDATE ON {table} FOR EACH ROW "
+            f"WHEN (OLD.id = {int(instance.pk)}) EXECUTE FUNCTION {name}()"
+        )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TRIGGER {name} ON {table}")
+            cursor.execute(f"DROP FUNCTION {name}()")
