@@ -55,3 +55,15 @@ def test_the_guarantees_hold_over_http_with_the_sdk(gunicorn_server, tmp_path):
     for at in seeds():
         run_seeded(machine, OVER_HTTP["examples"], OVER_HTTP["steps"], at)
     report()
+
+
+def test_the_machine_plays_every_tool_and_knows_which_write():
+    """A tool added to the registry fails this until the machine plays it."""
+    from tests.properties.machine import READS, WRITES
+    from tooling.registry import registry
+
+    served = {
+        t.name: t.write for t in registry.all() if not t.handler.__module__.startswith("tests.")
+    }
+    assert set(served) == READS | WRITES
+    assert {name for name, write in served.items() if write} == WRITES
