@@ -337,8 +337,9 @@ class GatewayMachine(RuleBasedStateMachine):
             check(answer.is_error, "find_available_slots: a search past the horizon answered")
         if answer.is_error:
             return
+        moving = conversation.resolve("AP", arguments.get("appointment") or "")
         for item in body["items"]:
-            label = self.oracle.slot_item(conversation.tenant, item)
+            label = self.oracle.slot_item(conversation.tenant, item, moving)
             check(
                 item["weekday"].casefold() == spanish_weekday(date.fromisoformat(item["date"])),
                 "a slot's weekday is not its date's",

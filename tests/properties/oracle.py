@@ -289,7 +289,9 @@ class Oracle:
 
     # --- slots: the server's dates --------------------------------------------------------------
 
-    def slot_item(self, tenant: str, item: dict[str, Any]) -> str:
+    def slot_item(self, tenant: str, item: dict[str, Any], moving: list[str]) -> str:
+        """The slot's label, once checked; `moving`: the appointment being moved, whose own
+        time counts as free."""
         tz = self.world.tenants[tenant].company.tz
         label = f"{item['date']} {item['time']}"
         wall = datetime.strptime(label, "%Y-%m-%d %H:%M")
@@ -307,5 +309,10 @@ class Oracle:
             blocked_from__lt=instant + timedelta(minutes=40),  # 30 minutes and 10 of buffer
             blocked_until__gt=instant,
         )
-        check(not busy.exists(), "a busy slot offered", label, item["professional"])
+        check(
+            not busy.exclude(reference__in=moving).exists(),
+            "a busy slot offered",
+            label,
+            item["professional"],
+        )
         return label
