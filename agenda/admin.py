@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
@@ -26,6 +26,7 @@ from agenda.models import (
     END_OF_DAY,
     AgendaSettings,
     Appointment,
+    AppointmentMessage,
     Professional,
     Service,
     TimeOff,
@@ -336,6 +337,7 @@ class AgendaSettingsAdmin(CompanyScopedAdmin):
         "slot_step_minutes",
         "cancellation_cutoff_minutes",
         "auto_no_show",
+        "reminder_hours_before",
     ]
 
 
@@ -407,6 +409,57 @@ class RescheduleForm(forms.ModelForm):
         return data
 
 
+class AppointmentMessageInline(admin.TabularInline):
+    """The messages the customer was sent about this appointment (agenda.messages), each
+    with its delivery state: read-only, oldest first."""
+
+    model = AppointmentMessage
+    extra = 0
+    can_delete = False
+    fields = [
+        "kind",
+        "for_time",
+        "channel",
+        "masked_destination",
+        "status",
+        "due",
+        "sent",
+        "attempts",
+        "error",
+    ]
+    readonly_fields = fields
+    verbose_name = _("message to the customer")
+    verbose_name_plural = _("messages to the customer")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return True  # whoever may see the appointment may see what its customer was sent
+
+    @staticmethod
+    def _when(instant: datetime | None) -> str:
+        # The page renders in the company's time zone (CompanyLocalTimeMixin).
+        if instant is None:
+            return "—"
+        return formats.date_format(timezone.localtime(instant), "SHORT_DATETIME_FORMAT")
+
+    @admin.display(description=_("for the appointment at"))
+    def for_time(self, message: AppointmentMessage) -> str:
+        return self._when(message.starts_at)
+
+    @admin.display(description=_("due"))
+    def due(self, message: AppointmentMessage) -> str:
+        return self._when(message.due_at)
+
+    @admin.display(description=_("sent"))
+    def sent(self, message: AppointmentMessage) -> str:
+        return self._when(message.sent_at)
+
+
 @admin.register(Appointment)
 class AppointmentAdmin(CompanyLocalTimeMixin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     fsm_services = {
@@ -445,7 +498,7 @@ class AppointmentAdmin(CompanyLocalTimeMixin, ServiceTransitionsAdmin, CompanySc
     search_fields = ["reference", "contact__first_name", "contact__last_name", "contact__phone"]
     date_hierarchy = "starts_at"
     ordering = ["-starts_at"]
-    inlines = [TransitionHistoryInline]
+    inlines = [TransitionHistoryInline, AppointmentMessageInline]
     readonly_fields = [
         "reference",
         "company",

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import DateTimeRangeField, RangeBoundary, RangeOperators
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, router, transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -21,6 +22,8 @@ MAX_BUFFER_MINUTES = 240
 # Longer than any appointment's blocked range can be (checked by Service's constraints), so
 # "blocked_from >= window start - MAX_BLOCKED_SPAN" bounds the index scan from below.
 MAX_BLOCKED_SPAN = timedelta(minutes=MAX_DURATION_MINUTES + 2 * MAX_BUFFER_MINUTES)
+# How far ahead of an appointment its reminder may be set (AgendaSettings.reminder_hours_before).
+MAX_REMINDER_HOURS = 720
 
 
 class Service(models.Model):
@@ -238,6 +241,23 @@ class AgendaSettings(models.Model):
         help_text=_("Appointments still scheduled after their end plus the grace become no-show."),
     )
     no_show_grace_minutes = models.PositiveIntegerField(_("no-show grace (minutes)"), default=60)
+    reminder_hours_before = models.IntegerField(
+        _("reminder (hours before)"),
+        default=24,
+        validators=[
+            MinValueValidator(
+                1, message=_("The reminder must be at least one hour before the appointment.")
+            ),
+            MaxValueValidator(
+                MAX_REMINDER_HOURS,
+                message=_("The reminder must be at most 720 hours (30 days) before."),
+            ),
+        ],
+        help_text=_(
+            "Customers get a reminder this many hours before their appointment (1 to 720). "
+            "An appointment booked later than that gets only its confirmation."
+        ),
+    )
 
     class Meta:
         verbose_name = _("agenda settings")
@@ -252,6 +272,17 @@ class AgendaSettings(models.Model):
                 condition=Q(booking_horizon_days__gte=1, booking_horizon_days__lte=730),
                 name="agenda_horizon_range",
                 violation_error_message=_("The horizon must be between 1 and 730 days."),
+            ),
+            # Zero or less would remind at or after the start: refused here too, for any
+            # write that skips the form's validators.
+            models.CheckConstraint(
+                condition=Q(reminder_hours_before__gte=1)
+                & Q(reminder_hours_before__lte=MAX_REMINDER_HOURS),
+                name="agenda_reminder_hours_range",
+                violation_error_code="reminder_hours_range",
+                violation_error_message=_(
+                    "The reminder must be between 1 and 720 hours before the appointment."
+                ),
             ),
         ]
 
@@ -451,3 +482,87 @@ class Appointment(FSMModelMixin, models.Model):
         self.ends_at = ends_at
         self.blocked_from = blocked_from
         self.blocked_until = blocked_until
+
+
+class AppointmentMessage(models.Model):
+    """One message to the customer about an appointment: the confirmation of a booking, a
+    move or a cancellation, or the reminder before it (agenda.messages).
+
+    Written by agenda.services in the transaction of the change it tells of, and sent by a
+    Celery task after that commit. `status` is the message's life: a reminder waits
+    `scheduled` until it is due; then `queued` -> `sending` -> `sent`, or `retrying` in
+    between, or `failed`; `not_sent` when it no longer applies (the appointment cancelled or
+    moved, the customer opted out of its channel) and `unknown` when its worker stopped while
+    sending. A worker claims `queued`/`retrying` with a conditional UPDATE, so no message is
+    handed to the provider twice, whatever the number of workers or copies of its task.
+    """
+
+    class Kind(models.TextChoices):
+        BOOKED = "booked", _("Booking confirmation")
+        MOVED = "moved", _("Change confirmation")
+        CANCELLED = "cancelled", _("Cancellation confirmation")
+        REMINDER = "reminder", _("Reminder")
+
+    class Channel(models.TextChoices):
+        SMS = "sms", _("SMS")
+        EMAIL = "email", _("Email")
+
+    class Status(models.TextChoices):
+        SCHEDULED = "scheduled", _("Scheduled")
+        QUEUED = "queued", _("Queued")
+        SENDING = "sending", _("Sending")
+        RETRYING = "retrying", _("Retrying")
+        SENT = "sent", _("Sent")
+        FAILED = "failed", _("Failed")
+        NOT_SENT = "not_sent", _("Not sent")
+        UNKNOWN = "unknown", _("Unknown (stopped while sending)")
+
+    # Still to be sent or being sent: what the sweep reads.
+    OPEN_STATUSES = ("scheduled", "queued", "retrying", "sending")
+
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="appointment_messages"
+    )
+    appointment = models.ForeignKey(Appointment, on_delete=models.CASCADE, related_name="messages")
+    kind = models.CharField(_("message"), max_length=16, choices=Kind.choices)
+    channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices, blank=True)
+    # The start the message tells of: a reminder or a confirmation is for this time only.
+    starts_at = models.DateTimeField(_("for the appointment at"))
+    due_at = models.DateTimeField(_("due"))
+    status = models.CharField(
+        _("status"), max_length=16, choices=Status.choices, default=Status.QUEUED
+    )
+    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
+    error = models.CharField(_("why not sent / error"), max_length=300, blank=True)
+    masked_destination = models.CharField(_("sent to"), max_length=254, blank=True)
+    provider_message_id = models.CharField(_("provider message id"), max_length=100, blank=True)
+    provider_status = models.CharField(_("provider status"), max_length=40, blank=True)
+    queued_at = models.DateTimeField(_("queued"), null=True, blank=True)
+    claimed_at = models.DateTimeField(_("sending since"), null=True, blank=True)
+    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("appointment message")
+        verbose_name_plural = _("appointment messages")
+        ordering = ["created_at", "pk"]
+        indexes = [
+            # The sweep's: the messages still open, few whatever the table's size.
+            models.Index(
+                fields=["due_at"],
+                name="appt_message_open",
+                condition=Q(status__in=["scheduled", "queued", "retrying", "sending"]),
+            ),
+        ]
+        constraints = [
+            # One reminder waiting per appointment: a move drops the old one first (one being
+            # sent at that instant is left to finish).
+            models.UniqueConstraint(
+                fields=["appointment"],
+                condition=Q(kind="reminder", status__in=["scheduled", "queued", "retrying"]),
+                name="one_open_reminder_per_appointment",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} · {self.get_status_display()}"

@@ -1,7 +1,9 @@
 """Writes of the agenda: professionals and schedules, and every appointment transition.
 
 Each appointment write runs in a transaction, locks the row it changes, re-checks ownership,
-state and availability at that instant, and only then calls the model's FSM transition.
+state and availability at that instant, and only then calls the model's FSM transition. A
+booking, a move and a cancellation also write, in that transaction, the messages they owe the
+customer (agenda.messages: a confirmation, a reminder), sent by Celery once it commits.
 """
 
 from collections.abc import Callable, Iterable
@@ -19,11 +21,13 @@ from agenda.availability.busy import blocked_range
 from agenda.availability.check import slot_taken_error, slot_validate
 from agenda.availability.local_time import describe_instant
 from agenda.availability.slots import Move
+from agenda.messages import appointment_messages_after
 from agenda.models import (
     CUSTOMER_STATE_LABELS,
     MAX_DURATION_MINUTES,
     AgendaSettings,
     Appointment,
+    AppointmentMessage,
     Professional,
     Service,
     TimeOff,
@@ -99,11 +103,11 @@ def _violated_constraint(error: IntegrityError) -> str | None:
 
 def _locked(company: Company, reference: str, *, with_cutoff: bool = False) -> Appointment:
     """The company's appointment with this reference, row-locked until the transaction ends,
-    read with its service and professional (only the appointment's row is locked) and, with
+    read with its service, professional and contact (only the appointment's row is locked) and, with
     `with_cutoff`, the company's cancellation cut-off (as `cutoff_minutes`)."""
     appointments = (
         Appointment.objects.select_for_update(of=("self",))
-        .select_related("service", "professional")
+        .select_related("service", "professional", "contact")
         .filter(company=company, reference=normalize_reference(reference))
     )
     if with_cutoff:
@@ -274,7 +278,7 @@ def appointment_book(
     )
 
     with transaction.atomic():
-        slot_validate(
+        agenda_settings = slot_validate(
             company=company,
             service=service,
             professional=professional,
@@ -300,6 +304,12 @@ def appointment_book(
             conversation=conversation,
         )
         _insert(appointment, company=company, now=now)
+        appointment_messages_after(
+            appointment,
+            AppointmentMessage.Kind.BOOKED,
+            now=now,
+            reminder_hours=agenda_settings.reminder_hours_before,
+        )
         return appointment
 
 
@@ -329,7 +339,7 @@ def appointment_reschedule(
         moved_to = professional or appointment.professional
         move = Move.of(appointment)  # as it stands, before the transition changes its times
         service = appointment.service
-        slot_validate(
+        agenda_settings = slot_validate(
             company=company,
             service=service,
             professional=moved_to,
@@ -361,6 +371,12 @@ def appointment_reschedule(
             appointment.save()
 
         _write_times(write, appointment, company=company, now=now, move=move)
+        appointment_messages_after(
+            appointment,
+            AppointmentMessage.Kind.MOVED,
+            now=now,
+            reminder_hours=agenda_settings.reminder_hours_before,
+        )
         return appointment
 
 
@@ -385,6 +401,7 @@ def appointment_cancel(
             _check_cutoff(appointment, now, "cancel")
         appointment.cancel(by=by)
         appointment.save()
+        appointment_messages_after(appointment, AppointmentMessage.Kind.CANCELLED, now=now)
         return appointment
 
 

@@ -224,6 +224,9 @@ GARANTE_VERIFICATION_SENDS_PER_CONTACT = (5, timedelta(hours=1))
 GARANTE_VERIFICATION_LOCKS_PER_CONTACT = (3, timedelta(hours=24))
 GARANTE_VERIFICATION_QUEUE = os.environ.get("GARANTE_VERIFICATION_QUEUE") or None
 GARANTE_VERIFICATION_DELIVERY_RETRIES = 5
+# Appointment confirmations and reminders (agenda.messages): the queue their send task is
+# published to (Celery's default one unless set).
+GARANTE_AGENDA_MESSAGES_QUEUE = os.environ.get("GARANTE_AGENDA_MESSAGES_QUEUE") or None
 GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS = float(
     os.environ.get("GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS", "2")
 )

@@ -149,6 +149,10 @@ RULE_CODES = frozenset(
         "no_price_list",
         "insufficient_stock",
         "stock_below_reserved",
+        # a delivery note against the order it delivers (sales.services.quote_deliver)
+        "delivery_exceeds_reserved",
+        "delivery_incomplete",
+        "product_not_in_order",
         "amount_too_large",
         # who is who
         "contact_exists",

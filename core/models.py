@@ -133,6 +133,20 @@ class Contact(models.Model):
     document_number = models.CharField(_("document number"), max_length=32, blank=True)
     phone = models.CharField(_("phone (E.164)"), max_length=20, blank=True)
     email = models.EmailField(_("email"), blank=True)
+    # Appointment confirmations and reminders only: verification codes and notices about the
+    # contact's own details still go to the channel they were asked for.
+    sms_opt_out = models.BooleanField(
+        _("no appointment messages by SMS"),
+        default=False,
+        help_text=_("The customer asked not to get appointment confirmations or reminders by SMS."),
+    )
+    email_opt_out = models.BooleanField(
+        _("no appointment messages by email"),
+        default=False,
+        help_text=_(
+            "The customer asked not to get appointment confirmations or reminders by email."
+        ),
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:

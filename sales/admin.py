@@ -21,9 +21,11 @@ from core.models import Contact
 from core.roles import staff_company_ids
 from sales import money
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, QuoteLine
-from sales.services.catalog import price_list_save, product_stock_set
+from sales.services.catalog import price_list_save, product_stock_set, product_tracking_set
 from sales.services.opportunities import (
+    CLOSED_READ_ONLY,
     opportunity_create,
+    opportunity_details_set,
     opportunity_lose,
     opportunity_negotiate,
     opportunity_propose,
@@ -32,7 +34,9 @@ from sales.services.opportunities import (
 )
 from sales.services.quote_lifecycle import (
     quote_accept,
+    quote_cancel,
     quote_create,
+    quote_deliver,
     quote_expire,
     quote_reject,
     quote_send,
@@ -83,6 +87,19 @@ class ProductForm(forms.ModelForm):
             )
         return counted
 
+    def clean_track_stock(self) -> bool:
+        # The service re-checks under a row lock (product_tracking_set says why it refuses).
+        track = self.cleaned_data["track_stock"]
+        if self.instance.pk and not track and self.instance.quantity_reserved:
+            raise forms.ValidationError(
+                _(
+                    "%(n)d units are reserved by accepted orders; deliver or cancel them "
+                    "before turning stock tracking off."
+                )
+                % {"n": self.instance.quantity_reserved}
+            )
+        return track
+
 
 @admin.register(Product)
 class ProductAdmin(CompanyScopedAdmin):
@@ -113,14 +130,18 @@ class ProductAdmin(CompanyScopedAdmin):
             super().save_model(request, obj, form, change)
             return
         # Save only what the form changed: a full save would write back a stale reservation.
-        plain = [f for f in form.changed_data if f != "quantity_on_hand"]
+        # Stock and its tracking go through their services, which check the reservations.
+        services = {"quantity_on_hand", "track_stock"}
+        plain = [f for f in form.changed_data if f not in services]
         if plain:
             obj.save(update_fields=plain)
-        if "quantity_on_hand" in form.changed_data:
-            try:
+        try:
+            if "track_stock" in form.changed_data:
+                product_tracking_set(product=obj, track_stock=obj.track_stock)
+            if "quantity_on_hand" in form.changed_data:
                 product_stock_set(product=obj, quantity_on_hand=obj.quantity_on_hand)
-            except GaranteError as error:
-                messages.error(request, str(error.user_message))
+        except GaranteError as error:
+            messages.error(request, str(error.user_message))
 
 
 class ScopedProductInline(admin.TabularInline):
@@ -278,6 +299,8 @@ class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         "accept": lambda q, user: quote_accept(quote=q, by=user),
         "reject": lambda q, user, reason="": quote_reject(quote=q, reason=reason, by=user),
         "expire": lambda q, user: quote_expire(quote=q, by=user),
+        "deliver": lambda q, user: quote_deliver(quote=q, by=user),
+        "cancel": lambda q, user: quote_cancel(quote=q, by=user),
     }
     fsm_forms = {"reject": RejectQuoteForm}
     list_display = [
@@ -311,6 +334,8 @@ class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         "created_at",
         "sent_at",
         "resolved_at",
+        "delivered_at",
+        "cancelled_at",
         "emailed_at",
         "email_error",
     ]
@@ -436,7 +461,10 @@ class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Opportunity | None = None) -> Any:
         readonly = super().get_readonly_fields(request, obj)
-        return (*readonly, *self.readonly_on_change) if obj is not None else readonly
+        if obj is None:
+            return readonly
+        closed = CLOSED_READ_ONLY if obj.is_closed else ()  # what it closed at
+        return (*readonly, *self.readonly_on_change, *closed)
 
     def get_form(self, request: HttpRequest, obj: Opportunity | None = None, **kwargs: Any):
         form = super().get_form(request, obj, **kwargs)
@@ -459,9 +487,15 @@ class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     def save_model(self, request: HttpRequest, obj: Opportunity, form: Any, change: bool) -> None:
         data = form.cleaned_data
         if change:
-            # Only what the form changed: a full save would write back a stale stage.
-            if form.changed_data:
-                obj.save(update_fields=form.changed_data)
+            # Only what the form changed: a full save would write back a stale stage. The
+            # service refuses an amount changed after the opportunity closed (in another tab).
+            try:
+                opportunity_details_set(
+                    opportunity=obj,
+                    changes={field: getattr(obj, field) for field in form.changed_data},
+                )
+            except GaranteError as error:
+                messages.error(request, str(error.user_message))
             return
         opportunity = opportunity_create(
             company=data["company"],

@@ -35,8 +35,10 @@ def _money_field(verbose_name: str, **kwargs) -> models.DecimalField:
 class Product(models.Model):
     """Something a company sells. Stock is tracked only when `track_stock` is set.
 
-    Available stock is `quantity_on_hand - quantity_reserved`; accepted quotes reserve it.
-    A database constraint keeps the reservation within what is on hand.
+    Available stock is `quantity_on_hand - quantity_reserved`, where `quantity_reserved` is the
+    sum of the product's live StockReservations (accepted quotes not yet delivered or
+    cancelled), kept in the same transaction under the product's row lock. A database
+    constraint keeps the reservation within what is on hand, so availability is never negative.
     """
 
     company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="products")
@@ -55,7 +57,9 @@ class Product(models.Model):
     track_stock = models.BooleanField(_("stock tracked"), default=True)
     quantity_on_hand = models.PositiveIntegerField(_("quantity on hand"), default=0)
     quantity_reserved = models.PositiveIntegerField(
-        _("quantity reserved"), default=0, help_text=_("Reserved by accepted quotes.")
+        _("quantity reserved"),
+        default=0,
+        help_text=_("Reserved by accepted quotes not yet delivered or cancelled."),
     )
 
     class Meta:
@@ -298,8 +302,14 @@ class Quote(FSMModelMixin, models.Model):
         ACCEPTED = "accepted", _("Accepted")
         REJECTED = "rejected", _("Rejected")
         EXPIRED = "expired", _("Expired")
+        SUPERSEDED = "superseded", _("Superseded")
+        DELIVERED = "delivered", _("Delivered")
+        CANCELLED = "cancelled", _("Cancelled")
 
     OPEN_STATES = (State.DRAFT, State.SENT)
+    # An accepted quote is an order: its stock stays reserved until it is delivered (consumed)
+    # or cancelled (released). No other state holds a reservation.
+    RESERVING_STATES = (State.ACCEPTED,)
 
     company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="quotes")
     reference = models.CharField(_("reference"), max_length=16, unique=True, editable=False)
@@ -326,6 +336,9 @@ class Quote(FSMModelMixin, models.Model):
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     sent_at = models.DateTimeField(_("sent"), null=True, blank=True, editable=False)
     resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True, editable=False)
+    # When the order (an accepted quote) was delivered or cancelled.
+    delivered_at = models.DateTimeField(_("delivered"), null=True, blank=True, editable=False)
+    cancelled_at = models.DateTimeField(_("cancelled"), null=True, blank=True, editable=False)
     emailed_at = models.DateTimeField(_("emailed"), null=True, blank=True, editable=False)
     # Why the mail server refused the email for good (550 no such mailbox): it is not sent
     # again, and staff see why the customer has no email.
@@ -383,6 +396,44 @@ class Quote(FSMModelMixin, models.Model):
     def expire(self, by=None) -> None:
         pass
 
+    @fsm_log_by
+    @transition(
+        field=state,
+        source=OPEN_STATES,
+        target=State.SUPERSEDED,
+        # Applied by winning the opportunity (quotes_supersede), never by a button of its own.
+        custom={"label": _("Supersede"), "system_only": True},
+    )
+    def supersede(self, by=None) -> None:
+        """Another quote of the same opportunity was accepted (or staff won it): this one is
+        settled, never acceptable again."""
+
+    @fsm_log_by
+    @transition(
+        field=state,
+        source=State.ACCEPTED,
+        target=State.DELIVERED,
+        custom={
+            "label": _("Mark delivered"),
+            "help_text": _("The order was handed over: its reserved stock leaves the shelf."),
+        },
+    )
+    def deliver(self, by=None) -> None:
+        pass
+
+    @fsm_log_by
+    @transition(
+        field=state,
+        source=State.ACCEPTED,
+        target=State.CANCELLED,
+        custom={
+            "label": _("Cancel order"),
+            "help_text": _("The order will not be delivered: its reserved stock is released."),
+        },
+    )
+    def cancel(self, by=None) -> None:
+        pass
+
 
 # How a state reads to the customer (Spanish source text, translated per company); the admin
 # keeps the choice labels above.
@@ -392,6 +443,9 @@ QUOTE_STATE_LABELS: dict[str, Promise] = {
     Quote.State.ACCEPTED: _("aceptada"),
     Quote.State.REJECTED: _("rechazada"),
     Quote.State.EXPIRED: _("vencida"),
+    Quote.State.SUPERSEDED: _("sin efecto"),
+    Quote.State.DELIVERED: _("entregada"),
+    Quote.State.CANCELLED: _("cancelada"),
 }
 
 
@@ -421,3 +475,43 @@ class QuoteLine(models.Model):
 
     def __str__(self) -> str:
         return f"{self.quantity} x {self.sku}"
+
+
+class StockReservation(models.Model):
+    """What one accepted quote holds of one tracked product, from acceptance until the order
+    is delivered (consumed: it leaves the shelf) or cancelled (released: available again).
+
+    Only sales.services.catalog writes these, always with the product's `quantity_reserved`
+    in the same transaction under the product's row lock: the live ones add up to it.
+    """
+
+    class State(models.TextChoices):
+        LIVE = "live", _("Live")
+        CONSUMED = "consumed", _("Consumed")
+        RELEASED = "released", _("Released")
+
+    quote = models.ForeignKey(Quote, on_delete=models.CASCADE, related_name="reservations")
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="reservations")
+    quantity = models.PositiveIntegerField(_("quantity"))
+    state = models.CharField(
+        _("state"), max_length=10, choices=State.choices, default=State.LIVE, editable=False
+    )
+    created_at = models.DateTimeField(_("reserved"), auto_now_add=True)
+    settled_at = models.DateTimeField(_("settled"), null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = _("stock reservation")
+        verbose_name_plural = _("stock reservations")
+        ordering = ["quote", "product"]
+        constraints = [
+            models.UniqueConstraint(fields=["quote", "product"], name="unique_quote_reservation"),
+            models.CheckConstraint(condition=Q(quantity__gte=1), name="reservation_quantity"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["product"], condition=Q(state="live"), name="live_reservation_product"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.quantity} x {self.product_id} ({self.state})"

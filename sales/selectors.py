@@ -75,18 +75,30 @@ def quote_list(
     return quotes.order_by("-created_at", "-pk")
 
 
-def quote_get(*, company: Company, reference: str, for_update: bool = False) -> Quote:
+def quote_get(
+    *, company: Company, reference: str, for_update: bool = False, with_opportunity: bool = False
+) -> Quote:
     """The company's quote with this public reference, with its lines, if it was sent;
     NotFound otherwise. A quote never sent is staff work (even once expired), not found here.
 
     With `for_update` the quote's row is locked until the transaction ends, and its lines are
-    not read (a transition needs the quote alone)."""
+    not read (a transition needs the quote alone); `with_opportunity` locks its opportunity
+    before it, for acceptance (the lock order of sales.services.quote_guards.quote_lock)."""
     quotes = _sent(Quote.objects.filter(company=company, reference=normalize_reference(reference)))
+    opportunity = None
+    if for_update and with_opportunity:
+        opportunity = (
+            Opportunity.objects.select_for_update()
+            .filter(pk__in=quotes.values("opportunity_id"))
+            .first()
+        )
     quotes = quotes.select_for_update() if for_update else quotes.prefetch_related("lines")
     quote = quotes.first()
     if quote is None:
         raise NotFound(_("No encontré esa cotización."), code="quote_not_found")
     quote.company = company  # the caller's, already in memory
+    if opportunity is not None and quote.opportunity_id == opportunity.pk:
+        quote.opportunity = opportunity  # locked above: the transition reads it no more
     return quote
 
 

@@ -105,12 +105,16 @@ class QuoteSummaryOut(StateOut):
 
 
 class QuoteLineOut(ToolOutput):
+    """A line's amounts, named as the integration API's quote lines name them."""
+
     sku: str
     name: str
     quantity: int
-    unit_price: str = Field(description="Unit price before tax.")
-    tax_rate: str = Field(description="Tax rate as a fraction (0.21).")
-    subtotal: str = Field(description="Quantity times unit price, before tax.")
+    unit_price_excl_tax: str = Field(description="Unit price, tax excluded.")
+    tax_rate: str = Field(description="Tax rate in percent (21.00).")
+    subtotal_excl_tax: str = Field(description="Quantity times unit price, tax excluded.")
+    tax: str = Field(description="The line's tax.")
+    total_incl_tax: str = Field(description="The line's amount, tax included.")
 
 
 class QuoteDetailOut(QuoteSummaryOut):
@@ -174,10 +178,13 @@ def _quote_detail(quote: Quote, now: datetime, **extra: object) -> dict:
                 "sku": line.sku,
                 "name": line.name,
                 "quantity": line.quantity,
-                "unit_price": money.to_wire(line.unit_price, currency),
+                "unit_price_excl_tax": money.to_wire(line.unit_price, currency),
                 "tax_rate": str(line.tax_rate),
-                # Before tax, as the email shows it: the lines add up to `subtotal`.
-                "subtotal": money.to_wire(line.subtotal, currency),
+                # Tax excluded, as the email shows it: the lines add up to `subtotal`; their
+                # amounts tax included add up to `total`.
+                "subtotal_excl_tax": money.to_wire(line.subtotal, currency),
+                "tax": money.to_wire(line.tax, currency),
+                "total_incl_tax": money.to_wire(line.total, currency),
             }
             for line in quote.lines.all()
         ],
@@ -196,7 +203,7 @@ def _ledger_entry(quote: Quote) -> LedgerEntry:
     return LedgerEntry(reference=quote.reference, label=created)
 
 
-def _quote_seen(ctx: ToolContext, given: str) -> Quote:
+def _quote_seen(ctx: ToolContext, given: str, *, with_opportunity: bool = False) -> Quote:
     """The quote `given` designates among those this conversation saw, owned by the
     identified customer, row-locked until the call's transaction ends (the transition reads
     it no more).
@@ -209,7 +216,12 @@ def _quote_seen(ctx: ToolContext, given: str) -> Quote:
         given,
         owner=lambda reference: quote_owner_id(company=ctx.company, reference=reference),
     )
-    quote = quote_get(company=ctx.company, reference=entry.reference, for_update=True)
+    quote = quote_get(
+        company=ctx.company,
+        reference=entry.reference,
+        for_update=True,
+        with_opportunity=with_opportunity,
+    )
     check_owner(contact=ctx.contact, owner_id=quote.contact_id)
     return quote
 
@@ -301,7 +313,15 @@ def create_quote(ctx: ToolContext, params: CreateQuoteIn) -> dict:
 # Drafts are staff work in progress, never listed to the customer: not a filter value.
 QuoteStateFilter = state_filter(
     QUOTE_STATE_LABELS,
-    [Quote.State.SENT, Quote.State.ACCEPTED, Quote.State.REJECTED, Quote.State.EXPIRED],
+    [
+        Quote.State.SENT,
+        Quote.State.ACCEPTED,
+        Quote.State.REJECTED,
+        Quote.State.EXPIRED,
+        Quote.State.SUPERSEDED,
+        Quote.State.DELIVERED,
+        Quote.State.CANCELLED,
+    ],
 )
 
 
@@ -345,8 +365,8 @@ class GetQuoteIn(ToolInput):
     name="get_quote",
     title="Show one of the customer's quotes",
     description=(
-        "Shows a quote of the identified customer: lines (each subtotal before tax), taxes, "
-        "total and validity."
+        "Shows a quote of the identified customer: lines (amounts tax excluded and tax "
+        "included), taxes, total and validity."
     ),
     input=GetQuoteIn,
     output=QuoteDetailOut,
@@ -391,7 +411,8 @@ class AcceptQuoteIn(ToolInput):
 )
 def accept_quote(ctx: ToolContext, params: AcceptQuoteIn) -> dict:
     quote = quote_accept(
-        quote=_quote_seen(ctx, params.quote),
+        # Its opportunity locked first: acceptance wins it and settles its other quotes.
+        quote=_quote_seen(ctx, params.quote, with_opportunity=True),
         expected_total=params.expected_total,
         # The step-up comes after the quote's state, validity and total checks (a quote that
         # cannot be accepted anyway says why without asking for a code first), so the tool

@@ -248,11 +248,12 @@ def slot_validate(
     now: datetime,
     enforce_customer_rules: bool = True,
     move: Move | None = None,
-) -> None:
+) -> AgendaSettings:
     """Check, at the instant, that this professional can take this service at `starts_at`
     (`slot_check` on `slot_facts`: the lock and one statement, and more only to refuse). Call
     inside the booking transaction, right before writing: it locks the professional's row
-    until that transaction ends (`slot_facts`)."""
+    until that transaction ends (`slot_facts`). Returns the company's agenda settings as that
+    statement read them, for the rest of the write."""
     facts = slot_facts(
         company=company,
         service=service,
@@ -261,3 +262,4 @@ def slot_validate(
         move=move,
     )
     slot_check(facts, now=now, enforce_customer_rules=enforce_customer_rules)
+    return facts.settings

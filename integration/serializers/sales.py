@@ -85,14 +85,21 @@ class LineAmountField(serializers.Field):
 
 
 class QuoteLineOut(serializers.Serializer):
+    """A line's amounts, named as the tool API's quote lines name them: which are tax excluded
+    and which tax included says itself."""
+
     sku = serializers.CharField()
     name = serializers.CharField()
     quantity = serializers.IntegerField()
-    unit_price = LineAmountField()
-    tax_rate = serializers.DecimalField(max_digits=5, decimal_places=2)
-    subtotal = LineAmountField()
+    unit_price_excl_tax = LineAmountField(source="unit_price", help_text="Tax excluded.")
+    tax_rate = serializers.DecimalField(
+        max_digits=5, decimal_places=2, help_text="In percent (21.00)."
+    )
+    subtotal_excl_tax = LineAmountField(
+        source="subtotal", help_text="Quantity times unit price, tax excluded."
+    )
     tax = LineAmountField()
-    total = LineAmountField()
+    total_incl_tax = LineAmountField(source="total", help_text="Tax included.")
 
 
 class QuoteOut(serializers.Serializer):
@@ -111,6 +118,8 @@ class QuoteOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
     sent_at = serializers.DateTimeField(allow_null=True)
     resolved_at = serializers.DateTimeField(allow_null=True)
+    delivered_at = serializers.DateTimeField(allow_null=True)
+    cancelled_at = serializers.DateTimeField(allow_null=True)
 
     @extend_schema_field(QuoteLineOut(many=True))
     def get_lines(self, quote: Quote) -> list[dict[str, Any]]:
@@ -145,6 +154,16 @@ class QuoteIn(StrictSerializer):
 
 class QuoteAcceptIn(StrictSerializer):
     expected_total = ExpectedTotal()
+
+
+class QuoteDeliverIn(StrictSerializer):
+    items = serializers.ListField(
+        child=QuoteItemIn(),
+        min_length=1,
+        max_length=MAX_QUOTE_LINES,
+        required=False,
+        help_text="What was handed over, checked against the order (delivered whole).",
+    )
 
 
 class QuoteRejectIn(StrictSerializer):

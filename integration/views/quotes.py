@@ -16,6 +16,7 @@ from integration.serializers.filters import ProductFilter, QuoteFilter
 from integration.serializers.sales import (
     ProductOut,
     QuoteAcceptIn,
+    QuoteDeliverIn,
     QuoteIn,
     QuoteOut,
     QuoteRejectIn,
@@ -26,7 +27,9 @@ from sales.selectors import opportunity_get
 from sales.services import (
     QuoteItem,
     quote_accept,
+    quote_cancel,
     quote_create,
+    quote_deliver,
     quote_expire,
     quote_reject,
     quote_send,
@@ -71,7 +74,8 @@ class ProductViewSet(ResourceViewSet):
 )
 class QuoteViewSet(ResourceViewSet):
     """Quotes, priced by the system from the catalog and the current price list; stock is
-    reserved at acceptance."""
+    reserved at acceptance, consumed when the order is delivered, released when it is
+    cancelled."""
 
     resource = "quotes"
     permission_model = "sales.quote"
@@ -148,3 +152,19 @@ class QuoteViewSet(ResourceViewSet):
     @action(detail=True, methods=["post"])
     def expire(self, request: Request, reference: str) -> HttpResponse:
         return self.transition(quote_expire)
+
+    @write_schema(QuoteDeliverIn, QuoteOut)
+    @action(detail=True, methods=["post"])
+    def deliver(self, request: Request, reference: str) -> HttpResponse:
+        def perform(data: dict[str, Any]) -> Model:
+            items = None
+            if "items" in data:
+                items = [QuoteItem(sku=i["sku"], quantity=i["quantity"]) for i in data["items"]]
+            return quote_deliver(quote=self.get_object(), items=items, by=self.by)
+
+        return self.write(QuoteDeliverIn, perform)
+
+    @write_schema(EmptyIn, QuoteOut)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, reference: str) -> HttpResponse:
+        return self.transition(quote_cancel)

@@ -3,6 +3,7 @@
 from sales.models import OPPORTUNITY_STATE_LABELS, QUOTE_STATE_LABELS
 from sales.services.opportunities import (
     opportunity_create,
+    opportunity_details_set,
     opportunity_lose,
     opportunity_negotiate,
     opportunity_propose,
@@ -11,7 +12,9 @@ from sales.services.opportunities import (
 )
 from sales.services.quote_lifecycle import (
     quote_accept,
+    quote_cancel,
     quote_create,
+    quote_deliver,
     quote_expire,
     quote_reject,
     quote_send,
@@ -25,13 +28,16 @@ __all__ = [
     "QUOTE_STATE_LABELS",
     "QuoteItem",
     "opportunity_create",
+    "opportunity_details_set",
     "opportunity_lose",
     "opportunity_negotiate",
     "opportunity_propose",
     "opportunity_qualify",
     "opportunity_win",
     "quote_accept",
+    "quote_cancel",
     "quote_create",
+    "quote_deliver",
     "quote_expire",
     "quote_reject",
     "quote_send",

@@ -1,6 +1,5 @@
 """The sales pipeline: opportunities opened, moved through their stages, won or lost."""
 
-from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -102,8 +101,16 @@ def opportunity_negotiate(*, opportunity: Opportunity, by: Any = None) -> Opport
 
 
 @transaction.atomic
-def opportunity_win(*, opportunity: Opportunity, by: Any = None) -> Opportunity:
-    return _opportunity_move(opportunity, "win", by=by)
+def opportunity_win(
+    *, opportunity: Opportunity, by: Any = None, now: datetime | None = None
+) -> Opportunity:
+    """Close an open opportunity as won (staff, e.g. agreed by phone); its open quotes are
+    settled (superseded) with it, so none is left to accept and reserve more stock. Accepting
+    one of its quotes wins it too (quote_accept)."""
+    now = now or timezone.now()
+    won = _opportunity_move(opportunity, "win", by=by, now=now)
+    quotes_supersede(won, by=by, now=now)
+    return won
 
 
 @transaction.atomic
@@ -113,32 +120,71 @@ def opportunity_lose(
     """Close an open opportunity as lost; the reason is required so the team can learn.
 
     Its open quotes (drafts and sent ones) expire with it, so none is left looking acceptable.
+    None of them holds stock: only an accepted quote does, and accepting one wins the
+    opportunity, which then cannot be lost.
     """
     reason = reason.strip()
     if not reason:
         raise ValidationFailed(_("Indique el motivo de la pérdida."), code="lost_reason_required")
     now = now or timezone.now()
-    # Lock order: the quotes, then the opportunity. An acceptance or a send under way finishes
-    # first (a won opportunity then refuses to be lost; a quote it sent is expired here).
-    quotes = _open_quotes_lock(opportunity)
+    # Lock order: the opportunity, then its quotes. An acceptance under way finishes first
+    # (its opportunity is won then, and refuses to be lost); a quote created or sent while this
+    # waited was too, holding the opportunity's lock, and is expired here.
     lost = _opportunity_move(opportunity, "lose", by=by, now=now, lost_reason=reason[:300])
-    # A quote created while this waited for the opportunity's lock (quote_create holds it).
-    # Skipping a locked one keeps off a deadlock: whoever holds it finds the opportunity lost.
-    quotes += _open_quotes_lock(opportunity, skip_locked=True, exclude=[q.pk for q in quotes])
-    for quote in quotes:
+    for quote in _open_quotes_lock(lost):
         quote.expire(by=by)
         quote.resolved_at = now
         quote.save(update_fields=["state", "resolved_at"])
     return lost
 
 
-def _open_quotes_lock(
-    opportunity: Opportunity, *, skip_locked: bool = False, exclude: Iterable[int] = ()
-) -> list[Quote]:
-    """The opportunity's open quotes, row-locked in primary-key order."""
+def quotes_supersede(opportunity: Opportunity, *, by: Any = None, now: datetime) -> list[Quote]:
+    """Settle every open quote of a won opportunity (superseded: never acceptable again).
+    Call in the transaction that won it, holding its row lock."""
+    quotes = _open_quotes_lock(opportunity)
+    for quote in quotes:
+        quote.supersede(by=by)
+        quote.resolved_at = now
+        quote.save(update_fields=["state", "resolved_at"])
+    return quotes
+
+
+def _open_quotes_lock(opportunity: Opportunity) -> list[Quote]:
+    """The opportunity's open quotes, row-locked in primary-key order. Call holding the
+    opportunity's row lock (the lock order: the opportunity, then its quotes)."""
     return list(
-        Quote.objects.select_for_update(skip_locked=skip_locked)
+        Quote.objects.select_for_update()
         .filter(opportunity_id=opportunity.pk, state__in=Quote.OPEN_STATES)
-        .exclude(pk__in=list(exclude))
         .order_by("pk")
     )
+
+
+# What staff may edit on an opportunity besides its stage; amount and currency only while open.
+EDITABLE_FIELDS = ("title", "notes", "amount", "currency", "owner")
+CLOSED_READ_ONLY = ("amount", "currency")
+
+
+@transaction.atomic
+def opportunity_details_set(*, opportunity: Opportunity, changes: dict[str, Any]) -> Opportunity:
+    """Save staff's edits of an opportunity's details, read under its row lock.
+
+    A won or lost opportunity's amount (and currency) is what it closed at (a won one, its
+    accepted quote's total): refused once closed, even when the edit began while it was open.
+    """
+    unknown = set(changes) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise ValueError(f"not editable here: {sorted(unknown)}")
+    locked = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
+    if locked.is_closed and any(
+        getattr(locked, field) != changes[field] for field in CLOSED_READ_ONLY if field in changes
+    ):
+        raise ValidationFailed(
+            _("El importe de una oportunidad cerrada no se puede cambiar."),
+            code="opportunity_closed",
+            **state_shown(locked.state, OPPORTUNITY_STATE_LABELS),
+        )
+    for field, value in changes.items():
+        setattr(locked, field, value)
+    if changes:
+        locked.save(update_fields=list(changes))
+    return locked

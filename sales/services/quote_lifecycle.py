@@ -1,7 +1,13 @@
-"""A quote's life: created priced by the system, sent, accepted, rejected or expired.
+"""A quote's life: created priced by the system, sent, then accepted, rejected, expired or
+superseded; an accepted quote is an order, delivered or cancelled.
 
-Lock order, everywhere, to keep concurrent writers free of deadlocks: quote, then its
-opportunity, then its products by ascending primary key.
+Lock order, everywhere, to keep concurrent writers free of deadlocks: the opportunity, then
+its quotes by ascending primary key, then their products by ascending primary key
+(sales.services.quote_guards).
+
+Stock: acceptance reserves it; delivery consumes the reservation, cancellation releases it.
+Only an accepted quote holds a reservation (a quote that expires, is rejected, is superseded
+or loses its opportunity was never accepted, so it holds none); stock_settle ends them.
 """
 
 from collections.abc import Callable, Iterable
@@ -21,9 +27,14 @@ from core.references import insert_with_fresh_reference
 from core.sweeps import sweep
 from sales.models import Opportunity, PriceList, Quote, QuoteLine
 from sales.selectors import price_list_current
-from sales.services.catalog import insufficient_stock, stock_reserve
-from sales.services.opportunities import opportunity_state_error
-from sales.services.quote_guards import quote_guard, quote_lock, quote_state_error
+from sales.services.catalog import insufficient_stock, stock_reserve, stock_settle
+from sales.services.opportunities import opportunity_state_error, quotes_supersede
+from sales.services.quote_guards import (
+    quote_guard,
+    quote_lock,
+    quote_opportunity_locked,
+    quote_state_error,
+)
 from sales.services.quote_pricing import (
     QuoteItem,
     check_expected_total,
@@ -132,7 +143,7 @@ def quote_send(*, quote: Quote, by: Any = None, now: datetime | None = None) -> 
     now = now or timezone.now()
 
     with transaction.atomic():
-        locked = quote_lock(quote)
+        locked = quote_lock(quote, with_opportunity=True)
         quote_guard(locked, locked.send, now)
         _check_draft_still_quotable(locked, now)
         _quote_send_locked(locked, by=by, now=now)
@@ -152,10 +163,9 @@ def _check_draft_still_quotable(quote: Quote, now: datetime) -> None:
             code="price_list_outdated",
         )
     quote.price_list = current  # the same list, as it is now: its window bounds the validity
-    if quote.opportunity_id is not None:
-        opportunity = Opportunity.objects.select_for_update().get(pk=quote.opportunity_id)
-        if opportunity.is_closed:
-            raise opportunity_state_error(opportunity)
+    opportunity = quote_opportunity_locked(quote)
+    if opportunity is not None and opportunity.is_closed:
+        raise opportunity_state_error(opportunity)
 
 
 def _quote_send_locked(quote: Quote, *, by: Any, now: datetime) -> None:
@@ -198,47 +208,48 @@ def quote_accept(
     now: datetime | None = None,
     locked: bool = False,
 ) -> Quote:
-    """Accept a sent, still valid quote: reserve its stock and win its opportunity.
+    """Accept a sent, still valid quote: reserve its stock, win its opportunity and settle
+    the opportunity's other open quotes (superseded), all in one transaction.
 
     `authorize`, if given, runs after the state, validity and total checks and before any
     effect (the tool's step-up check): a quote that cannot be accepted anyway says why
     without asking the customer for a code first. `locked`: the caller read `quote` under
-    its row lock in the current transaction (quote_get(for_update=True)), so it is not read
-    again.
+    its row lock in the current transaction (quote_get(for_update=True, with_opportunity=True),
+    which locks its opportunity first), so it is not read again.
 
     Stock is checked and reserved here, under row locks on the products taken in primary-key
-    order, so concurrent acceptances serialise per product and never oversell. Every check
-    comes before the first write.
+    order, so concurrent acceptances serialise per product and never oversell. Acceptances of
+    quotes of one opportunity serialise on the opportunity: the first wins it, the others find
+    their quote superseded. Every check comes before the first write.
     """
     now = now or timezone.now()
 
     with transaction.atomic():
-        current = quote if locked else quote_lock(quote)
+        current = quote if locked else quote_lock(quote, with_opportunity=True)
         quote_guard(current, current.accept, now)
         check_expected_total(expected_total, current.total, current.currency)
         if authorize is not None:
             authorize()
-        opportunity = None
-        if current.opportunity_id is not None:
-            opportunity = Opportunity.objects.select_for_update().get(pk=current.opportunity_id)
-            if opportunity.state == Opportunity.State.LOST:
-                raise ValidationFailed(
-                    _(
-                        "Esta cotización ya no se puede aceptar; le pondremos en contacto con "
-                        "ventas."
-                    ),
-                    code="opportunity_lost",
-                )
+        opportunity = quote_opportunity_locked(current)
+        if opportunity is not None and opportunity.state == Opportunity.State.LOST:
+            raise ValidationFailed(
+                _("Esta cotización ya no se puede aceptar; le pondremos en contacto con ventas."),
+                code="opportunity_lost",
+            )
+        if opportunity is not None and opportunity.state == Opportunity.State.WON:
+            # Winning settles the other open quotes; one still open here predates that rule.
+            raise quote_state_error(Quote.State.SUPERSEDED)
         stock_reserve(current)
         current.accept(by=by)
         current.resolved_at = now
         current.save(update_fields=["state", "resolved_at"])
-        if opportunity is not None and not opportunity.is_closed:
+        if opportunity is not None:
             opportunity.amount = current.total
             opportunity.currency = current.currency
             opportunity.win(by=by)
             opportunity.closed_at = now
             opportunity.save(update_fields=["amount", "currency", "state", "closed_at"])
+            quotes_supersede(opportunity, by=by, now=now)
         return current
 
 
@@ -260,6 +271,92 @@ def quote_reject(
         current.rejection_reason = reason.strip()[:300]
         current.resolved_at = now
         current.save(update_fields=["state", "rejection_reason", "resolved_at"])
+        return current
+
+
+def quote_deliver(
+    *,
+    quote: Quote,
+    items: Iterable[QuoteItem] | None = None,
+    by: Any = None,
+    now: datetime | None = None,
+) -> Quote:
+    """Mark an accepted quote's order delivered: the stock it reserved leaves the shelf (its
+    reservations are consumed: on hand and reserved both drop by them).
+
+    `items`, if given, is what was handed over, checked against the order before anything
+    changes: a SKU the order lacks, more units than it reserved, or fewer (orders are
+    delivered whole) are refused, naming the SKU. Delivering a delivered order again changes
+    nothing and answers the same (a retry without its idempotency key, a second click).
+    """
+    now = now or timezone.now()
+
+    with transaction.atomic():
+        current = quote_lock(quote)
+        if items is not None:
+            _check_delivered_items(current, items)
+        if current.state == Quote.State.DELIVERED:
+            return current
+        if not can_proceed(current.deliver):
+            raise quote_state_error(current.state)
+        stock_settle(current, consume=True, now=now)
+        current.deliver(by=by)
+        current.delivered_at = now
+        current.save(update_fields=["state", "delivered_at"])
+        return current
+
+
+def _check_delivered_items(quote: Quote, items: Iterable[QuoteItem]) -> None:
+    """Refuse a delivery note that is not exactly the order: VALIDATION naming the SKU."""
+    ordered = {line.sku.upper(): line for line in QuoteLine.objects.filter(quote=quote)}
+    given: dict[str, int] = {}
+    shown: dict[str, str] = {}
+    for item in items:
+        key = item.sku.strip().upper()
+        given[key] = given.get(key, 0) + item.quantity
+        shown.setdefault(key, item.sku.strip())
+    for key, quantity in given.items():
+        line = ordered.get(key)
+        if line is None:
+            raise ValidationFailed(
+                _("Ese pedido no incluye %(sku)s.") % {"sku": shown[key]},
+                code="product_not_in_order",
+                sku=shown[key],
+            )
+        if quantity > line.quantity:
+            raise ValidationFailed(
+                _("Ese pedido reservó %(n)d unidades de %(sku)s; no se pueden entregar más.")
+                % {"n": line.quantity, "sku": line.sku},
+                code="delivery_exceeds_reserved",
+                sku=line.sku,
+                reserved=line.quantity,
+            )
+    for key, line in ordered.items():
+        if given.get(key, 0) < line.quantity:
+            raise ValidationFailed(
+                _("Ese pedido se entrega completo: faltan unidades de %(sku)s (%(n)d pedidas).")
+                % {"sku": line.sku, "n": line.quantity},
+                code="delivery_incomplete",
+                sku=line.sku,
+                ordered=line.quantity,
+            )
+
+
+def quote_cancel(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
+    """Cancel an accepted quote's order: the stock it reserved is available again. Cancelling
+    a cancelled order again changes nothing and answers the same; a delivered one is refused."""
+    now = now or timezone.now()
+
+    with transaction.atomic():
+        current = quote_lock(quote)
+        if current.state == Quote.State.CANCELLED:
+            return current
+        if not can_proceed(current.cancel):
+            raise quote_state_error(current.state)
+        stock_settle(current, consume=False, now=now)
+        current.cancel(by=by)
+        current.cancelled_at = now
+        current.save(update_fields=["state", "cancelled_at"])
         return current
 
 

@@ -41,8 +41,10 @@ CONVERSATION = "conv-budget"
 BOOK = Budget(
     # 18 + 2 (issue #33): the contact's lock and the read of their overlapping appointments,
     # two statements, since a read in the statement that waited for the lock would not see
-    # the booking it waited for (agenda.services._check_customer_free).
-    at_most=20,
+    # the booking it waited for (agenda.services._check_customer_free). + 1 (issue #33, the
+    # customer's messages): one INSERT of the confirmation and the reminder together
+    # (agenda.messages), with the reminder's lead from the settings the slot check read.
+    at_most=21,
     includes=(
         "BEGIN",
         "INSERT tooling_idempotencyrecord",
@@ -53,6 +55,7 @@ BOOK = Budget(
         # insert one at a time (agenda.services._check_customer_free).
         "SELECT core_contact FOR NO KEY UPDATE",
         "INSERT agenda_appointment",
+        "INSERT agenda_appointmentmessage",  # its confirmation and reminder
         "INSERT tooling_exposedreference",  # the new appointment, seen by the conversation
         "UPDATE tooling_idempotencyrecord",
         "COMMIT",
@@ -62,8 +65,10 @@ BOOK = Budget(
 # kept in the process cache (core.identity.step_up_policies).
 RESCHEDULE = Budget(
     # 19 + 2 (issue #33): the contact's lock and the read of their other appointments that
-    # overlap the new time, as for a booking.
-    at_most=21,
+    # overlap the new time, as for a booking. + 2 (issue #33, the customer's messages): the
+    # UPDATE that drops the reminder for the old time and the INSERT of the confirmation and
+    # the new reminder.
+    at_most=23,
     includes=(
         "BEGIN",
         "INSERT tooling_idempotencyrecord",
@@ -73,19 +78,24 @@ RESCHEDULE = Budget(
         "SELECT core_contact FOR NO KEY UPDATE",  # the customer's lock
         "INSERT django_fsm_log_statelog",
         "UPDATE agenda_appointment",
+        "UPDATE agenda_appointmentmessage",  # the reminder for the old time dropped
+        "INSERT agenda_appointmentmessage",  # the confirmation and the new reminder
         "INSERT tooling_exposedreference",
         "UPDATE tooling_idempotencyrecord",
         "COMMIT",
     ),
 )
 CANCEL = Budget(
-    at_most=12,
+    # 12 + 2 (issue #33, the customer's messages): the reminder dropped, the confirmation.
+    at_most=14,
     includes=(
         "BEGIN",
         "INSERT tooling_idempotencyrecord",
         "SELECT agenda_appointment FOR UPDATE",  # with the cut-off, the service and professional
         "INSERT django_fsm_log_statelog",
         "UPDATE agenda_appointment",
+        "UPDATE agenda_appointmentmessage",  # the reminder dropped
+        "INSERT agenda_appointmentmessage",  # the cancellation's confirmation
         "UPDATE tooling_idempotencyrecord",
         "COMMIT",
     ),

@@ -7,7 +7,8 @@ from django.utils import timezone
 from core.services import contact_create
 from sales.models import Opportunity, Product, Quote
 from sales.services import opportunity_create
-from tests.integration.conftest import reference_of
+from sales.tools import QuoteLineOut
+from tests.integration.conftest import new_key, reference_of
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,7 @@ def test_a_quote_is_priced_by_the_system_and_sent(api, ana, catalog):
     # 2 x 12.50 + 10 % = 27.50; 4.99 + 21 % = 6.04
     assert (body["subtotal"], body["tax_total"], body["total"]) == ("29.99", "3.55", "33.54")
     assert body["state"] == "sent"
-    assert [(line["sku"], line["total"]) for line in body["lines"]] == [
+    assert [(line["sku"], line["total_incl_tax"]) for line in body["lines"]] == [
         ("CAF-001", "27.50"),
         ("TAZ-002", "6.04"),
     ]
@@ -166,3 +167,151 @@ def test_a_sent_quote_past_its_validity_reads_and_filters_as_expired(api, ana, c
     assert sent == []
     assert accepted.status_code == 422
     assert accepted.json()["state"] == "expired"
+
+
+# Orders: delivered or cancelled through the sales services -------------------------------------
+
+
+def accepted_order(api, ana, *items) -> str:
+    reference = quote(api, ana, *items).json()["reference"]
+    assert api.post(f"quotes/{reference}/accept").status_code == 200
+    return reference
+
+
+def on_hand_and_reserved(sku: str) -> tuple[int, int]:
+    product = Product.objects.get(sku=sku)
+    return product.quantity_on_hand, product.quantity_reserved
+
+
+def test_delivering_an_order_consumes_its_reservation_and_a_second_delivery_answers_the_same(
+    api, ana, catalog
+):
+    reference = accepted_order(api, ana, ("TAZ-002", 2), ("MOL-003", 1))
+
+    first = api.post(f"quotes/{reference}/deliver")
+    again = api.post(f"quotes/{reference}/deliver")  # another key: the service's own no-op
+
+    assert first.status_code == 200, first.content
+    assert (first.json()["state"], first.json()["state_label"]) == ("delivered", "entregada")
+    assert first.json()["delivered_at"] is not None
+    assert (again.status_code, again.json()) == (200, first.json())
+    assert on_hand_and_reserved("TAZ-002") == (1, 0)
+    assert api.get(f"quotes/{reference}").json()["state"] == "delivered"
+
+
+def test_a_delivery_replayed_with_its_key_answers_the_same(api, ana, catalog):
+    reference = accepted_order(api, ana, ("TAZ-002", 2))
+
+    key = new_key()
+    first = api.post(f"quotes/{reference}/deliver", key=key)
+    replay = api.post(f"quotes/{reference}/deliver", key=key)
+
+    assert (replay.status_code, replay.json()) == (200, first.json())
+    assert replay.headers["X-Idempotency-Replayed"] == "true"
+    assert on_hand_and_reserved("TAZ-002") == (1, 0)
+
+
+def test_delivering_more_than_reserved_is_refused_and_nothing_is_lost(api, ana, catalog):
+    reference = accepted_order(api, ana, ("TAZ-002", 2))
+
+    response = api.post(
+        f"quotes/{reference}/deliver", {"items": [{"sku": "TAZ-002", "quantity": 3}]}
+    )
+
+    assert response.status_code == 422
+    body = response.json()
+    assert (body["error_type"], body["code"], body["sku"], body["reserved"]) == (
+        "VALIDATION",
+        "delivery_exceeds_reserved",
+        "TAZ-002",
+        2,
+    )
+    assert "TAZ-002" in body["user_message"]
+    assert Quote.objects.get(reference=reference).state == "accepted"
+    assert on_hand_and_reserved("TAZ-002") == (3, 2)
+    # The order as it is still delivers.
+    delivered = api.post(
+        f"quotes/{reference}/deliver", {"items": [{"sku": "TAZ-002", "quantity": 2}]}
+    )
+    assert delivered.json()["state"] == "delivered"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"items": []},
+        {"items": [{"sku": "TAZ-002", "quantity": 0}]},
+        {"items": [{"sku": "TAZ-002"}]},
+        {"items": "TAZ-002"},
+        {"quantity": 2},
+    ],
+)
+def test_a_malformed_delivery_is_refused_as_bad_input(api, ana, catalog, body):
+    reference = accepted_order(api, ana, ("TAZ-002", 2))
+
+    response = api.post(f"quotes/{reference}/deliver", body)
+
+    assert response.status_code == 422, response.content
+    assert response.json()["error_type"] == "VALIDATION"
+    assert on_hand_and_reserved("TAZ-002") == (3, 2)
+
+
+def test_cancelling_an_order_releases_its_stock_and_it_cannot_be_delivered(api, ana, catalog):
+    reference = accepted_order(api, ana, ("TAZ-002", 3))
+
+    cancelled = api.post(f"quotes/{reference}/cancel")
+    delivered = api.post(f"quotes/{reference}/deliver")
+
+    assert cancelled.status_code == 200, cancelled.content
+    assert (cancelled.json()["state"], cancelled.json()["state_label"]) == (
+        "cancelled",
+        "cancelada",
+    )
+    assert on_hand_and_reserved("TAZ-002") == (3, 0)
+    assert delivered.status_code == 422
+    assert (delivered.json()["code"], delivered.json()["state"]) == ("invalid_state", "cancelled")
+
+
+def test_only_an_accepted_quote_is_delivered(api, ana, catalog):
+    reference = quote(api, ana, ("TAZ-002", 1)).json()["reference"]
+
+    response = api.post(f"quotes/{reference}/deliver")
+
+    assert response.status_code == 422
+    assert (response.json()["code"], response.json()["state"]) == ("invalid_state", "sent")
+
+
+def test_accepting_a_quote_settles_the_opportunitys_other_quotes(api, ana, catalog):
+    opportunity = api.post("opportunities", {"contact": reference_of(ana), "title": "Tazas"})
+    opportunity = opportunity.json()["reference"]
+    chosen, other = (
+        quote(api, ana, ("TAZ-002", 2), opportunity=opportunity).json()["reference"]
+        for _ in range(2)
+    )
+
+    api.post(f"quotes/{chosen}/accept")
+    refused = api.post(f"quotes/{other}/accept")
+
+    assert api.get(f"quotes/{other}").json()["state"] == "superseded"
+    assert refused.status_code == 422
+    assert (refused.json()["code"], refused.json()["state"]) == ("invalid_state", "superseded")
+    assert api.get(f"opportunities/{opportunity}").json()["state"] == "won"
+    assert on_hand_and_reserved("TAZ-002") == (3, 2)
+    superseded = api.get("quotes", state="superseded").json()["results"]
+    assert [q["reference"] for q in superseded] == [other]
+
+
+def test_quote_lines_name_their_amounts_as_the_tool_api_does(api, ana, catalog):
+    body = quote(api, ana, ("CAF-001", 2), ("TAZ-002", 1)).json()
+
+    assert set(body["lines"][1]) == set(QuoteLineOut.model_fields)
+    assert body["lines"][1] == {
+        "sku": "TAZ-002",
+        "name": "Taza de cerámica",
+        "quantity": 1,
+        "unit_price_excl_tax": "4.99",
+        "tax_rate": "21.00",
+        "subtotal_excl_tax": "4.99",
+        "tax": "1.05",
+        "total_incl_tax": "6.04",
+    }

@@ -15,7 +15,12 @@ from core.services import contact_create
 from sales.models import Opportunity, PriceList, Product, Quote
 from sales.services.catalog import price_list_create
 from sales.services.opportunities import opportunity_create, opportunity_win
-from sales.services.quote_lifecycle import quote_accept, quote_create, quote_expire
+from sales.services.quote_lifecycle import (
+    quote_accept,
+    quote_create,
+    quote_deliver,
+    quote_expire,
+)
 from sales.services.quote_pricing import QuoteItem
 
 pytestmark = pytest.mark.django_db
@@ -447,3 +452,83 @@ def test_an_opportunitys_currency_is_an_iso_code_or_the_companys(
 
     assert response.status_code == 302
     assert Opportunity.objects.get().currency == (currency.upper() or company.currency)
+
+
+# --- Orders: delivered or cancelled; tracking; a closed opportunity's amount ---------------------
+
+
+def test_staff_deliver_an_accepted_order_with_its_button(
+    admin_client, seller, company, ana, catalog
+):
+    quote = quote_accept(
+        quote=quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)])
+    )
+    assert buttons(admin_client.get(change_url(quote))) == {"deliver", "cancel"}
+
+    response = press(admin_client, quote, "deliver")
+
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.DELIVERED
+    mug = Product.objects.get(sku="TAZ-002")
+    assert (mug.quantity_on_hand, mug.quantity_reserved) == (1, 0)
+    assert StateLog.objects.get(object_id=quote.pk, transition="deliver").by == seller
+    assert messages_of(response) == [f"{quote.reference} está ahora Entregada."]
+    assert buttons(admin_client.get(change_url(quote))) == set()
+
+
+def test_staff_cancel_an_accepted_order_and_a_stale_delivery_is_refused(
+    admin_client, company, ana, catalog
+):
+    quote = quote_accept(
+        quote=quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)])
+    )
+    stale = change_form_data(admin_client, quote, _fsm_transition_to="deliver")
+
+    press(admin_client, quote, "cancel")
+    response = admin_client.post(change_url(quote), stale, follow=True)
+
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.CANCELLED
+    mug = Product.objects.get(sku="TAZ-002")
+    assert (mug.quantity_on_hand, mug.quantity_reserved) == (3, 0)
+    assert messages_of(response) == ["Ese pedido fue cancelado."]
+
+
+def test_stock_tracking_is_not_turned_off_in_the_admin_under_live_reservations(
+    admin_client, company, ana, catalog
+):
+    quote = quote_accept(
+        quote=quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)])
+    )
+    mug = Product.objects.get(sku="TAZ-002")
+
+    refused = admin_client.post(
+        change_url(mug), change_form_data(admin_client, mug, track_stock="")
+    )
+
+    assert refused.status_code == 200  # the form again, with the error
+    assert "entréguelos o cancélelos" in refused.content.decode()
+    assert Product.objects.get(pk=mug.pk).track_stock is True
+    quote_deliver(quote=quote)
+    admin_client.post(change_url(mug), change_form_data(admin_client, mug, track_stock=""))
+    assert Product.objects.get(pk=mug.pk).track_stock is False
+
+
+def test_a_closed_opportunitys_amount_is_read_only_in_the_admin(
+    admin_client, company, ana, catalog
+):
+    opportunity = opportunity_create(company=company, contact=ana, title="Oficina nueva")
+    stale = change_form_data(admin_client, opportunity, amount="1.00")
+    quote_accept(
+        quote=quote_create(
+            company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)], opportunity=opportunity
+        )
+    )
+
+    page = admin_client.get(change_url(opportunity))
+    admin_client.post(change_url(opportunity), stale, follow=True)
+
+    assert "amount" not in page.context["adminform"].form.fields
+    assert "title" in page.context["adminform"].form.fields
+    opportunity.refresh_from_db()
+    assert (opportunity.state, opportunity.amount) == (Opportunity.State.WON, Decimal("12.08"))

@@ -2,6 +2,7 @@
 
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.core import mail
@@ -146,10 +147,16 @@ def test_create_quote_prices_it_sends_it_and_emails_the_customer(tool_client, an
         "sku": "TAZ-002",
         "name": "Taza de cerámica",
         "quantity": 2,
-        "unit_price": "4.99",
+        "unit_price_excl_tax": "4.99",
         "tax_rate": "21.00",
-        "subtotal": "9.98",  # before tax, like the unit price: the lines add up to "subtotal"
+        # Tax excluded, like the unit price: the lines add up to "subtotal".
+        "subtotal_excl_tax": "9.98",
+        "tax": "2.10",
+        "total_incl_tax": "12.08",  # the lines tax included add up to "total"
     }
+    lines = body["lines"]
+    assert sum(Decimal(line["subtotal_excl_tax"]) for line in lines) == Decimal(body["subtotal"])
+    assert sum(Decimal(line["total_incl_tax"]) for line in lines) == Decimal(body["total"])
     assert set(body) == {
         "reference",
         "state",
@@ -301,7 +308,15 @@ def test_list_my_quotes_refuses_drafts_and_unknown_states_as_a_filter(tool_clien
         response = tool_client.call("list_my_quotes", {"identifier": ANA, "state": state})
         assert response.status_code == 422, state
         assert response.json()["code"] == "invalid_arguments"
-    assert schema["anyOf"][0]["enum"] == ["sent", "accepted", "rejected", "expired"]
+    assert schema["anyOf"][0]["enum"] == [
+        "sent",
+        "accepted",
+        "rejected",
+        "expired",
+        "superseded",
+        "delivered",
+        "cancelled",
+    ]
 
 
 def test_a_draft_staff_withdrew_before_sending_is_never_shown_to_the_customer(

@@ -16,7 +16,9 @@ from sales.services.opportunities import (
 )
 from sales.services.quote_lifecycle import (
     quote_accept,
+    quote_cancel,
     quote_create,
+    quote_deliver,
     quote_expire,
     quote_reject,
     quote_send,
@@ -30,6 +32,8 @@ QUOTE_ACTIONS: dict[str, Callable[[Quote], Quote]] = {
     "accept": lambda q: quote_accept(quote=q),
     "reject": lambda q: quote_reject(quote=q, reason="No lo necesito"),
     "expire": lambda q: quote_expire(quote=q),
+    "deliver": lambda q: quote_deliver(quote=q),
+    "cancel": lambda q: quote_cancel(quote=q),
 }
 
 # (state, action) -> resulting state, or None when the action must be refused.
@@ -42,28 +46,49 @@ QUOTE_TABLE = {
     ("sent", "accept"): "accepted",
     ("sent", "reject"): "rejected",
     ("sent", "expire"): "expired",
+    ("draft", "deliver"): None,
+    ("draft", "cancel"): None,
+    ("sent", "deliver"): None,
+    ("sent", "cancel"): None,
+    # An accepted quote is an order: only delivered or cancelled from there.
+    **{("accepted", action): None for action in ("send", "accept", "reject", "expire")},
+    ("accepted", "deliver"): "delivered",
+    ("accepted", "cancel"): "cancelled",
     **{
         (terminal, action): None
-        for terminal in ("accepted", "rejected", "expired")
+        for terminal in ("rejected", "expired", "superseded", "delivered", "cancelled")
         for action in QUOTE_ACTIONS
     },
+    # Repeating the order's last step changes nothing and answers the same.
+    ("delivered", "deliver"): "delivered",
+    ("cancelled", "cancel"): "cancelled",
 }
 
 
 def quote_in(state: str, company, contact) -> Quote:
     """A quote brought to `state` the way it happens in real life: through the services."""
+    opportunity = None
+    if state == "superseded":
+        opportunity = opportunity_create(company=company, contact=contact, title="Pedido")
     quote = quote_create(
         company=company,
         contact=contact,
         items=[QuoteItem("CAF-001", 1)],
         send=state != "draft",
+        opportunity=opportunity,
     )
+    if opportunity is not None:
+        opportunity_win(opportunity=opportunity)
+        quote.refresh_from_db()
     path = {
         "draft": [],
         "sent": [],
         "accepted": ["accept"],
         "rejected": ["reject"],
         "expired": ["expire"],
+        "superseded": [],
+        "delivered": ["accept", "deliver"],
+        "cancelled": ["accept", "cancel"],
     }[state]
     for action in path:
         quote = QUOTE_ACTIONS[action](quote)
@@ -78,6 +103,9 @@ QUOTE_LABELS = {
     "accepted": "aceptada",
     "rejected": "rechazada",
     "expired": "vencida",
+    "superseded": "sin efecto",
+    "delivered": "entregada",
+    "cancelled": "cancelada",
 }
 OPPORTUNITY_LABELS = {
     "new": "nueva",

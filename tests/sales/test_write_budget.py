@@ -50,18 +50,22 @@ CREATE = Budget(
         "COMMIT",
     ),
 )
-# accept_quote (after create_quote, whose step-up policy read is cached): the quote as this
-# conversation saw it, read once under its row lock, the verification's freshness (the policy
-# lists accept_quote), then ONE statement locking the quote's
-# products in primary-key order (with what the quote needs of each) and ONE reserving them.
+# accept_quote (after create_quote, whose step-up policy read is cached): the quote's
+# opportunity locked first (the lock order that lets winning settle its other quotes; it finds
+# none here), the quote as this conversation saw it, read once under its row lock, the
+# verification's freshness (the policy lists accept_quote), then ONE statement locking the
+# quote's products in primary-key order (with what the quote needs of each), ONE reserving
+# them and ONE recording every reservation (what delivery consumes, cancellation releases).
 ACCEPT = Budget(
-    at_most=15,
+    at_most=17,
     includes=(
         "BEGIN",
         "INSERT tooling_idempotencyrecord",
+        "SELECT sales_opportunity FOR UPDATE",
         "SELECT sales_quote FOR UPDATE",
         "SELECT sales_product FOR UPDATE",
         "UPDATE sales_product",
+        "INSERT sales_stockreservation",  # all the reservations at once
         "INSERT django_fsm_log_statelog",  # sent -> accepted
         "UPDATE sales_quote",
         "UPDATE tooling_idempotencyrecord",
@@ -148,7 +152,9 @@ def test_a_first_create_quote_stays_within_its_statement_budget(gateway):
     CREATE.check(statements)
     quote = Quote.objects.get(reference=outcome.body["reference"])
     assert (quote.state, quote.total, outcome.body["total"]) == ("sent", Decimal("53.33"), "53.33")
-    shown = [(line["sku"], line["quantity"], line["subtotal"]) for line in outcome.body["lines"]]
+    shown = [
+        (line["sku"], line["quantity"], line["subtotal_excl_tax"]) for line in outcome.body["lines"]
+    ]
     stored = [(line.sku, line.quantity, line.subtotal) for line in quote.lines.all()]
     assert shown == [("CAF-001", 3, "37.50"), ("TAZ-002", 2, "9.98")]
     assert stored == [("CAF-001", 3, Decimal("37.50")), ("TAZ-002", 2, Decimal("9.98"))]

@@ -1,0 +1,403 @@
+"""Messages to customers about their appointments: confirmations and reminders.
+
+agenda.services calls `appointment_messages_after` in the transaction of every booking, move
+and cancellation, whoever makes it (the agent's tools, staff in the admin, the integration
+API): the confirmation (and, for a booking or a move, the reminder) is written there as an
+`AppointmentMessage`, and the confirmation's task is published once that transaction commits.
+A move or a cancellation drops, in the same transaction, whatever of the appointment's
+earlier messages had not left yet (the reminder for the old time, a confirmation of it).
+
+A reminder waits `scheduled` until `reminder_hours_before` (AgendaSettings) before the start;
+the beat sweep (`appointment_messages_sweep`) queues it then, claiming it with a conditional
+UPDATE, so a second beat or a restarted one queues nothing more. The send task claims the
+message in turn (queued or retrying -> sending) with the appointment's row locked, so a second
+worker, or a second copy of the task, sends nothing; and a message whose appointment was
+cancelled or moved meanwhile is dropped there, not sent. Messages name the company, the
+service, the professional and the local date and time, in the company's language: nothing
+else about the customer. A customer who opted out of a channel (Contact.sms_opt_out,
+email_opt_out) gets nothing on it: the other channel is used if they have it, and the opt-out
+is read again when the message is sent.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.utils import make_msgid
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import formats, timezone, translation
+from django.utils.translation import gettext as _g
+
+from agenda import clock
+from agenda.models import Appointment, AppointmentMessage
+from core.jobs import task_named
+from core.mail import smtp_error_is_transient, smtp_error_summary
+from core.models import Company, Contact
+from core.normalize import mask_email, mask_phone
+from core.sms import SmsPermanentError, SmsTransientError, sms_send
+from core.sweeps import sweep
+
+logger = logging.getLogger("garante.agenda.messages")
+
+Kind = AppointmentMessage.Kind
+Channel = AppointmentMessage.Channel
+Status = AppointmentMessage.Status
+SEND_TASK = "agenda.appointment_message_send"
+
+# A queued message whose task has not claimed it after this long was lost on its way (a broker
+# that dropped it, a publish that failed after the commit): the sweep publishes it again, and
+# the claim makes a copy that does arrive harmless. Longer than all of the task's retries.
+LOST_AFTER = timedelta(minutes=15)
+# A message still `sending` this long after its claim had its worker stopped in the middle:
+# whether it reached the customer is unknown (it is never sent again).
+SENDING_STALE_AFTER = timedelta(minutes=15)
+
+
+class MessageTransientError(Exception):
+    """The provider may take the same message later: the task retries (autoretry_for)."""
+
+
+class _Refused(Exception):
+    """The provider refused the message for good (a bad number, a mailbox that does not
+    exist): retrying the same message cannot help."""
+
+
+# --- Written with the change (agenda.services) -----------------------------------------------
+
+
+def _channel_for(contact: Contact) -> tuple[str, str]:
+    """The contact's channel for appointment messages, and why there is none: SMS to their
+    phone, else email, each unless they opted out of it."""
+    if contact.phone and not contact.sms_opt_out:
+        return Channel.SMS, ""
+    if contact.email and not contact.email_opt_out:
+        return Channel.EMAIL, ""
+    if contact.phone or contact.email:
+        return "", "opted out"
+    return "", "no phone or email"
+
+
+def _message(appointment: Appointment, kind: str, due_at: datetime, channel: str, why: str):
+    if why:
+        status = Status.NOT_SENT
+    else:
+        status = Status.SCHEDULED if kind == Kind.REMINDER else Status.QUEUED
+    return AppointmentMessage(
+        company_id=appointment.company_id,
+        appointment=appointment,
+        kind=kind,
+        channel=channel,
+        starts_at=appointment.starts_at,
+        due_at=due_at,
+        status=status,
+        error=why,
+        queued_at=due_at if status == Status.QUEUED else None,
+    )
+
+
+def appointment_messages_after(
+    appointment: Appointment, kind: str, *, now: datetime, reminder_hours: int | None = None
+) -> None:
+    """Write the messages a booking, move or cancellation (`kind`) of `appointment` owes its
+    customer, in the caller's transaction, and publish the confirmation once it commits. A
+    booking or a move passes the company's `reminder_hours_before` (AgendaSettings), as the
+    booking's check read it.
+
+    A move or a cancellation first drops the appointment's messages that have not left (a
+    reminder for the old time, a confirmation not yet sent): what is being sent now is
+    finished by its worker. A reminder is written only while it can still come before the
+    start (an appointment booked closer than that gets its confirmation alone)."""
+    if kind != Kind.BOOKED:
+        AppointmentMessage.objects.filter(
+            appointment=appointment, status__in=[Status.SCHEDULED, Status.QUEUED, Status.RETRYING]
+        ).update(
+            status=Status.NOT_SENT,
+            error="appointment cancelled" if kind == Kind.CANCELLED else "appointment moved",
+        )
+    contact = appointment.contact
+    channel, why = _channel_for(contact)
+    messages = [_message(appointment, kind, now, channel, why)]
+    if kind != Kind.CANCELLED and reminder_hours is not None:
+        remind_at = appointment.starts_at - timedelta(hours=reminder_hours)
+        if remind_at > now:
+            messages.append(_message(appointment, Kind.REMINDER, remind_at, channel, why))
+    confirmation, *_reminder = AppointmentMessage.objects.bulk_create(messages)
+    if confirmation.status == Status.QUEUED:
+        message_id = confirmation.pk
+        # robust: a broker that is down must not turn the committed change into an error; the
+        # message stays queued and the sweep publishes it again (LOST_AFTER).
+        transaction.on_commit(lambda: publish(message_id), robust=True)
+
+
+def publish(message_id: int) -> None:
+    task_named(SEND_TASK).apply_async(
+        args=[message_id], queue=settings.GARANTE_AGENDA_MESSAGES_QUEUE
+    )
+
+
+# --- Sent by the task --------------------------------------------------------------------------
+
+
+def _local(instant: datetime, company: Company) -> dict[str, str]:
+    local = instant.astimezone(company.tz)
+    return {
+        "weekday": formats.date_format(local, "l"),
+        "date": formats.date_format(local, "DATE_FORMAT"),
+        "time": local.strftime("%H:%M"),
+    }
+
+
+def message_text(message: AppointmentMessage) -> tuple[str, str]:
+    """The subject (for email) and the text of a message, in the company's language: the
+    company, the service, the professional, and the date and time in the company's zone."""
+    appointment = message.appointment
+    company = message.company
+    with translation.override(company.language):
+        values = {
+            "company": company.name,
+            "service": appointment.service.name,
+            "professional": appointment.professional.display_name,
+            **_local(message.starts_at, company),
+        }
+        subject, body = {
+            Kind.BOOKED: (
+                _g("%(company)s: cita reservada"),
+                _g(
+                    "%(company)s: su cita de %(service)s con %(professional)s queda reservada "
+                    "para el %(weekday)s %(date)s a las %(time)s."
+                ),
+            ),
+            Kind.MOVED: (
+                _g("%(company)s: cita cambiada"),
+                _g(
+                    "%(company)s: su cita de %(service)s con %(professional)s se ha cambiado "
+                    "al %(weekday)s %(date)s a las %(time)s."
+                ),
+            ),
+            Kind.CANCELLED: (
+                _g("%(company)s: cita cancelada"),
+                _g(
+                    "%(company)s: su cita de %(service)s con %(professional)s del %(weekday)s "
+                    "%(date)s a las %(time)s ha quedado cancelada."
+                ),
+            ),
+            Kind.REMINDER: (
+                _g("%(company)s: recordatorio de su cita"),
+                _g(
+                    "%(company)s: le recordamos su cita de %(service)s con %(professional)s el "
+                    "%(weekday)s %(date)s a las %(time)s."
+                ),
+            ),
+        }[message.kind]
+    return subject % values, body % values
+
+
+def _no_longer_applies(message: AppointmentMessage, appointment: Appointment, now: datetime) -> str:
+    """Why a message is not to be sent any more, at the instant of its claim ('' if it is)."""
+    contact = appointment.contact
+    if message.kind == Kind.CANCELLED:
+        if appointment.state != Appointment.State.CANCELLED:
+            return "appointment not cancelled"
+    elif appointment.state != Appointment.State.SCHEDULED:
+        return f"appointment {appointment.state}"
+    elif appointment.starts_at != message.starts_at:
+        return "appointment moved"
+    elif appointment.starts_at <= now:
+        return "appointment already started"
+    if message.channel == Channel.SMS and (contact.sms_opt_out or not contact.phone):
+        return "opted out" if contact.sms_opt_out else "no phone"
+    if message.channel == Channel.EMAIL and (contact.email_opt_out or not contact.email):
+        return "opted out" if contact.email_opt_out else "no email"
+    return ""
+
+
+def _claim(message_id: int, now: datetime) -> AppointmentMessage | None:
+    """Take the message for sending (queued or retrying -> sending), once: None if it is not
+    claimable (sent, being sent, dropped) or no longer applies (then it is dropped).
+
+    The appointment's row is locked first, as a move or a cancellation locks it before it
+    drops the appointment's messages: either the change commits first and the message is
+    found dropped (or not applying) here, or the claim does and the change finds it sending."""
+    message = (
+        AppointmentMessage.objects.filter(pk=message_id).only("appointment_id", "status").first()
+    )
+    if message is None or message.status not in (Status.QUEUED, Status.RETRYING):
+        return None
+    with transaction.atomic():
+        appointment = (
+            Appointment.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("contact", "service", "professional", "company")
+            .get(pk=message.appointment_id)
+        )
+        message = (
+            AppointmentMessage.objects.select_for_update()
+            .filter(pk=message_id, status__in=[Status.QUEUED, Status.RETRYING])
+            .first()
+        )
+        if message is None:
+            return None
+        why = _no_longer_applies(message, appointment, now)
+        if why:
+            message.status, message.error = Status.NOT_SENT, why
+            message.save(update_fields=["status", "error"])
+            logger.info("appointment message %s dropped: %s", message_id, why)
+            return None
+        message.status, message.claimed_at = Status.SENDING, now
+        message.attempts = F("attempts") + 1
+        message.save(update_fields=["status", "claimed_at", "attempts"])
+    message.refresh_from_db(fields=["attempts"])
+    message.appointment, message.company = appointment, appointment.company
+    return message
+
+
+def _send(message: AppointmentMessage, subject: str, body: str) -> tuple[str, str, str]:
+    """Hand the message to its channel: (masked destination, provider id, provider status)."""
+    contact = message.appointment.contact
+    if message.channel == Channel.SMS:
+        try:
+            result = sms_send(to=contact.phone, body=body)
+        except SmsTransientError as exc:
+            raise MessageTransientError(exc.detail) from None
+        except SmsPermanentError as exc:
+            raise _Refused(exc.detail) from None
+        return mask_phone(contact.phone), result.message_id, result.status
+    message_id = make_msgid(domain="garante.local")
+    email = EmailMessage(
+        subject=subject, body=body, to=[contact.email], headers={"Message-ID": message_id}
+    )
+    try:
+        email.send(fail_silently=False)
+    except OSError as exc:  # SMTPException is one
+        error = smtp_error_summary(exc)
+        if smtp_error_is_transient(exc):
+            raise MessageTransientError(error) from None
+        raise _Refused(error) from None
+    return mask_email(contact.email), message_id, "accepted"
+
+
+def appointment_message_deliver(
+    *, message_id: int, last_try: bool, now: datetime | None = None
+) -> str:
+    """Send one appointment message, once (run by its Celery task): its outcome, "sent",
+    "failed", "unknown", or "skipped" when there was nothing to send. A transient failure
+    before the last try marks it retrying and raises MessageTransientError for the task's
+    retry."""
+    now = now or clock.now()
+    message = _claim(message_id, now)
+    if message is None:
+        return "skipped"
+    subject, body = message_text(message)
+    messages = AppointmentMessage.objects.filter(pk=message_id)
+    try:
+        masked, provider_id, provider_status = _send(message, subject, body)
+    except MessageTransientError as exc:
+        status = Status.FAILED if last_try else Status.RETRYING
+        messages.update(status=status, error=str(exc)[:300])
+        logger.warning("appointment message %s: transient delivery error %s", message_id, exc)
+        if last_try:
+            return "failed"
+        raise
+    except _Refused as exc:
+        messages.update(status=Status.FAILED, error=str(exc)[:300])
+        logger.warning("appointment message %s: delivery refused %s", message_id, exc)
+        return "failed"
+    except SoftTimeLimitExceeded:
+        # Stopped while the provider had it: whether it arrived cannot be known, and sending
+        # it again could send it twice.
+        messages.update(status=Status.UNKNOWN, error="time limit reached while sending")
+        logger.error("appointment message %s: time limit reached while sending", message_id)
+        return "unknown"
+    messages.update(
+        status=Status.SENT,
+        error="",
+        masked_destination=masked[:254],
+        provider_message_id=provider_id[:100],
+        provider_status=provider_status[:40],
+        sent_at=timezone.now(),
+    )
+    logger.info("appointment message %s (%s) sent by %s", message_id, message.kind, message.channel)
+    return "sent"
+
+
+# --- The beat sweep ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessagesSweepResult:
+    queued: int  # due reminders queued, and lost messages published again
+    settled: int  # messages stopped while sending, settled as unknown
+    failed: int  # rows that raised (logged, counted): still due, the next run tries them again
+
+
+def _due(now: datetime) -> Q:
+    return Q(status=Status.SCHEDULED, due_at__lte=now) | Q(
+        status__in=[Status.QUEUED, Status.RETRYING], queued_at__lte=now - LOST_AFTER
+    )
+
+
+def _queue_due(message_id: int, now: datetime) -> bool:
+    """Queue one due reminder, or publish again one lost on its way; whether it did. Claimed
+    with a conditional UPDATE first, so two sweeps at once (two beats, a restarted one)
+    publish it once; put back as it was if the broker cannot take it, for the next run."""
+    with transaction.atomic():
+        before = (
+            AppointmentMessage.objects.filter(_due(now), pk=message_id)
+            .values_list("status", "queued_at")
+            .first()
+        )
+        if before is None:
+            return False  # queued, sent or dropped meanwhile
+        status, queued_at = before
+        claimed = (
+            AppointmentMessage.objects.filter(_due(now), pk=message_id, queued_at=queued_at)
+            .filter(status=status)
+            .update(status=Status.QUEUED if status == Status.SCHEDULED else status, queued_at=now)
+        )
+    if not claimed:
+        return False  # another sweep took it
+    try:
+        publish(message_id)
+    except Exception:
+        AppointmentMessage.objects.filter(pk=message_id, queued_at=now).update(
+            status=status, queued_at=queued_at
+        )
+        raise
+    return True
+
+
+def _settle_stopped(message_id: int, now: datetime) -> bool:
+    with transaction.atomic():
+        return bool(
+            AppointmentMessage.objects.filter(
+                pk=message_id, status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
+            ).update(status=Status.UNKNOWN, error="stopped while sending")
+        )
+
+
+def appointment_messages_sweep(
+    *, now: datetime | None = None, batch: int = 500
+) -> MessagesSweepResult:
+    """Queue the reminders that are due, publish again the messages lost on their way, and
+    settle those whose worker stopped while sending: row by row (core.sweeps), so a row that
+    fails is logged and counted, stays due for the next run, and the others go on."""
+    now = now or clock.now()
+    open_messages = AppointmentMessage.objects.filter(status__in=AppointmentMessage.OPEN_STATUSES)
+    due = list(
+        open_messages.filter(_due(now))
+        .order_by("due_at", "pk")
+        .values_list("pk", flat=True)[:batch]
+    )
+    queued = sweep("agenda.messages_queue", due, lambda pk: _queue_due(pk, now))
+    stopped = list(
+        open_messages.filter(
+            status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
+        ).values_list("pk", flat=True)[:batch]
+    )
+    settled = sweep("agenda.messages_settle", stopped, lambda pk: _settle_stopped(pk, now))
+    return MessagesSweepResult(
+        queued=queued.done, settled=settled.done, failed=queued.failed + settled.failed
+    )
