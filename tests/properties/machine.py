@@ -264,9 +264,14 @@ class GatewayMachine(RuleBasedStateMachine):
                         f"{tool}: acted on another customer's {kind}",
                         given,
                     )
-        # A refusal is about the target's state only once the caller is who it says.
-        self._caller_checked = not isinstance(identifier, str) or self.identified_as(
-            conversation, identifier
+        # A refusal is about the target's state only once the caller is who it says and the
+        # call's other references are ones this conversation was shown.
+        self._caller_checked = (
+            not isinstance(identifier, str) or self.identified_as(conversation, identifier)
+        ) and all(
+            len(conversation.resolve(kind, arguments[argument])) == 1
+            for argument, kind in REFERENCE_ARGUMENT.get(tool, [])
+            if isinstance(arguments.get(argument), str)
         )
         handler = getattr(self, f"expect_{tool}", None)
         if handler is not None:
