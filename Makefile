@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SPEEDUPS_STAMP := $(VENV)/.speedups-stamp
 
 .PHONY: install speedups demo test test-fast lint format bench clean conformance \
-	conformance-install soak
+	conformance-install cluster cluster-stop cluster-test soak
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,21 @@ bench: install
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq wrk >/dev/null 2>&1; } || \
 		echo "wrk could not be installed: bench/load.py skips the load scenarios"; }
 	$(BIN)/python bench/load.py
+
+# A scaled-out Garante on local ports (deploy/cluster.py, docs/scaling.md): PgBouncer in
+# transaction pooling in front of the machine's PostgreSQL, two gunicorn nodes behind nginx, a
+# Celery worker per node and one beat on Redis. Prints the URLs and a gateway token; files and
+# logs in var/cluster/. `make cluster-stop` ends exactly what it started.
+cluster: install
+	$(BIN)/python -m deploy.cluster start
+
+cluster-stop:
+	$(BIN)/python -m deploy.cluster stop
+
+# The cluster's tests (tests/cluster): they start their own cluster on free ports and drive
+# it over HTTP. Not part of `make test` (a few minutes of their own); CI runs them after it.
+cluster-test: install
+	$(BIN)/pytest tests/cluster -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) db.sqlite3 .pytest_cache .ruff_cache

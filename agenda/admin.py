@@ -1,7 +1,6 @@
 """Staff admin for the agenda: catalogue, professionals with their hours and time off, a day view,
 and appointments whose transition buttons go through agenda.services."""
 
-from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -18,9 +17,7 @@ from django.utils import formats, timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from agenda import clock, services
-from agenda.availability.busy import working_intervals
-from agenda.availability.check import slot_validate
+from agenda import agenda_page, clock, services
 from agenda.availability.local_time import describe_instant, local_instant
 from agenda.models import (
     END_OF_DAY,
@@ -32,92 +29,15 @@ from agenda.models import (
     TimeOff,
     WorkingHours,
 )
-from agenda.selectors import appointments_for_day, appointments_within_time_off
-from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
+from agenda.selectors import appointments_within_time_off
+from core.admin import (
+    CompanyScopedAdmin,
+    CsvExportAdmin,
+    ServiceTransitionsAdmin,
+    TransitionHistoryInline,
+)
 from core.errors import GaranteError
 from core.models import Company
-from core.roles import staff_company_ids
-
-
-class CompanyLocalTimeMixin:
-    """Shows and reads date-times in the timezone of the company a row belongs to, not the
-    server's UTC: a row's company is found through the admin's `company_path` (a time off's
-    is its professional's), a new row's through what its posted form names (the company, or
-    the professional), and else it is the staff member's only company. For a
-    `CompanyScopedAdmin`."""
-
-    def company_timezone(self, request: HttpRequest, obj: Any = None) -> ZoneInfo | None:
-        if obj is not None:
-            company_id = self.company_id_of(obj)
-        else:
-            company_id = self._posted_company_id(request)
-        if company_id is None:
-            ids = staff_company_ids(request)
-            if ids is None or len(ids) != 1:
-                return None  # several companies and no row to tell which: UTC
-            company_id = ids[0]
-        company = Company.objects.filter(pk=company_id).first()
-        return company.tz if company is not None else None
-
-    def _posted_company_id(self, request: HttpRequest) -> int | None:
-        """The company of the row an add form posts, through the first step of `company_path`
-        (the company itself, or e.g. the professional), if the staff member may add there."""
-        first, *rest = self.company_path.split("__")
-        value = request.POST.get(first, "") if request.method == "POST" else ""
-        if not value.isdigit():
-            return None
-        if rest:
-            related = self.model._meta.get_field(first).related_model
-            rows = related.objects.filter(pk=int(value)).values_list("__".join(rest), flat=True)
-            company_id = rows.first()
-        else:
-            company_id = int(value)
-        allowed = self.allowed_company_ids(request, "add")
-        return company_id if allowed is None or company_id in allowed else None
-
-    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs):
-        return _with_local_initial(super().get_form(request, obj, change=change, **kwargs))
-
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id) if object_id else None
-        return _rendered_in(
-            self.company_timezone(request, obj),
-            lambda: super(CompanyLocalTimeMixin, self).changeform_view(
-                request, object_id, form_url, extra_context
-            ),
-        )
-
-    def changelist_view(self, request, extra_context=None):
-        return _rendered_in(
-            self.company_timezone(request),
-            lambda: super(CompanyLocalTimeMixin, self).changelist_view(request, extra_context),
-        )
-
-
-def _rendered_in(tz: ZoneInfo | None, view: Callable[[], HttpResponse]) -> HttpResponse:
-    """The view's response, with its template rendered while `tz` is the current timezone:
-    an admin page is a TemplateResponse, rendered only after the view returns, and its
-    date-time widgets show their values in the timezone current then."""
-    if tz is None:
-        return view()
-    with timezone.override(tz):
-        response = view()
-        if isinstance(response, TemplateResponse):
-            response.render()
-        return response
-
-
-def _with_local_initial(form_class: type[forms.BaseForm]) -> type[forms.BaseForm]:
-    """`form_class`, whose initial date-times (a row's saved values) are in the timezone
-    current when the form is built: the company's, in these views."""
-
-    def __init__(self: forms.BaseForm, *args: Any, **kwargs: Any) -> None:
-        form_class.__init__(self, *args, **kwargs)
-        for name, value in self.initial.items():
-            if isinstance(value, datetime) and timezone.is_aware(value):
-                self.initial[name] = timezone.localtime(value)
-
-    return type(form_class)(form_class.__name__, (form_class,), {"__init__": __init__})
 
 
 def _local(instant: datetime, company: Company) -> str:
@@ -225,7 +145,7 @@ class TimeOffInline(admin.TabularInline):
 
 
 @admin.register(Professional)
-class ProfessionalAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
+class ProfessionalAdmin(CompanyScopedAdmin):
     list_display = ["display_name", "company", "active", "day_view_link"]
     list_filter = ["active", "company"]
     search_fields = ["display_name"]
@@ -251,53 +171,128 @@ class ProfessionalAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
                 self.admin_site.admin_view(self.day_view),
                 name="agenda_professional_day",
             ),
+            path(
+                "agenda/",
+                self.admin_site.admin_view(self.company_day_view),
+                name="agenda_company_day",
+            ),
             *super().get_urls(),
         ]
 
     def day_view(self, request: HttpRequest, professional_id: int) -> HttpResponse:
-        """One professional's day: working hours and appointments, in local time."""
+        """One professional's day (or week, `?view=week`): hours, appointments, free slots."""
         professional = get_object_or_404(self.get_queryset(request), pk=professional_id)
         if not self.has_view_permission(request, professional):
             return HttpResponse(status=403)
         company = professional.company
-        tz = company.tz
-        try:
-            day = date.fromisoformat(request.GET.get("date", ""))
-        except ValueError:
-            day = clock.now().astimezone(tz).date()
-        weekly: dict[int, list] = {}
-        for hours in professional.working_hours.all():
-            weekly.setdefault(hours.weekday, []).append((hours.start_time, hours.end_time))
-        intervals = [
-            # An interval until the end of the day ends at the next day's midnight: 24:00.
-            f"{_local(start, company)[-5:]}-"
-            + ("24:00" if end.astimezone(tz).date() > day else _local(end, company)[-5:])
-            for start, end in working_intervals(weekly, day, tz)
-        ]
-        appointments = [
-            {
-                "reference": a.reference,
-                "url": reverse("admin:agenda_appointment_change", args=[a.pk]),
-                "time": f"{_local(a.starts_at, company)[-5:]}-{_local(a.ends_at, company)[-5:]}",
-                "service": a.service.name,
-                "contact": str(a.contact),
-                "state": a.get_state_display(),
-            }
-            for a in appointments_for_day(professional=professional, day=day)
-        ]
+        day = _day_asked(request, company)
+        week = request.GET.get("view") == "week"
+        days = [day + timedelta(days=n) for n in range(agenda_page.WEEK_DAYS if week else 1)]
+        service = agenda_page.service_for(company, professional, request.GET.get("service", ""))
+        grid = agenda_page.columns(company, [professional], days, service)
+        step = timedelta(days=agenda_page.WEEK_DAYS if week else 1)
+        title = _("%(name)s — %(day)s") % {
+            "name": professional.display_name,
+            "day": describe_instant_day(day, company.tz),
+        }
+        return self._agenda_response(
+            request,
+            company,
+            title=title,
+            day=day,
+            step=step,
+            grid=grid,
+            service=service,
+            services=agenda_page.services_offered(company, professional),
+            professional=professional,
+            week=week,
+            extra={"intervals": grid[0]["intervals"], "appointments": grid[0]["appointments"]},
+        )
+
+    def company_day_view(self, request: HttpRequest) -> HttpResponse:
+        """Every active professional of a company side by side for one day."""
+        if not self.has_view_permission(request):
+            return HttpResponse(status=403)
+        companies = Company.objects.order_by("name")
+        ids = self.allowed_company_ids(request, "view", "change")
+        if ids is not None:
+            companies = companies.filter(pk__in=ids)
+        chosen = request.GET.get("company", "")
+        company = (companies.filter(pk=int(chosen)).first() if chosen.isdigit() else None) or (
+            companies.first()
+        )
+        if company is None:
+            return HttpResponse(status=403)
+        day = _day_asked(request, company)
+        professionals = list(
+            Professional.objects.filter(company=company, active=True).order_by("display_name")
+        )
+        service = agenda_page.service_for(company, None, request.GET.get("service", ""))
+        grid = agenda_page.columns(company, professionals, [day], service) if professionals else []
+        title = _("Agenda of %(company)s — %(day)s") % {
+            "company": company.name,
+            "day": describe_instant_day(day, company.tz),
+        }
+        return self._agenda_response(
+            request,
+            company,
+            title=title,
+            day=day,
+            step=timedelta(days=1),
+            grid=grid,
+            service=service,
+            services=agenda_page.services_offered(company, None),
+            companies=list(companies) if len(companies) > 1 else [],
+        )
+
+    def _agenda_response(
+        self,
+        request: HttpRequest,
+        company: Company,
+        *,
+        title: str,
+        day: date,
+        step: timedelta,
+        grid: list,
+        service: Service | None,
+        services: list,
+        professional: Professional | None = None,
+        week: bool = False,
+        companies: list | None = None,
+        extra: dict | None = None,
+    ) -> HttpResponse:
+        def moved(to: date) -> str:
+            query = request.GET.copy()
+            query["date"] = to.isoformat()
+            return query.urlencode()
+
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "title": _("%(name)s — %(day)s")
-            % {"name": professional.display_name, "day": describe_instant_day(day, tz)},
+            "title": title,
+            "company": company,
             "professional": professional,
             "day": day,
-            "previous_day": (day - timedelta(days=1)).isoformat(),
-            "next_day": (day + timedelta(days=1)).isoformat(),
-            "intervals": intervals,
-            "appointments": appointments,
+            "week": week,
+            "previous_query": moved(day - step),
+            "next_query": moved(day + step),
+            "grid": grid,
+            "service": service,
+            "services": services,
+            "companies": companies or [],
+            "may_book": self.admin_site._registry[Appointment].has_add_permission(request),
+            **(extra or {}),
         }
-        return TemplateResponse(request, "admin/agenda/professional_day.html", context)
+        with timezone.override(company.tz):
+            response = TemplateResponse(request, "admin/agenda/agenda_page.html", context)
+            return response.render()
+
+
+def _day_asked(request: HttpRequest, company: Company) -> date:
+    try:
+        return date.fromisoformat(request.GET.get("date", ""))
+    except ValueError:
+        return clock.now().astimezone(company.tz).date()
 
 
 def describe_instant_day(day: date, tz: ZoneInfo) -> str:
@@ -307,7 +302,7 @@ def describe_instant_day(day: date, tz: ZoneInfo) -> str:
 
 
 @admin.register(TimeOff)
-class TimeOffAdmin(CompanyLocalTimeMixin, CompanyScopedAdmin):
+class TimeOffAdmin(CompanyScopedAdmin):
     company_path = "professional__company"
     list_display = ["professional", "local_start", "local_end", "reason"]
     list_filter = ["professional__company", "professional"]
@@ -342,7 +337,11 @@ class AgendaSettingsAdmin(CompanyScopedAdmin):
 
 
 class AppointmentAddForm(forms.ModelForm):
-    """A staff booking: the date and time are read in the company's own timezone."""
+    """A staff booking: the date and time are read in the company's own timezone, and the
+    booking is made here, by the service, so that every refusal (a slot taken a moment ago,
+    in the past, outside the working hours or past the horizon) is an error in this form. Staff,
+    like the service (enforce_customer_rules=False), are not held to the minimum notice. The admin
+    runs the form inside its transaction: nothing stays booked if the page fails after."""
 
     day = forms.DateField(label=_("date"), widget=admin.widgets.AdminDateWidget)
     at = forms.TimeField(label=_("time (company local)"), widget=admin.widgets.AdminTimeWidget)
@@ -350,6 +349,8 @@ class AppointmentAddForm(forms.ModelForm):
     class Meta:
         model = Appointment
         fields = ["company", "contact", "service", "professional"]
+
+    booked: Appointment | None = None
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -365,14 +366,16 @@ class AppointmentAddForm(forms.ModelForm):
         if starts_at is None:
             return data
         data["starts_at"] = starts_at
+        now = clock.now()
         try:
-            # The service checks again when it books; here it becomes a form error.
-            slot_validate(
+            self.booked = services.appointment_book(
                 company=company,
+                contact=data["contact"],
                 service=data["service"],
                 professional=data["professional"],
-                starts_at=data["starts_at"],
-                now=clock.now(),
+                starts_at=starts_at,
+                created_via=Appointment.Via.STAFF,
+                now=now,
                 enforce_customer_rules=False,
             )
         except GaranteError as error:
@@ -461,7 +464,20 @@ class AppointmentMessageInline(admin.TabularInline):
 
 
 @admin.register(Appointment)
-class AppointmentAdmin(CompanyLocalTimeMixin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    export_fields = [
+        "reference",
+        "starts_at",
+        "ends_at",
+        "state",
+        "service__name",
+        "professional__display_name",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__phone",
+        "contact__email",
+        "created_via",
+    ]
     fsm_services = {
         "cancel": lambda a, user: services.appointment_cancel(
             company=a.company, reference=a.reference, enforce_cutoff=False, by=user
@@ -484,6 +500,7 @@ class AppointmentAdmin(CompanyLocalTimeMixin, ServiceTransitionsAdmin, CompanySc
         ),
     }
     fsm_forms = {"reschedule": RescheduleForm}
+    autocomplete_fields = ["contact", "service", "professional"]
     list_display = [
         "reference",
         "local_start",
@@ -495,7 +512,14 @@ class AppointmentAdmin(CompanyLocalTimeMixin, ServiceTransitionsAdmin, CompanySc
     ]
     list_filter = ["state", "created_via", "professional", "company"]
     list_select_related = ["company", "professional", "service", "contact"]
-    search_fields = ["reference", "contact__first_name", "contact__last_name", "contact__phone"]
+    search_fields = [
+        "reference",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__document_number",
+        "contact__phone",
+        "contact__email",
+    ]
     date_hierarchy = "starts_at"
     ordering = ["-starts_at"]
     inlines = [TransitionHistoryInline, AppointmentMessageInline]
@@ -544,16 +568,7 @@ class AppointmentAdmin(CompanyLocalTimeMixin, ServiceTransitionsAdmin, CompanySc
     def save_model(self, request: HttpRequest, obj: Appointment, form: Any, change: bool) -> None:
         if change:
             return  # nothing is edited in place; changes are transitions
-        data = form.cleaned_data
-        appointment = services.appointment_book(
-            company=data["company"],
-            contact=data["contact"],
-            service=data["service"],
-            professional=data["professional"],
-            starts_at=data["starts_at"],
-            created_via=Appointment.Via.STAFF,
-            enforce_customer_rules=False,
-        )
+        appointment = form.booked  # booked by the form's validation (AppointmentAddForm)
         # The admin goes on with `obj` (redirect, log entry): make it the appointment booked.
         obj.pk = appointment.pk
         obj.reference = appointment.reference

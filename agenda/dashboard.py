@@ -3,6 +3,7 @@
 from datetime import datetime, timedelta
 
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from agenda.models import Appointment
@@ -11,11 +12,17 @@ from core.dashboard import (
     Panel,
     can_view,
     change_url,
-    changelist_url,
     dashboard_panel,
     local_time,
     scoped,
 )
+
+
+def _agenda_url(company_ids: list[int] | None) -> str:
+    """The agenda page (every professional side by side, today), of the only company shown."""
+    url = reverse("admin:agenda_company_day")
+    return f"{url}?company={company_ids[0]}" if company_ids and len(company_ids) == 1 else url
+
 
 # Wide enough to hold "today" in every timezone (UTC-12 to UTC+14) around the current instant.
 _TODAY_WINDOW = timedelta(hours=38)
@@ -49,7 +56,7 @@ def todays_appointments(request: HttpRequest, company_ids: list[int] | None, now
             _("state"),
         ],
         total=len(todays),
-        more_url=changelist_url(Appointment),
+        more_url=_agenda_url(company_ids),
         empty=_("No appointments today."),
     )
     for a in todays[:PANEL_ROWS]:

@@ -264,7 +264,7 @@ def _send(message: AppointmentMessage, subject: str, body: str) -> tuple[str, st
             raise MessageTransientError(exc.detail) from None
         except SmsPermanentError as exc:
             raise _Refused(exc.detail) from None
-        return mask_phone(contact.phone), result.message_id, result.status
+        return mask_phone(contact.phone, message.company.language), result.message_id, result.status
     message_id = make_msgid(domain="garante.local")
     email = EmailMessage(
         subject=subject, body=body, to=[contact.email], headers={"Message-ID": message_id}

@@ -29,7 +29,9 @@ MAX_REMINDER_HOURS = 720
 class Service(models.Model):
     """Something a customer can book: a duration plus buffers kept free around it."""
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="services")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="services", verbose_name=_("company")
+    )
     name = models.CharField(_("name"), max_length=150)
     description = models.CharField(_("description"), max_length=300, blank=True)
     duration_minutes = models.PositiveSmallIntegerField(_("duration (minutes)"), default=30)
@@ -67,7 +69,9 @@ class Service(models.Model):
 class Professional(models.Model):
     """Someone who gives services; customers see only `display_name`."""
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="professionals")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="professionals", verbose_name=_("company")
+    )
     display_name = models.CharField(
         _("name shown to customers"), max_length=100, help_text=_("For example: Ana, Dr. Ruiz.")
     )
@@ -155,7 +159,10 @@ class WorkingHours(ScheduleEntry):
     may end at 24:00, stored as 00:00 (`END_OF_DAY`)."""
 
     professional = models.ForeignKey(
-        Professional, on_delete=models.CASCADE, related_name="working_hours"
+        Professional,
+        on_delete=models.CASCADE,
+        related_name="working_hours",
+        verbose_name=_("professional"),
     )
     weekday = models.PositiveSmallIntegerField(_("weekday"), choices=Weekday.choices)
     start_time = models.TimeField(_("from"))
@@ -183,7 +190,10 @@ class TimeOff(ScheduleEntry):
     """A period a professional is not available (holidays, sick leave, a meeting)."""
 
     professional = models.ForeignKey(
-        Professional, on_delete=models.CASCADE, related_name="time_off"
+        Professional,
+        on_delete=models.CASCADE,
+        related_name="time_off",
+        verbose_name=_("professional"),
     )
     starts_at = models.DateTimeField(_("from"))
     ends_at = models.DateTimeField(_("until"))
@@ -212,7 +222,7 @@ class AgendaSettings(models.Model):
     """A company's booking rules; created with these defaults the first time they are needed."""
 
     company = models.OneToOneField(
-        Company, on_delete=models.CASCADE, related_name="agenda_settings"
+        Company, on_delete=models.CASCADE, related_name="agenda_settings", verbose_name=_("company")
     )
     minimum_notice_minutes = models.PositiveIntegerField(
         _("minimum notice (minutes)"),
@@ -353,7 +363,9 @@ class Appointment(FSMModelMixin, models.Model):
 
     TERMINAL_STATES = frozenset({State.CANCELLED, State.ATTENDED, State.NO_SHOW})
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="appointments")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="appointments", verbose_name=_("company")
+    )
     reference = models.CharField(_("reference"), max_length=16, editable=False)
     contact = models.ForeignKey(
         Contact, on_delete=models.PROTECT, related_name="appointments", verbose_name=_("contact")
@@ -521,9 +533,17 @@ class AppointmentMessage(models.Model):
     OPEN_STATUSES = ("scheduled", "queued", "retrying", "sending")
 
     company = models.ForeignKey(
-        Company, on_delete=models.CASCADE, related_name="appointment_messages"
+        Company,
+        on_delete=models.CASCADE,
+        related_name="appointment_messages",
+        verbose_name=_("company"),
     )
-    appointment = models.ForeignKey(Appointment, on_delete=models.CASCADE, related_name="messages")
+    appointment = models.ForeignKey(
+        Appointment,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        verbose_name=_("appointment"),
+    )
     kind = models.CharField(_("message"), max_length=16, choices=Kind.choices)
     channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices, blank=True)
     # The start the message tells of: a reminder or a confirmation is for this time only.

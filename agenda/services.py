@@ -268,7 +268,8 @@ def appointment_book(
 
     Availability is re-validated here, at the instant, inside the transaction (on the SQLite
     demo, whose write transactions are serialised, that is what keeps a slot single). Staff
-    pass enforce_customer_rules=False to skip minimum notice and horizon (never past or busy).
+    pass enforce_customer_rules=False to skip the minimum notice (never the past, the horizon
+    or a busy slot).
     Every check comes before the one write, the INSERT, which has its own savepoint (the
     exclusion constraint's verdict becomes VALIDATION, a reference collision is drawn again).
     """

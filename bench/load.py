@@ -29,6 +29,9 @@ What it does (docs/performance.md explains the results):
    replay (key lookup) with 10,000 and up to 10,000,000 idempotency records.
 6. For each throughput target missed, a profile of where a call's CPU goes
    (bench/cpu_breakdown.py --profile).
+7. Two nodes (bench/cluster_run.py; GARANTE_BENCH_TWO_NODES=0 leaves it out): the chosen
+   scenarios among list_services, open_case and MCP ping on deploy/cluster.py's cluster, on one
+   node and through nginx on both, with each node's CPU per request (docs/scaling.md).
 
 Prints a table and writes bench-results/load.json and bench-results/load.png (bench/plot.py).
 A scenario that needs wrk is skipped, saying so, when wrk is not installed.
@@ -56,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, the project is not
     sys.path.insert(0, str(ROOT))
 
+from bench import cluster_run  # noqa: E402
 from bench.config import (  # noqa: E402
     APPOINTMENTS_LARGE,
     APPOINTMENTS_SMALL,
@@ -123,6 +127,8 @@ def rerender() -> int:
     report = json.loads((RESULTS / "load.json").read_text())
     evaluate(report)
     print(render(report))
+    if report.get("two_nodes"):
+        print(cluster_run.render(report["two_nodes"], report["scenarios"]))
     from bench.plot import draw
 
     draw(report, RESULTS / "load.png")
@@ -179,6 +185,11 @@ def main() -> int:
                 sdk = [] if partial_run() else start_sdk_servers(workdir, stack)
                 run_load(report, server, plain, variants, sdk, token)
             report["server_log_tail"] = server.tail(10)
+            chosen = [s.name for s in scenarios() if s.name in cluster_run.SCENARIOS]
+            if have_wrk and cluster_run.ENABLED and chosen:
+                # After the one-node rows, with their servers idle: the machine's cores are
+                # the cluster's (bench/cluster_run.py).
+                report["two_nodes"] = cluster_run.two_node_run(redis.url, chosen)
     report["elapsed_seconds"] = round(time.monotonic() - started, 1)
     report["machine"]["load_average_at_end"] = os.getloadavg()
     evaluate(report)
@@ -186,6 +197,8 @@ def main() -> int:
         profile_missed(report)
     (RESULTS / "load.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
     print(render(report))
+    if report.get("two_nodes"):
+        print(cluster_run.render(report["two_nodes"], report["scenarios"]))
     if have_wrk:
         from bench.plot import draw
 

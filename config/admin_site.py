@@ -23,6 +23,8 @@ class GaranteAdminSite(admin.AdminSite):
     site_title = _("Garante")
     index_title = _("Today at a glance")
     index_template = "admin/garante_index.html"
+    # Garante has no public site to "view": the header's link would lead to a 404.
+    site_url = None
 
     def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
         """Every admin page in the staff member's company time, rendered inside it (a

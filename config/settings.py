@@ -115,6 +115,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # preparing off, for a pooler in transaction mode that cannot keep prepared statements.
     # The URL's own options (sslmode, application_name, ...) are kept, and win.
     _prepare_threshold = os.environ.get("GARANTE_PG_PREPARE_THRESHOLD", "2").strip()
+    # Behind PgBouncer in transaction pooling (docs/scaling.md) consecutive transactions of one
+    # connection run on different server connections: nothing may outlive a transaction, so no
+    # prepared statements (PgBouncer 1.18 does not track them) and no server-side cursors (a
+    # named cursor of `.iterator()` outside a transaction). Binding parameters stays: an
+    # unnamed statement lives within one exchange.
+    GARANTE_PGBOUNCER = env_bool("GARANTE_PGBOUNCER", False)
+    if GARANTE_PGBOUNCER:
+        _prepare_threshold = ""
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
     DATABASES["default"]["OPTIONS"] = {
         "server_side_binding": True,
         "prepare_threshold": int(_prepare_threshold) if _prepare_threshold else None,
@@ -197,6 +206,34 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 # Filled by the apps, each with its own periodic tasks (core.periodic).
 CELERY_BEAT_SCHEDULE: dict = {}
+# A second beat started by mistake sends nothing the first has sent (core.periodic).
+CELERY_BEAT_SCHEDULER = "core.periodic:ClaimingScheduler"
+# The queue tasks go to when nothing routes them elsewhere (a cluster of its own on a shared
+# Redis uses one of its own).
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("GARANTE_CELERY_QUEUE", "").strip() or "celery"
+
+# State every web node must see alike (docs/scaling.md): the integration API's throttle
+# counters, the process caches' invalidations, the periodic sweeps' claims. With
+# GARANTE_REDIS_URL set they live in that Redis; unset (one process group: the demo, most
+# tests) the throttle counts in process memory and the process caches expire on their own.
+GARANTE_REDIS_URL = os.environ.get("GARANTE_REDIS_URL", "").strip()
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "shared": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": GARANTE_REDIS_URL,
+            # One namespace per database: another deployment or test run on the same Redis
+            # (its credential 1 is not ours) counts apart.
+            "KEY_PREFIX": f"garante:{DATABASES['default']['NAME']}",
+            # A Redis that does not answer must not hold a request: the throttle then lets
+            # the request through (integration.authentication).
+            "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
+        }
+        if GARANTE_REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "shared"}
+    ),
+}
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "127.0.0.1")

@@ -18,7 +18,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.models import Company, SecurityEvent
+from core.models import Company, SecurityEvent, VerificationChallenge
 
 PANEL_ROWS = 10
 
@@ -115,6 +115,44 @@ def recent_security_events(request: HttpRequest, company_ids: list[int] | None, 
                     e.get_kind_display(),
                     e.conversation_key[:40],
                     str(e.contact) if e.contact_id else "—",
+                ],
+            }
+        )
+    return panel
+
+
+@dashboard_panel(position=80)
+def codes_locked(request: HttpRequest, company_ids: list[int] | None, now: datetime):
+    """Codes locked by too many wrong attempts in the last day: a customer stuck, or someone
+    guessing."""
+    if not can_view(request, VerificationChallenge):
+        return None
+    since = now - timedelta(days=1)
+    queryset = scoped(VerificationChallenge.objects.all(), company_ids).filter(
+        status=VerificationChallenge.Status.LOCKED, created_at__gte=since
+    )
+    panel = Panel(
+        key="codes",
+        title=_("Codes locked in the last day"),
+        columns=[_("issued"), _("contact"), _("channel"), _("sent to")],
+        total=queryset.count(),
+        more_url=changelist_url(
+            VerificationChallenge,
+            f"status__exact=locked&created_at__gte={since.date().isoformat()}",
+        ),
+        empty=_("No codes were locked in the last day."),
+    )
+    rows = queryset.select_related("company", "contact").order_by("-created_at")[:PANEL_ROWS]
+    for c in rows:
+        panel.rows.append(
+            {
+                "url": change_url(c),
+                "company": c.company.name,
+                "cells": [
+                    local_datetime(c.created_at, c.company),
+                    str(c.contact),
+                    c.get_channel_display(),
+                    c.masked_destination,
                 ],
             }
         )

@@ -5,6 +5,7 @@ A tasks module imports the services its tasks run; a service that enqueues one o
 needs the other to be loaded first.
 """
 
+import threading
 from typing import Any
 
 from celery import Task, current_app
@@ -32,10 +33,19 @@ class GaranteTask(Task):
             return retry.sig.apply(retries=(options.get("retries") or 0) + 1)
 
 
+_importing = threading.Lock()
+
+
 def task_named(name: str) -> Task:
     """The registered task `name`, with its own options (retries, queue, eager mode in the demo
     and the tests). The apps' tasks modules are imported on first use, as a worker's start-up
     imports them (Celery's autodiscovery), in a process that has not needed them yet."""
     if name not in current_app.tasks:
-        current_app.loader.import_default_modules()
+        # One thread imports them; the others wait for it. Celery's autodiscovery runs once,
+        # in the first thread that asks: without the lock the others return at once, before
+        # its imports end, and find no task (7 of 8 threads asking together on a new process;
+        # a new web node's first concurrent writes).
+        with _importing:
+            if name not in current_app.tasks:
+                current_app.loader.import_default_modules()
     return current_app.tasks[name]

@@ -108,9 +108,14 @@ class StaffMembership(models.Model):
         ADMIN = "admin", _("Administrator")
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="memberships",
+        verbose_name=_("user"),
     )
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="memberships")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="memberships", verbose_name=_("company")
+    )
     role = models.CharField(_("role"), max_length=16, choices=Role.choices, default=Role.AGENT)
 
     class Meta:
@@ -127,7 +132,9 @@ class StaffMembership(models.Model):
 class Contact(models.Model):
     """A customer of a company. Identifiers are stored normalised (see core.normalize)."""
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="contacts")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="contacts", verbose_name=_("company")
+    )
     first_name = models.CharField(_("first name"), max_length=100)
     last_name = models.CharField(_("last name"), max_length=150, blank=True)
     document_number = models.CharField(_("document number"), max_length=32, blank=True)
@@ -179,11 +186,16 @@ class GatewayCredential(models.Model):
     """
 
     company = models.ForeignKey(
-        Company, on_delete=models.CASCADE, related_name="gateway_credentials"
+        Company,
+        on_delete=models.CASCADE,
+        related_name="gateway_credentials",
+        verbose_name=_("company"),
     )
     name = models.CharField(_("name"), max_length=100)
     token_prefix = models.CharField(_("token prefix"), max_length=12, editable=False)
-    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    token_hash = models.CharField(
+        max_length=64, unique=True, editable=False, verbose_name=_("token hash")
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
@@ -216,7 +228,9 @@ class Conversation(models.Model):
     It remembers whom the customer identified as, and until when a step-up verification holds.
     """
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="conversations")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="conversations", verbose_name=_("company")
+    )
     external_id = models.CharField(_("conversation id"), max_length=255)
     contact = models.ForeignKey(
         Contact,
@@ -257,7 +271,9 @@ class StepUpPolicy(models.Model):
     A company without a policy row gets settings.GARANTE_STEP_UP_DEFAULT_ACTIONS.
     """
 
-    company = models.OneToOneField(Company, on_delete=models.CASCADE, related_name="step_up_policy")
+    company = models.OneToOneField(
+        Company, on_delete=models.CASCADE, related_name="step_up_policy", verbose_name=_("company")
+    )
     actions = models.JSONField(
         _("actions that need a verification code"),
         default=default_step_up_actions,
@@ -295,7 +311,11 @@ class SecurityEvent(models.Model):
         )
 
     company = models.ForeignKey(
-        Company, on_delete=models.CASCADE, db_constraint=False, related_name="security_events"
+        Company,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        related_name="security_events",
+        verbose_name=_("company"),
     )
     conversation_key = models.CharField(_("conversation id"), max_length=255)
     kind = models.CharField(_("kind"), max_length=32, choices=Kind.choices)
@@ -328,7 +348,9 @@ class SecurityEvent(models.Model):
     )
     # An HMAC of the identifier tried (core.identity.limits.identifier_digest), to count failures
     # per identifier value without storing it.
-    identifier_digest = models.CharField(max_length=64, blank=True, editable=False)
+    identifier_digest = models.CharField(
+        max_length=64, blank=True, editable=False, verbose_name=_("identifier digest")
+    )
     detail = models.JSONField(_("detail"), default=dict, blank=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now)
     # Only for the events staff are emailed about (a burst of failed identifications).
@@ -409,10 +431,16 @@ class VerificationChallenge(models.Model):
         UNKNOWN = "unknown", _("Unknown (stopped while sending)")
 
     company = models.ForeignKey(
-        Company, on_delete=models.CASCADE, related_name="verification_challenges"
+        Company,
+        on_delete=models.CASCADE,
+        related_name="verification_challenges",
+        verbose_name=_("company"),
     )
     contact = models.ForeignKey(
-        Contact, on_delete=models.CASCADE, related_name="verification_challenges"
+        Contact,
+        on_delete=models.CASCADE,
+        related_name="verification_challenges",
+        verbose_name=_("contact"),
     )
     conversation = models.ForeignKey(
         Conversation,
@@ -420,12 +448,13 @@ class VerificationChallenge(models.Model):
         null=True,
         blank=True,
         related_name="verification_challenges",
+        verbose_name=_("conversation"),
     )
     channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices)
     destination = models.CharField(_("destination"), max_length=254, editable=False)
     masked_destination = models.CharField(_("sent to"), max_length=254, editable=False)
-    nonce = models.CharField(max_length=32, editable=False)
-    code_hmac = models.CharField(max_length=64, editable=False)
+    nonce = models.CharField(max_length=32, editable=False, verbose_name=_("nonce"))
+    code_hmac = models.CharField(max_length=64, editable=False, verbose_name=_("code hmac"))
     status = models.CharField(
         _("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE
     )
@@ -478,7 +507,9 @@ class IdempotencyRecord(models.Model):
     so a late retry is told the key expired instead of executing again.
     """
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="+")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="+", verbose_name=_("company")
+    )
     key = models.CharField(_("key"), max_length=255)
     operation = models.CharField(_("operation"), max_length=200)
     fingerprint = models.CharField(_("fingerprint"), max_length=64)

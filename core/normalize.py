@@ -6,6 +6,7 @@ import re
 import phonenumbers
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import validate_email
+from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 from stdnum.util import clean
 
@@ -61,8 +62,12 @@ def normalize_email(raw: str) -> str:
     return email
 
 
-def mask_phone(phone: str) -> str:
-    return f"teléfono terminado en {phone[-2:]}" if phone else ""
+def mask_phone(phone: str, language: str = "es") -> str:
+    """The phone as a customer or staff member may be told it, in the company's `language`."""
+    if not phone:
+        return ""
+    with translation.override(language):
+        return translation.gettext("teléfono terminado en %(digits)s") % {"digits": phone[-2:]}
 
 
 def mask_email(email: str) -> str:

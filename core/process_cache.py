@@ -8,8 +8,21 @@ takes effect at once in its own process, and everywhere else within
 `GARANTE_PROCESS_CACHE_SECONDS` (0 disables every cache of this kind).
 
 Entries carry a tag (the company they belong to), so a change forgets a whole company at once.
+
+Several processes, several web nodes (docs/scaling.md): with `GARANTE_REDIS_URL` set, `forget`
+after a commit is also published on a Redis channel, and every process listens to it in a
+thread of its own and forgets the same tag when told, milliseconds later: a gateway token
+revoked on one node is refused on the others by the next request. A process keeps entries
+only while it is subscribed: before its subscription is confirmed, and from the moment it
+is lost until it is confirmed again (every entry forgotten then, since messages may have been
+missed), each read goes to the database. A change that sends no signal (an UPDATE in SQL) is
+still seen within `GARANTE_PROCESS_CACHE_SECONDS`.
 """
 
+import json
+import logging
+import math
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
@@ -19,10 +32,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 # Only values that exist are kept, so a cache is bounded by its source; this cap only guards
 # against a pathological number of them.
 MAX_ENTRIES = 10_000
+
+logger = logging.getLogger("garante.process_cache")
 
 _clock = time.monotonic
 _caches: list["ProcessCache"] = []
@@ -61,13 +78,15 @@ class ProcessCache:
         entry = self._entries.get(key)
         if entry is not None and entry[2] > now:
             return entry[1]
+        seconds = settings.GARANTE_PROCESS_CACHE_SECONDS
+        # Kept only if no invalidation arrived while loading: the rows read may predate it.
+        generation = _broadcast.keeping() if seconds > 0 else None
         loaded = load()
         if loaded is None:
             self._entries.pop(key, None)
             return None
         tag, value = loaded
-        seconds = settings.GARANTE_PROCESS_CACHE_SECONDS
-        if seconds > 0:
+        if generation is not None and generation == _broadcast.generation:
             with self._lock:
                 if len(self._entries) >= MAX_ENTRIES:
                     self._entries.clear()
@@ -78,7 +97,12 @@ class ProcessCache:
         """Forget a tag whose source is being changed: now, and again once the change
         commits, so a request that read the old rows in between does not keep them."""
         self.forget(tag=tag)
-        transaction.on_commit(lambda: self.forget(tag=tag))
+        transaction.on_commit(lambda: self.forget_everywhere(tag=tag))
+
+    def forget_everywhere(self, *, tag: Hashable) -> None:
+        """Forget a tag here and in every other process listening (module doc)."""
+        self.forget(tag=tag)
+        _broadcast.publish(self.name, tag)
 
     def forget(self, *, tag: Hashable | None = None) -> None:
         """Drop the entries of one tag, or all of them."""
@@ -90,7 +114,113 @@ class ProcessCache:
                 del self._entries[key]
 
 
+def change_seen_everywhere() -> str:
+    """When every process sees a change staff made (for the admin's messages), worded in the
+    active language: from the next request where changes are broadcast, else within the
+    cache's seconds."""
+    if _broadcast._url():
+        return _("from their next request")
+    seconds = math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)
+    return ngettext("within %(seconds)d second", "within %(seconds)d seconds", seconds) % {
+        "seconds": seconds
+    }
+
+
 def process_caches_forget() -> None:
     """Empty every process cache of this process (after a bulk change made with SQL)."""
     for cache in _caches:
         cache.forget()
+
+
+class _Broadcast:
+    """The Redis channel on which processes tell each other what to forget (module doc)."""
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._subscribed = False
+        self._publisher: Any = None
+        # Invalidations received (and subscriptions made or lost) so far in this process.
+        self.generation = 0
+
+    def _url(self) -> str:
+        return settings.GARANTE_REDIS_URL if hasattr(settings, "GARANTE_REDIS_URL") else ""
+
+    def _channel(self) -> str:
+        # One channel per database: processes of another database (another cluster, another
+        # test run on the same Redis) are not told, nor tell.
+        return f"garante:process-cache:{settings.DATABASES['default']['NAME']}"
+
+    def keeping(self) -> int | None:
+        """The current generation if entries may be kept now, else None."""
+        if not self._url():
+            return self.generation
+        if self._pid != os.getpid():  # a forked child: its own thread and connections
+            self.__init__()
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(
+                        target=self._listen, name="garante-process-cache", daemon=True
+                    )
+                    self._thread.start()
+        return self.generation if self._subscribed else None
+
+    def publish(self, cache_name: str, tag: Hashable) -> None:
+        if not self._url():
+            return
+        import redis
+
+        try:
+            if self._publisher is None or self._pid != os.getpid():
+                self._publisher = redis.Redis.from_url(
+                    self._url(), socket_timeout=0.5, socket_connect_timeout=0.5
+                )
+            self._publisher.publish(self._channel(), json.dumps([cache_name, tag]))
+        except Exception:
+            self._publisher = None
+            logger.warning(
+                "could not tell the other processes to forget %s of %s: they will within %g s",
+                cache_name,
+                tag,
+                settings.GARANTE_PROCESS_CACHE_SECONDS,
+            )
+
+    def _listen(self) -> None:
+        import redis
+
+        while True:
+            try:
+                client = redis.Redis.from_url(
+                    self._url(), socket_connect_timeout=1, health_check_interval=5
+                )
+                pubsub = client.pubsub()
+                pubsub.subscribe(self._channel())
+                for message in pubsub.listen():
+                    if message["type"] == "subscribe":
+                        process_caches_forget()
+                        self.generation += 1
+                        self._subscribed = True
+                    elif message["type"] == "message":
+                        self._received(message["data"])
+            except Exception:
+                logger.warning("process cache invalidations: Redis unreachable; not caching")
+            finally:
+                self._subscribed = False
+                self.generation += 1
+                process_caches_forget()
+            time.sleep(1)
+
+    def _received(self, data: bytes) -> None:
+        self.generation += 1
+        try:
+            name, tag = json.loads(data)
+        except ValueError:
+            return
+        for cache in _caches:
+            if cache.name == name:
+                cache.forget(tag=tag if not isinstance(tag, list) else tuple(tag))
+
+
+_broadcast = _Broadcast()

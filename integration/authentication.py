@@ -2,10 +2,12 @@
 member (browsable API). Either way the request carries one `IntegrationAccess`: the company
 every query is scoped to, and whether it may write."""
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.cache import caches
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
@@ -24,6 +26,8 @@ from core.models import Company, StaffMembership
 from core.roles import staff_company_ids
 from integration.models import IntegrationCredential
 from integration.selectors import integration_credential_authenticate
+
+logger = logging.getLogger("garante.integration")
 
 COMPANY_HEADER = "X-Garante-Company"
 COMPANY_PARAMETER = "company"
@@ -177,8 +181,13 @@ def _staff_may(request: Request, view: Any, access: IntegrationAccess) -> bool:
 class CredentialRateThrottle(SimpleRateThrottle):
     """A courtesy limit per credential (DEFAULT_THROTTLE_RATES["integration"]).
 
-    Counted in Django's cache: per process with the default local-memory cache, so it is a
-    guard against runaway clients, not a security control.
+    Counted in fixed windows of the rate's period in the "shared" cache: Redis with
+    GARANTE_REDIS_URL, so every web node and process counts the same caller once
+    (docs/scaling.md); process memory without it. Each request adds one to its window's
+    counter atomically (no read-then-write that concurrent requests could both pass), and is
+    refused once the counter exceeds the rate, until the window ends. A cache that cannot be
+    reached lets the request through: a guard against runaway clients, not a security
+    control, must not turn a Redis outage into an API outage.
     """
 
     scope = "integration"
@@ -192,3 +201,30 @@ class CredentialRateThrottle(SimpleRateThrottle):
         if not isinstance(access, IntegrationAccess):
             return None
         return self.cache_format % {"scope": self.scope, "ident": access.throttle_key}
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        if self.rate is None:
+            return True
+        key = self.get_cache_key(request, view)
+        if key is None:
+            return True
+        now = self.timer()
+        window = int(now // self.duration)
+        self._retry_after = (window + 1) * self.duration - now
+        counter = f"{key}:{window}"
+        store = caches["shared"]
+        try:
+            # The window's counter expires with the window (and a second's margin).
+            store.add(counter, 0, timeout=self.duration + 1)
+            try:
+                count = store.incr(counter)
+            except ValueError:  # expired between the two statements: a new counter
+                store.add(counter, 1, timeout=self.duration + 1)
+                count = 1
+        except Exception:
+            logger.warning("integration throttle: the shared cache is unreachable; not counted")
+            return True
+        return count <= self.num_requests
+
+    def wait(self) -> float | None:
+        return getattr(self, "_retry_after", None)

@@ -23,12 +23,17 @@ class IntegrationCredential(models.Model):
         READ_WRITE = "read_write", _("Read and write")
 
     company = models.ForeignKey(
-        Company, on_delete=models.CASCADE, related_name="integration_credentials"
+        Company,
+        on_delete=models.CASCADE,
+        related_name="integration_credentials",
+        verbose_name=_("company"),
     )
     name = models.CharField(_("name"), max_length=100, help_text=_("Which system uses it."))
     scope = models.CharField(_("scope"), max_length=16, choices=Scope.choices, default=Scope.READ)
     token_prefix = models.CharField(_("token prefix"), max_length=12, editable=False)
-    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    token_hash = models.CharField(
+        max_length=64, unique=True, editable=False, verbose_name=_("token hash")
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True, editable=False)
@@ -64,7 +69,9 @@ class PublicReference(models.Model):
     """A short public code (e.g. CT-7K2F9Q) given to an entity the first time the integration
     API shows it, so URLs and bodies never carry primary keys."""
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="+")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="+", verbose_name=_("company")
+    )
     reference = models.CharField(_("reference"), max_length=16)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
@@ -77,7 +84,10 @@ class PublicReference(models.Model):
 
 class ContactReference(PublicReference):
     contact = models.OneToOneField(
-        Contact, on_delete=models.CASCADE, related_name="integration_reference"
+        Contact,
+        on_delete=models.CASCADE,
+        related_name="integration_reference",
+        verbose_name=_("contact"),
     )
 
     class Meta:
@@ -92,7 +102,10 @@ class ContactReference(PublicReference):
 
 class ServiceReference(PublicReference):
     service = models.OneToOneField(
-        Service, on_delete=models.CASCADE, related_name="integration_reference"
+        Service,
+        on_delete=models.CASCADE,
+        related_name="integration_reference",
+        verbose_name=_("service"),
     )
 
     class Meta:
@@ -107,7 +120,10 @@ class ServiceReference(PublicReference):
 
 class ProfessionalReference(PublicReference):
     professional = models.OneToOneField(
-        Professional, on_delete=models.CASCADE, related_name="integration_reference"
+        Professional,
+        on_delete=models.CASCADE,
+        related_name="integration_reference",
+        verbose_name=_("professional"),
     )
 
     class Meta:

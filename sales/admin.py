@@ -15,7 +15,12 @@ from django.db.models import Q
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
+from core.admin import (
+    CompanyScopedAdmin,
+    CsvExportAdmin,
+    ServiceTransitionsAdmin,
+    TransitionHistoryInline,
+)
 from core.errors import GaranteError
 from core.models import Contact
 from core.roles import staff_company_ids
@@ -145,6 +150,8 @@ class ProductAdmin(CompanyScopedAdmin):
 
 
 class ScopedProductInline(admin.TabularInline):
+    autocomplete_fields = ["product"]
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "product":
             kwargs["queryset"] = _company_filter(request, Product.objects.filter(active=True))
@@ -230,9 +237,14 @@ class QuoteCreateForm(forms.ModelForm):
             if not line.strip():
                 continue
             sku, _sep, quantity = line.strip().rpartition(" ")
+            unsigned = quantity.removeprefix("-")
             # ASCII only: str.isdigit() also takes "²" or "①", which int() refuses.
-            if not sku or not (quantity.isascii() and quantity.isdigit()):
+            if not sku or not (unsigned.isascii() and unsigned.isdigit()):
                 raise forms.ValidationError(_("Line %(n)d is not 'SKU quantity'.") % {"n": number})
+            if quantity.startswith("-") or int(quantity) == 0:
+                raise forms.ValidationError(
+                    _("Line %(n)d: the quantity must be a whole number above zero.") % {"n": number}
+                )
             items.append(QuoteItem(sku=sku.strip(), quantity=int(quantity)))
         return items
 
@@ -282,8 +294,33 @@ class QuoteLineInline(admin.TabularInline):
     model = QuoteLine
     extra = 0
     can_delete = False
-    fields = ["sku", "name", "quantity", "unit_price", "tax_rate", "subtotal", "tax", "total"]
+    fields = [
+        "sku",
+        "name",
+        "quantity",
+        "unit_price_shown",
+        "tax_rate",
+        "subtotal_shown",
+        "tax_shown",
+        "total_shown",
+    ]
     readonly_fields = fields
+
+    @admin.display(description=_("unit price"))
+    def unit_price_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.unit_price, line.quote.currency)
+
+    @admin.display(description=_("subtotal"))
+    def subtotal_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.subtotal, line.quote.currency)
+
+    @admin.display(description=_("tax"))
+    def tax_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.tax, line.quote.currency)
+
+    @admin.display(description=_("total"))
+    def total_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.total, line.quote.currency)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -293,7 +330,22 @@ class QuoteLineInline(admin.TabularInline):
 
 
 @admin.register(Quote)
-class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
+class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    export_fields = [
+        "reference",
+        "state",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__email",
+        "currency",
+        "subtotal",
+        "tax_total",
+        "total",
+        "valid_until",
+        "created_at",
+        "sent_at",
+    ]
+    autocomplete_fields = ["contact", "opportunity"]
     fsm_services = {
         "send": lambda q, user: quote_send(quote=q, by=user),
         "accept": lambda q, user: quote_accept(quote=q, by=user),
@@ -314,7 +366,14 @@ class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
     ]
     list_filter = ["state", "currency", "company"]
     list_select_related = ["contact", "opportunity"]
-    search_fields = ["reference", "contact__first_name", "contact__last_name", "contact__email"]
+    search_fields = [
+        "reference",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__document_number",
+        "contact__phone",
+        "contact__email",
+    ]
     date_hierarchy = "created_at"
     inlines = [QuoteLineInline, TransitionHistoryInline]
     change_fields = [
@@ -325,9 +384,9 @@ class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         "opportunity",
         "price_list",
         "currency",
-        "subtotal",
-        "tax_total",
-        "total",
+        "subtotal_shown",
+        "tax_shown",
+        "amount",
         "valid_until",
         "rejection_reason",
         "conversation",
@@ -342,15 +401,21 @@ class QuoteAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
 
     @admin.display(description=_("total"), ordering="total")
     def amount(self, quote: Quote) -> str:
-        return money.spoken(quote.total, quote.currency)
+        return money.shown(quote.total, quote.currency)
 
-    def has_delete_permission(self, request: HttpRequest, obj: Quote | None = None) -> bool:
+    @admin.display(description=_("subtotal"))
+    def subtotal_shown(self, quote: Quote) -> str:
+        return money.shown(quote.subtotal, quote.currency)
+
+    @admin.display(description=_("tax"))
+    def tax_shown(self, quote: Quote) -> str:
+        return money.shown(quote.tax_total, quote.currency)
+
+    def deletable(self, quote: Quote) -> bool:
         # A quote once sent is the customer's (they hold its reference, an accepted one holds
-        # stock): staff expire it instead. Drafts never sent may be deleted. The bulk action
-        # asks this of every selected quote too.
-        if obj is not None and obj.sent_at is not None:
-            return False
-        return super().has_delete_permission(request, obj)
+        # stock): staff expire it instead. Drafts never sent may be deleted, withdrawn or not.
+        # The bulk action asks this of every selected quote too.
+        return quote.sent_at is None
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         super().delete_queryset(request, queryset.filter(sent_at__isnull=True))
@@ -422,7 +487,21 @@ class OpportunityForm(forms.ModelForm):
 
 
 @admin.register(Opportunity)
-class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
+class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    export_fields = [
+        "reference",
+        "title",
+        "state",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__email",
+        "amount",
+        "currency",
+        "owner__username",
+        "created_at",
+        "closed_at",
+    ]
+    autocomplete_fields = ["contact"]
     """The pipeline: filter by stage, move with the buttons, close as won or lost."""
 
     form = OpportunityForm
@@ -434,10 +513,26 @@ class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         "lose": lambda o, user, reason: opportunity_lose(opportunity=o, reason=reason, by=user),
     }
     fsm_forms = {"lose": LoseOpportunityForm}
-    list_display = ["reference", "title", "contact", "state", "amount", "owner", "created_at"]
+    list_display = [
+        "reference",
+        "title",
+        "contact",
+        "state",
+        "amount_shown",
+        "owner",
+        "created_at",
+    ]
     list_filter = ["state", "owner", "company"]
     list_select_related = ["contact", "owner"]
-    search_fields = ["reference", "title", "contact__first_name", "contact__last_name"]
+    search_fields = [
+        "reference",
+        "title",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__document_number",
+        "contact__phone",
+        "contact__email",
+    ]
     date_hierarchy = "created_at"
     inlines = [TransitionHistoryInline]
     readonly_on_change = [
@@ -449,6 +544,18 @@ class OpportunityAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         "created_at",
         "closed_at",
     ]
+
+    def settled(self, opportunity: Opportunity) -> bool:
+        # A closed opportunity keeps its title and notes editable (its amount and stage do
+        # not change, readonly_on_change); it is never deleted.
+        return False
+
+    def deletable(self, opportunity: Opportunity) -> bool:
+        return opportunity.state not in Opportunity.CLOSED_STATES
+
+    @admin.display(description=_("amount"), ordering="amount")
+    def amount_shown(self, opportunity: Opportunity) -> str:
+        return money.shown(opportunity.amount, opportunity.currency)
 
     def get_fields(self, request: HttpRequest, obj: Opportunity | None = None) -> list[str]:
         fields = ["company", "contact", "title", "notes", "amount", "currency", "owner"]

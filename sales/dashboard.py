@@ -3,7 +3,6 @@
 from datetime import datetime
 
 from django.http import HttpRequest
-from django.utils import formats
 from django.utils.translation import gettext_lazy as _
 
 from core.dashboard import (
@@ -16,6 +15,7 @@ from core.dashboard import (
     local_datetime,
     scoped,
 )
+from sales import money
 from sales.models import Quote
 
 
@@ -42,7 +42,7 @@ def quotes_awaiting_answer(request: HttpRequest, company_ids: list[int] | None, 
                     local_datetime(q.valid_until, q.company),
                     q.reference,
                     str(q.contact),
-                    f"{formats.number_format(q.total, 2, use_l10n=True)} {q.currency}",
+                    money.shown(q.total, q.currency),
                 ],
             }
         )

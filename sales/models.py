@@ -41,7 +41,9 @@ class Product(models.Model):
     constraint keeps the reservation within what is on hand, so availability is never negative.
     """
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="products")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="products", verbose_name=_("company")
+    )
     sku = models.CharField(_("SKU"), max_length=64)
     name = models.CharField(_("name"), max_length=200)
     description = models.TextField(_("description"), blank=True)
@@ -98,7 +100,9 @@ def _currency_clean(currency: str | None) -> str:
 class PriceList(models.Model):
     """Prices in one currency, valid within an optional window; one default per company."""
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="price_lists")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="price_lists", verbose_name=_("company")
+    )
     name = models.CharField(_("name"), max_length=100)
     currency = models.CharField(_("currency"), max_length=3, help_text=_("ISO 4217 code"))
     valid_from = models.DateTimeField(_("valid from"), null=True, blank=True)
@@ -134,8 +138,12 @@ class PriceList(models.Model):
 class PriceListItem(models.Model):
     """The unit price of one product in one price list (before tax)."""
 
-    price_list = models.ForeignKey(PriceList, on_delete=models.CASCADE, related_name="items")
-    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="prices")
+    price_list = models.ForeignKey(
+        PriceList, on_delete=models.CASCADE, related_name="items", verbose_name=_("price list")
+    )
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="prices", verbose_name=_("product")
+    )
     unit_price = _money_field(_("unit price"))
 
     class Meta:
@@ -181,9 +189,13 @@ class Opportunity(FSMModelMixin, models.Model):
     OPEN_STATES = (State.NEW, State.QUALIFIED, State.PROPOSAL, State.NEGOTIATION)
     CLOSED_STATES = (State.WON, State.LOST)
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="opportunities")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="opportunities", verbose_name=_("company")
+    )
     reference = models.CharField(_("reference"), max_length=16, unique=True, editable=False)
-    contact = models.ForeignKey(Contact, on_delete=models.PROTECT, related_name="opportunities")
+    contact = models.ForeignKey(
+        Contact, on_delete=models.PROTECT, related_name="opportunities", verbose_name=_("contact")
+    )
     title = models.CharField(_("title"), max_length=200)
     notes = models.TextField(_("notes"), blank=True, help_text=_("What the customer asked for."))
     amount = _money_field(_("amount"), default=Decimal(0))
@@ -198,7 +210,12 @@ class Opportunity(FSMModelMixin, models.Model):
     )
     lost_reason = models.CharField(_("lost reason"), max_length=300, blank=True)
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        Conversation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("conversation"),
     )
     state = FSMField(_("stage"), default=State.NEW, choices=State.choices, protected=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
@@ -311,10 +328,16 @@ class Quote(FSMModelMixin, models.Model):
     # or cancelled (released). No other state holds a reservation.
     RESERVING_STATES = (State.ACCEPTED,)
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="quotes")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="quotes", verbose_name=_("company")
+    )
     reference = models.CharField(_("reference"), max_length=16, unique=True, editable=False)
-    contact = models.ForeignKey(Contact, on_delete=models.PROTECT, related_name="quotes")
-    price_list = models.ForeignKey(PriceList, on_delete=models.PROTECT, related_name="quotes")
+    contact = models.ForeignKey(
+        Contact, on_delete=models.PROTECT, related_name="quotes", verbose_name=_("contact")
+    )
+    price_list = models.ForeignKey(
+        PriceList, on_delete=models.PROTECT, related_name="quotes", verbose_name=_("price list")
+    )
     currency = models.CharField(_("currency"), max_length=3)
     subtotal = _money_field(_("subtotal"), default=Decimal(0))
     tax_total = _money_field(_("tax"), default=Decimal(0))
@@ -329,7 +352,12 @@ class Quote(FSMModelMixin, models.Model):
         verbose_name=_("opportunity"),
     )
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        Conversation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("conversation"),
     )
     state = FSMField(_("state"), default=State.DRAFT, choices=State.choices, protected=True)
     rejection_reason = models.CharField(_("rejection reason"), max_length=300, blank=True)
@@ -452,9 +480,13 @@ QUOTE_STATE_LABELS: dict[str, Promise] = {
 class QuoteLine(models.Model):
     """One product on a quote, with the price and tax it had when the quote was made."""
 
-    quote = models.ForeignKey(Quote, on_delete=models.CASCADE, related_name="lines")
+    quote = models.ForeignKey(
+        Quote, on_delete=models.CASCADE, related_name="lines", verbose_name=_("quote")
+    )
     position = models.PositiveSmallIntegerField(_("position"))
-    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="quote_lines")
+    product = models.ForeignKey(
+        Product, on_delete=models.PROTECT, related_name="quote_lines", verbose_name=_("product")
+    )
     sku = models.CharField(_("SKU"), max_length=64)
     name = models.CharField(_("name"), max_length=200)
     quantity = models.PositiveIntegerField(_("quantity"), validators=[MinValueValidator(1)])
@@ -490,8 +522,12 @@ class StockReservation(models.Model):
         CONSUMED = "consumed", _("Consumed")
         RELEASED = "released", _("Released")
 
-    quote = models.ForeignKey(Quote, on_delete=models.CASCADE, related_name="reservations")
-    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="reservations")
+    quote = models.ForeignKey(
+        Quote, on_delete=models.CASCADE, related_name="reservations", verbose_name=_("quote")
+    )
+    product = models.ForeignKey(
+        Product, on_delete=models.PROTECT, related_name="reservations", verbose_name=_("product")
+    )
     quantity = models.PositiveIntegerField(_("quantity"))
     state = models.CharField(
         _("state"), max_length=10, choices=State.choices, default=State.LIVE, editable=False

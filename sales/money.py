@@ -2,7 +2,10 @@
 
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.utils import formats
+from babel.core import UnknownLocaleError
+from babel.numbers import format_currency
+from django.conf import settings
+from django.utils import formats, translation
 
 # ISO 4217 minor-unit exponents that differ from the usual 2. Units of account with 4 decimals
 # (CLF, UYW) are left out on purpose: nobody quotes in them and the columns keep 3 decimals.
@@ -72,3 +75,16 @@ def spoken(amount: Decimal, currency: str) -> str:
         quantize(amount, currency), decimal_pos=places, use_l10n=True, force_grouping=True
     )
     return f"{number} {currency.upper()}"
+
+
+def shown(amount: Decimal | None, currency: str) -> str:
+    """The amount as staff read it in their language: the currency's own decimals and symbol
+    where the locale's convention puts them ("249,00 €" in Spanish, "€249.00" in English)."""
+    if amount is None:
+        return "—"
+    code = currency.upper()
+    locale = translation.to_locale(translation.get_language() or settings.LANGUAGE_CODE)
+    try:
+        return format_currency(quantize(amount, code), code, locale=locale)
+    except (UnknownLocaleError, ValueError):
+        return spoken(amount, code)

@@ -9,7 +9,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from core.admin import CompanyScopedAdmin, ServiceTransitionsAdmin, TransitionHistoryInline
+from core.admin import (
+    CompanyScopedAdmin,
+    CsvExportAdmin,
+    ServiceTransitionsAdmin,
+    TransitionHistoryInline,
+)
 from core.errors import GaranteError
 from core.models import StaffMembership
 from core.roles import staff_company_ids
@@ -114,7 +119,23 @@ class CaseCommentInline(admin.StackedInline):
 
 
 @admin.register(Case)
-class CaseAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
+class CaseAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    export_fields = [
+        "reference",
+        "subject",
+        "state",
+        "priority",
+        "channel",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__phone",
+        "contact__email",
+        "assignee__username",
+        "created_at",
+        "resolved_at",
+        "closed_at",
+    ]
+    autocomplete_fields = ["contact", "related_case"]
     form = CaseAdminForm
     fsm_services = {
         "start": lambda case, user: services.case_start(case=case, by=user),
@@ -142,6 +163,7 @@ class CaseAdmin(ServiceTransitionsAdmin, CompanyScopedAdmin):
         "subject",
         "contact__first_name",
         "contact__last_name",
+        "contact__document_number",
         "contact__email",
         "contact__phone",
     ]

@@ -1,9 +1,10 @@
 """Support's panel on the staff landing page (core.dashboard): the open cases."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from core.dashboard import (
     PANEL_ROWS,
@@ -12,10 +13,17 @@ from core.dashboard import (
     change_url,
     changelist_url,
     dashboard_panel,
-    local_datetime,
     scoped,
 )
 from support.models import Case
+
+
+def _age(age: timedelta) -> str:
+    """How long a case has been open, as a queue reads it: days, or hours on its first day."""
+    if age >= timedelta(days=1):
+        return ngettext("%(n)d day", "%(n)d days", age.days) % {"n": age.days}
+    hours = int(age.total_seconds() // 3600)
+    return ngettext("%(n)d hour", "%(n)d hours", hours) % {"n": hours}
 
 
 @dashboard_panel(position=20)
@@ -29,7 +37,7 @@ def open_cases(request: HttpRequest, company_ids: list[int] | None, now: datetim
         key="cases",
         title=_("Open cases"),
         columns=[
-            _("opened"),
+            _("age"),
             _("reference"),
             _("subject"),
             _("contact"),
@@ -37,7 +45,7 @@ def open_cases(request: HttpRequest, company_ids: list[int] | None, now: datetim
             _("state"),
         ],
         total=queryset.count(),
-        more_url=changelist_url(Case),
+        more_url=changelist_url(Case, "state__in=open,in_progress,waiting_customer"),
         empty=_("No open cases."),
     )
     for c in queryset.select_related("company", "contact").order_by("created_at")[:PANEL_ROWS]:
@@ -46,7 +54,7 @@ def open_cases(request: HttpRequest, company_ids: list[int] | None, now: datetim
                 "url": change_url(c),
                 "company": c.company.name,
                 "cells": [
-                    local_datetime(c.created_at, c.company),
+                    _age(now - c.created_at),
                     c.reference,
                     c.subject,
                     str(c.contact),

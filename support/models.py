@@ -41,7 +41,9 @@ class Case(FSMModelMixin, models.Model):
 
     REFERENCE_PREFIX = "CS"
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="cases")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="cases", verbose_name=_("company")
+    )
     reference = models.CharField(_("reference"), max_length=16, editable=False)
     contact = models.ForeignKey(
         Contact, on_delete=models.PROTECT, related_name="cases", verbose_name=_("contact")
@@ -199,7 +201,9 @@ CUSTOMER_STATE_LABELS = {
 class CaseComment(models.Model):
     """A message on a case, from the customer or from staff; staff may keep it internal."""
 
-    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="comments")
+    case = models.ForeignKey(
+        Case, on_delete=models.CASCADE, related_name="comments", verbose_name=_("case")
+    )
     author_contact = models.ForeignKey(
         Contact,
         on_delete=models.PROTECT,
@@ -269,7 +273,10 @@ class SupportSettings(models.Model):
     DEFAULT_AUTO_CLOSE_DAYS = 7
 
     company = models.OneToOneField(
-        Company, on_delete=models.CASCADE, related_name="support_settings"
+        Company,
+        on_delete=models.CASCADE,
+        related_name="support_settings",
+        verbose_name=_("company"),
     )
     auto_close_after_days = models.PositiveSmallIntegerField(
         _("close resolved cases after (days)"),

@@ -62,6 +62,16 @@ XDIST_GROUPS = {
 }
 
 
+def pytest_ignore_collect(collection_path: Any, config: pytest.Config) -> bool | None:
+    """tests/cluster starts a cluster of its own (minutes): collected only when named on the
+    command line (`make cluster-test`, a CI step of its own), not by `make test`."""
+    if collection_path.name == "cluster" and collection_path.parent.name == "tests":
+        named = [str(arg) for arg in config.args]
+        if not any("tests/cluster" in arg for arg in named):
+            return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _is_slow(item):

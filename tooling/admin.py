@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.translation import gettext_lazy as _
 
-from core.admin import CompanyScopedAdmin, values_filter
+from core.admin import CompanyScopedAdmin, RecordRulesAdmin, values_filter
 from core.admin import ConversationAdmin as CoreConversationAdmin
 from core.errors import ErrorType
 from core.models import Company, Conversation
@@ -40,15 +40,12 @@ def tool_calls_url(conversation: Conversation) -> str:
     return f"{reverse('admin:tooling_toolcall_changelist')}?{query}"
 
 
-class ReadOnlyAdmin(CompanyScopedAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+class ReadOnlyAdmin(RecordRulesAdmin, CompanyScopedAdmin):
+    # Trimmed by retention (tooling.tasks), never by hand.
+    read_only_records = True
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # trimmed by retention (tooling.tasks), never by hand
 
 
 @admin.register(ToolCall)

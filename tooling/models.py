@@ -24,14 +24,21 @@ class ExposedReference(models.Model):
         OPPORTUNITY = "opportunity", _("opportunity")
         CASE = "case", _("case")
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="+")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="+", verbose_name=_("company")
+    )
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="exposed_references"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="exposed_references",
+        verbose_name=_("conversation"),
     )
     kind = models.CharField(_("kind"), max_length=32, choices=Kind.choices)
     reference = models.CharField(_("reference"), max_length=64)
     label = models.CharField(_("label"), max_length=200, blank=True)
-    label_key = models.CharField(max_length=200, blank=True, editable=False)
+    label_key = models.CharField(
+        max_length=200, blank=True, editable=False, verbose_name=_("label key")
+    )
     data = models.JSONField(_("data"), default=dict, blank=True)
     created_at = models.DateTimeField(_("first shown"), auto_now_add=True)
     last_seen_at = models.DateTimeField(_("last shown"), auto_now=True)
@@ -60,7 +67,9 @@ class ToolCall(models.Model):
         OK = "ok", _("ok")
         ERROR = "error", _("error")
 
-    company = models.ForeignKey(Company, on_delete=models.CASCADE, related_name="+")
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="+", verbose_name=_("company")
+    )
     # The conversation by its external id, as the Gateway sent it (core.Conversation.external_id
     # within the company): no foreign key, so writing the trace is one INSERT, also for a call
     # whose conversation was never stored (a missing id, a write that rolled back).

@@ -92,7 +92,7 @@ def identify_contact_tool(ctx: ToolContext, params: IdentifyContactIn) -> dict:
     return {
         "identified": True,
         "first_name": contact.first_name,
-        "phone": mask_phone(contact.phone) or None,
+        "phone": mask_phone(contact.phone, ctx.company.language) or None,
         "email": mask_email(contact.email) or None,
         "verification_channels": channels,
     }
@@ -198,6 +198,6 @@ def update_contact_details(ctx: ToolContext, params: UpdateContactDetailsIn) -> 
     contact = contact_update_details(contact=ctx.contact, phone=params.phone, email=params.email)
     return {
         "updated": True,
-        "phone": mask_phone(contact.phone) or None,
+        "phone": mask_phone(contact.phone, ctx.company.language) or None,
         "email": mask_email(contact.email) or None,
     }

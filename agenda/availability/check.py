@@ -173,7 +173,7 @@ def slot_facts(
 def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool = True) -> None:
     """Decide on a slot from its facts, read at the instant (`slot_facts`).
 
-    Raises ValidationFailed: past, too soon or too far (customer rules), service or
+    Raises ValidationFailed: past, too soon (customer rules) or too far, service or
     professional not bookable (a withdrawn service only for a new booking, not for a move),
     outside working hours or in time off, or overlapping another scheduled appointment (then
     with the nearest free slots).
@@ -184,26 +184,27 @@ def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool 
             _("Esa franja ya pasó. Elija una hora posterior a la actual."), code="slot_in_past"
         )
     settings = facts.settings
-    if enforce_customer_rules:
-        earliest, horizon = customer_limits(settings, now)
-        if starts_at < earliest:
-            raise ValidationFailed(
-                ngettext(
-                    "Esa franja empieza demasiado pronto: las reservas se hacen con al menos "
-                    "%(minutes)d minuto de antelación.",
-                    "Esa franja empieza demasiado pronto: las reservas se hacen con al menos "
-                    "%(minutes)d minutos de antelación.",
-                    settings.minimum_notice_minutes,
-                )
-                % {"minutes": settings.minimum_notice_minutes},
-                code="slot_too_soon",
+    earliest, horizon = customer_limits(settings, now)
+    if enforce_customer_rules and starts_at < earliest:
+        raise ValidationFailed(
+            ngettext(
+                "Esa franja empieza demasiado pronto: las reservas se hacen con al menos "
+                "%(minutes)d minuto de antelación.",
+                "Esa franja empieza demasiado pronto: las reservas se hacen con al menos "
+                "%(minutes)d minutos de antelación.",
+                settings.minimum_notice_minutes,
             )
-        if starts_at > horizon:
-            raise ValidationFailed(
-                _g("Solo se puede reservar con hasta %(days)d días de antelación.")
-                % {"days": settings.booking_horizon_days},
-                code="slot_beyond_horizon",
-            )
+            % {"minutes": settings.minimum_notice_minutes},
+            code="slot_too_soon",
+        )
+    # Staff may book inside the notice (a customer at the desk), never past the horizon: the
+    # agenda is open that far for everybody.
+    if starts_at > horizon:
+        raise ValidationFailed(
+            _g("Solo se puede reservar con hasta %(days)d días de antelación.")
+            % {"days": settings.booking_horizon_days},
+            code="slot_beyond_horizon",
+        )
     # A withdrawn service takes no new bookings, but the appointments already booked keep it
     # and can still be moved (`move`: the appointment being moved).
     moving = facts.move is not None

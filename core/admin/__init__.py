@@ -4,6 +4,7 @@ Django's autodiscovery imports this package: importing the modules below registe
 models' admins. Other apps' admin modules import the shared bases from here.
 """
 
+from core.admin.export import CsvExportAdmin
 from core.admin.identity import (
     ContactAdmin,
     ConversationAdmin,
@@ -13,14 +14,20 @@ from core.admin.identity import (
 )
 from core.admin.scoping import CompanyScopedAdmin, values_filter
 from core.admin.tenants import CompanyAdmin, GatewayCredentialAdmin, StaffMembershipAdmin
-from core.admin.transitions import ServiceTransitionsAdmin, TransitionHistoryInline
+from core.admin.transitions import (
+    RecordRulesAdmin,
+    ServiceTransitionsAdmin,
+    TransitionHistoryInline,
+)
 
 __all__ = [
     "CompanyAdmin",
     "CompanyScopedAdmin",
     "ContactAdmin",
     "ConversationAdmin",
+    "CsvExportAdmin",
     "GatewayCredentialAdmin",
+    "RecordRulesAdmin",
     "SecurityEventAdmin",
     "ServiceTransitionsAdmin",
     "StaffMembershipAdmin",

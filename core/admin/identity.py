@@ -1,16 +1,16 @@
 """Staff admin for who is talking: contacts, conversations, step-up, security events, codes."""
 
-import math
 import re
 
 from django import forms
-from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from core.admin.export import CsvExportAdmin
 from core.admin.scoping import CompanyScopedAdmin
+from core.admin.transitions import RecordRulesAdmin
 from core.errors import GaranteError
 from core.models import (
     Contact,
@@ -20,15 +20,24 @@ from core.models import (
     VerificationChallenge,
     default_step_up_actions,
 )
+from core.process_cache import change_seen_everywhere
 from core.step_up import step_up_actions
 from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
 
 
 @admin.register(Contact)
-class ContactAdmin(CompanyScopedAdmin):
+class ContactAdmin(CsvExportAdmin, CompanyScopedAdmin):
+    export_fields = ["first_name", "last_name", "document_number", "phone", "email", "created_at"]
     list_display = ["__str__", "company", "document_number", "phone", "email", "created_at"]
     list_filter = ["company"]
-    search_fields = ["first_name", "last_name", "document_number", "phone", "email"]
+    search_fields = [
+        "first_name",
+        "last_name",
+        "document_number",
+        "phone",
+        "email",
+        "integration_reference__reference",
+    ]
 
     def save_model(self, request, obj, form, change):
         from core.normalize import normalize_document, normalize_email, normalize_phone
@@ -43,7 +52,8 @@ class ContactAdmin(CompanyScopedAdmin):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(CompanyScopedAdmin):
+class ConversationAdmin(RecordRulesAdmin, CompanyScopedAdmin):
+    read_only_records = True  # the trace is evidence; codes are sent by the actions
     list_display = ["external_id", "company", "contact", "identified_at", "last_seen_at"]
     list_filter = ["company"]
     # The contact is optional (an unidentified conversation), so Django's own select_related of
@@ -53,9 +63,6 @@ class ConversationAdmin(CompanyScopedAdmin):
     readonly_fields = [f.name for f in Conversation._meta.fields]
     actions = ["send_code_by_sms", "send_code_by_email"]
     action_permissions = {"issue_code": "core.add_verificationchallenge"}
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
     def has_issue_code_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("core.add_verificationchallenge")
@@ -160,13 +167,13 @@ class StepUpPolicyAdmin(CompanyScopedAdmin):
         # Servers keep a company's policy a few seconds (core.identity.step_up.step_up_policies).
         self.message_user(
             request,
-            _("Every server applies this change within %(seconds)d seconds.")
-            % {"seconds": math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)},
+            _("Every server applies this change %(when)s.") % {"when": change_seen_everywhere()},
         )
 
 
 @admin.register(SecurityEvent)
-class SecurityEventAdmin(CompanyScopedAdmin):
+class SecurityEventAdmin(RecordRulesAdmin, CompanyScopedAdmin):
+    read_only_records = True
     list_display = [
         "created_at",
         "kind",
@@ -186,15 +193,9 @@ class SecurityEventAdmin(CompanyScopedAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         return [f.name for f in SecurityEvent._meta.fields if f.name != "identifier_digest"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
 
 @admin.register(VerificationChallenge)
-class VerificationChallengeAdmin(CompanyScopedAdmin):
+class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
     """Status, channel, masked destination, attempts and times; never the code, its HMAC or
     the full destination. Codes are issued from the conversation list (an action there)."""
 
@@ -209,7 +210,7 @@ class VerificationChallengeAdmin(CompanyScopedAdmin):
         "expires_at",
         "sent_at",
     ]
-    list_filter = ["status", "delivery_status", "channel", "company"]
+    list_filter = ["status", "delivery_status", "channel", "company", "created_at"]
     search_fields = ["conversation__external_id", "contact__first_name", "contact__last_name"]
     list_select_related = ["contact"]
     fields = [
@@ -232,12 +233,10 @@ class VerificationChallengeAdmin(CompanyScopedAdmin):
         "issued_by",
     ]
     actions = ["revoke", "resend"]
+    read_only_records = True  # a sent code is a record; revoke and resend are actions
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         return self.fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
     @admin.action(description=_("Revoke selected codes"), permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:

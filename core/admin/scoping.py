@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from core.admin.localtime import CompanyLocalTimeMixin
 from core.models import Company, StaffMembership
 from core.roles import staff_company_ids
 
@@ -39,7 +40,7 @@ def _company_checked_form(
     return type(form)(form.__name__, (form,), {"_post_clean": _post_clean})
 
 
-class CompanyScopedAdmin(admin.ModelAdmin):
+class CompanyScopedAdmin(CompanyLocalTimeMixin, admin.ModelAdmin):
     """Shows staff only their companies' rows and offers only their companies' related rows,
     and lets them act on a row only as their role in its company allows.
 
@@ -50,7 +51,8 @@ class CompanyScopedAdmin(admin.ModelAdmin):
     too: a row never moves to another company, and what it refers to (a contact, a service, a
     staff member) belongs to the row's own company. Actions run only on the selected rows of
     companies whose role grants the action's permissions (`action_permissions` maps an
-    action's custom permission to the one it needs).
+    action's custom permission to the one it needs). Its pages are in the row's company's
+    time zone (CompanyLocalTimeMixin).
     """
 
     company_path = "company"

@@ -1,9 +1,7 @@
 """Staff admin for the tenants: companies, their staff memberships and gateway credentials."""
 
-import math
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
@@ -12,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.admin.scoping import CompanyScopedAdmin
 from core.models import Company, GatewayCredential, StaffMembership
+from core.process_cache import change_seen_everywhere
 from core.roles import staff_company_ids, staff_membership_remove, staff_membership_set
 from core.services import gateway_credential_issue, gateway_credential_revoke
 
@@ -123,6 +122,6 @@ class GatewayCredentialAdmin(CompanyScopedAdmin):
             revoked += 1
         self.message_user(
             request,
-            _("Revoked %(n)d credential(s); every server refuses them within %(seconds)d seconds.")
-            % {"n": revoked, "seconds": math.ceil(settings.GARANTE_PROCESS_CACHE_SECONDS)},
+            _("Revoked %(n)d credential(s); every server refuses them %(when)s.")
+            % {"n": revoked, "when": change_seen_everywhere()},
         )

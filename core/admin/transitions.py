@@ -22,17 +22,99 @@ from django_fsm_log.models import StateLog
 from core.errors import GaranteError
 
 
-class ServiceTransitionsAdmin(FSMAdminMixin):
+class RecordRulesAdmin:
+    """What a record lets staff do, the same on every admin: a record that must not change
+    (`read_only_records`: traces, security events, sent codes) and a record whose state no
+    transition leaves (`settled`) are shown with neither Save nor Delete, and the bulk delete
+    action refuses them (Django asks `has_delete_permission` of each selected row; read-only
+    records' lists do not offer it at all). Place before the ModelAdmin base."""
+
+    read_only_records: ClassVar[bool] = False
+
+    def settled(self, obj: Any) -> bool:
+        """Whether `obj` may no longer change (its state is terminal)."""
+        return self.read_only_records
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # The list (obj None) stays actionable: revoking codes is an action, not an edit.
+        if obj is not None and self.settled(obj):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def deletable(self, obj: Any) -> bool:
+        """Whether `obj` may be deleted at all (its role may still forbid it)."""
+        return not self.settled(obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if self.read_only_records or (obj is not None and not self.deletable(obj)):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        if self.read_only_records:
+            return False
+        return super().has_add_permission(request, *args)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # A page opened before the record settled (another tab, a colleague) posts to a record
+        # that no longer changes: say so on its page rather than answer "forbidden".
+        if request.method == "POST" and object_id is not None and not self.read_only_records:
+            obj = self.get_object(request, object_id)
+            if obj is not None and self.has_view_permission(request, obj) and self.settled(obj):
+                self.refuse_settled(request, obj)
+                return HttpResponseRedirect(request.path)
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def refuse_settled(self, request: HttpRequest, obj: Any) -> None:
+        self.message_user(request, self.settled_message(obj), level=messages.ERROR)
+
+    def settled_message(self, obj: Any) -> str:
+        state = getattr(obj, "get_state_display", None)
+        if state is None:
+            return _("%(object)s is a record: it cannot be changed.") % {"object": obj}
+        return _("%(object)s is %(state)s: it can no longer change.") % {
+            "object": obj,
+            "state": state(),
+        }
+
+
+class ServiceTransitionsAdmin(RecordRulesAdmin, FSMAdminMixin):
     """django-fsm-2's buttons and transition forms, each applied by a service.
 
     `fsm_services` maps a transition name to `service(obj, user, **form_data) -> obj`; a
     transition without one is neither offered nor applied. The service locks the row, checks
     the transition is allowed at that instant and logs who made it; a refusal it raises is
-    shown to the staff member. Place before the ModelAdmin base.
+    shown to the staff member. A record whose state no such transition leaves is settled
+    (RecordRulesAdmin): read-only, without Save or Delete. Place before the ModelAdmin base.
     """
 
     fsm_fields: ClassVar[list[str]] = ["state"]
     fsm_services: ClassVar[dict[str, Callable[..., Any]]] = {}
+
+    def refuse_settled(self, request: HttpRequest, obj: Any) -> None:
+        # A stale transition button: its service refuses it, in its own words.
+        name = request.POST.get(self.fsm_post_param)
+        if name in self.fsm_services and super(RecordRulesAdmin, self).has_change_permission(
+            request, obj
+        ):
+            self._apply_fsm_transition(obj=obj, transition_name=name, request=request)
+            return
+        super().refuse_settled(request, obj)
+
+    def settled(self, obj: Any) -> bool:
+        if super().settled(obj):
+            return True
+        for name in self.fsm_fields:
+            state = getattr(obj, name)
+            field = type(obj)._meta.get_field(name)
+            leaving = [
+                t
+                for t in field.get_all_transitions(type(obj))
+                if t.name in self.fsm_services and t.source in (state, "*", "+")
+            ]
+            if leaving:
+                return False
+        return True
 
     def fsm_done_message(self, obj: Any) -> str:
         """What the staff member is told after a transition went through."""

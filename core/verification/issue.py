@@ -42,8 +42,10 @@ def _destination(contact: Contact, channel: str) -> str:
     return contact.phone if channel == Channel.SMS else contact.email
 
 
-def _mask(channel: str, destination: str) -> str:
-    return mask_phone(destination) if channel == Channel.SMS else mask_email(destination)
+def _mask(channel: str, destination: str, language: str) -> str:
+    if channel == Channel.SMS:
+        return mask_phone(destination, language)
+    return mask_email(destination)
 
 
 def _send_limit_retry_after(queryset, limit: int, period: timedelta, now: datetime) -> int | None:
@@ -144,7 +146,7 @@ def challenge_issue(
             conversation=conversation,
             channel=channel,
             destination=destination,
-            masked_destination=_mask(channel, destination),
+            masked_destination=_mask(channel, destination, contact.company.language),
             nonce=nonce,
             code_hmac=code_hmac(nonce=nonce, contact_id=contact.pk, code=code),
             expires_at=now + settings.GARANTE_VERIFICATION_CODE_TTL,

@@ -1,7 +1,7 @@
 """The agenda admin: scoped lists, transition buttons and staff bookings through the services."""
 
 import re
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -442,7 +442,9 @@ def test_time_off_on_the_professionals_page_is_shown_in_the_companys_time(staff_
 
 
 @pytest.fixture
-def night_owl(company, service):
+def night_owl(company, service, agenda_settings):
+    agenda_settings.booking_horizon_days = 730  # the clocks change next year: open that far
+    agenda_settings.save()
     return professional_create(
         company=company,
         display_name="Noche",
@@ -518,3 +520,26 @@ def test_the_add_form_books_the_first_of_a_repeated_autumn_time(
 
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Appointment.objects.get().starts_at == datetime(2027, 10, 31, 0, 30, tzinfo=UTC)
+
+
+def test_the_add_form_refuses_a_time_past_the_booking_horizon(
+    staff_client, company, service, ana, marta, agenda_settings
+):
+    far = (clock.now() + timedelta(days=agenda_settings.booking_horizon_days + 7)).astimezone(
+        company.tz
+    )
+    response = staff_client.post(
+        reverse("admin:agenda_appointment_add"),
+        {
+            "company": company.pk,
+            "contact": ana.pk,
+            "service": service.pk,
+            "professional": marta.pk,
+            "day": far.date().isoformat(),
+            "at": "10:00",
+        },
+    )
+
+    assert response.status_code == 200
+    assert "Solo se puede reservar con hasta 60 días de antelación." in response.content.decode()
+    assert not Appointment.objects.exists()

@@ -329,18 +329,19 @@ def test_a_search_that_starts_inside_the_horizon_still_lists_what_it_can(gateway
 
 
 @pytest.mark.django_db
-def test_the_nearest_slots_of_a_staff_booking_past_the_horizon_stay_a_plain_answer(
-    company, service, marta, ana, bruno
+def test_staff_may_book_inside_the_notice_but_not_past_the_horizon(
+    company, service, marta, ana, agenda_settings
 ):
-    """Staff book past the horizon; a refusal there lists no nearest slots (customers could
-    not book them), and is about the slot taken, not about the horizon."""
-    far = local(2027, 3, 2, 10)
-    book_with(company, service, marta, ana, far, enforce_customer_rules=False)
-
+    """The horizon is how far the agenda is open, for the desk as for the chat; the notice is
+    the customers' alone (a customer at the desk is booked for now)."""
     with pytest.raises(ValidationFailed) as caught:
-        book_with(company, service, marta, bruno, far, enforce_customer_rules=False)
+        book_with(company, service, marta, ana, local(2027, 3, 2, 10), enforce_customer_rules=False)
 
-    assert caught.value.code == "slot_taken"
+    assert caught.value.code == "slot_beyond_horizon"
+    assert str(caught.value.user_message) == (
+        "Solo se puede reservar con hasta 60 días de antelación."
+    )
+    assert not Appointment.objects.exists()
 
 
 # --- Working hours until 24:00 ------------------------------------------------------------------

@@ -40,6 +40,34 @@ def test_a_task_is_found_by_name_in_a_web_thread_that_never_imported_its_module(
     assert done.stdout.split() == ["False", "garante", "5", "True"]
 
 
+def test_threads_asking_at_once_on_a_new_process_all_find_their_task():
+    """A new web node's first writes come together: every thread finds its task, not only the
+    one whose lookup imported the tasks modules."""
+    script = (
+        "import threading, django\n"
+        "django.setup()\n"
+        "from core.jobs import task_named\n"
+        "names = ['support.tasks.case_notify_staff', 'sales.tasks.quote_email_send',\n"
+        "         'core.challenge_deliver', 'agenda.appointments_mark_no_shows']\n"
+        "barrier, found = threading.Barrier(8), []\n"
+        "def look(name):\n"
+        "    barrier.wait()\n"
+        "    found.append(task_named(name).name == name)\n"
+        "threads = [threading.Thread(target=look, args=(names[i % 4],)) for i in range(8)]\n"
+        "[thread.start() for thread in threads]\n"
+        "[thread.join() for thread in threads]\n"
+        "print(found.count(True))\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONPATH": str(ROOT)}
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["8"]
+
+
 def test_a_name_no_task_has_is_an_error_not_a_silent_publish():
     """A mistyped name fails where it is used instead of sending a message no worker runs."""
     with pytest.raises(KeyError):

@@ -6,10 +6,11 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from core import process_cache, selectors
 from core.models import Company, GatewayCredential
+from core.process_cache import change_seen_everywhere
 from core.selectors import authentications, gateway_company_authenticate
 from core.services import gateway_credential_issue, gateway_credential_revoke
 
@@ -167,3 +168,18 @@ def test_a_change_is_forgotten_again_when_it_commits(company, token, settings):
         authentications.get(token_hash, lambda: (company.pk, before))
         assert gateway_company_authenticate(token).language == "es"
     assert gateway_company_authenticate(token).language == "en"
+
+
+@pytest.mark.parametrize(
+    ("redis_url", "seconds", "told"),
+    [
+        ("", 1, "en 1 segundo como máximo"),
+        ("", 5, "en 5 segundos como máximo"),
+        ("redis://127.0.0.1:6379/9", 5, "desde su próxima petición"),
+    ],
+)
+def test_staff_are_told_when_every_server_sees_their_change(settings, redis_url, seconds, told):
+    settings.GARANTE_REDIS_URL, settings.GARANTE_PROCESS_CACHE_SECONDS = redis_url, seconds
+
+    with translation.override("es"):
+        assert change_seen_everywhere() == told

@@ -454,6 +454,40 @@ def test_an_opportunitys_currency_is_an_iso_code_or_the_companys(
     assert Opportunity.objects.get().currency == (currency.upper() or company.currency)
 
 
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        ("TAZ-002 -2", "Línea 1: la cantidad debe ser un número entero mayor que cero."),
+        ("TAZ-002 0", "Línea 1: la cantidad debe ser un número entero mayor que cero."),
+    ],
+)
+def test_a_quote_line_without_a_positive_quantity_is_a_form_error(
+    admin_client, company, ana, catalog, items, message
+):
+    response = admin_client.post(
+        reverse("admin:sales_quote_add"),
+        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": items},
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["items"] == [message]
+    assert not Quote.objects.exists()
+
+
+def test_a_quote_line_of_a_discontinued_product_is_a_form_error(
+    admin_client, company, ana, catalog
+):
+    response = admin_client.post(
+        reverse("admin:sales_quote_add"),
+        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": "DES-004 1"},
+    )
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.non_field_errors()
+    assert errors and "DES-004" in errors[0]
+    assert not Quote.objects.exists()
+
+
 # --- Orders: delivered or cancelled; tracking; a closed opportunity's amount ---------------------
 
 

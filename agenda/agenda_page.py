@@ -1,0 +1,135 @@
+"""The admin's agenda page: a day or a week of one professional, or a day of every professional
+of a company side by side, with the appointments in their state and the free slots the tools
+would offer (agenda.availability's own slot search, never a copy). A free slot links to the
+staff booking form, prefilled; the booking itself goes through agenda.services.
+"""
+
+from collections import defaultdict
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.urls import reverse
+
+from agenda import clock
+from agenda.availability.busy import working_intervals
+from agenda.availability.search import slots_available
+from agenda.models import Appointment, Professional, Service
+from core.models import Company
+
+WEEK_DAYS = 7
+
+
+def day_start(day: date, company: Company) -> datetime:
+    return datetime.combine(day, time.min, tzinfo=company.tz)
+
+
+def service_for(company: Company, professional: Professional | None, chosen: str) -> Service | None:
+    """The service whose free slots are shown: the one chosen, else the first the professional
+    (or the company) gives."""
+    services = Service.objects.filter(company=company, active=True).order_by("name")
+    if professional is not None:
+        services = services.filter(professionals=professional)
+    if chosen.isdigit():
+        picked = services.filter(pk=int(chosen)).first()
+        if picked is not None:
+            return picked
+    return services.first()
+
+
+def services_offered(company: Company, professional: Professional | None) -> list[Service]:
+    services = Service.objects.filter(company=company, active=True).order_by("name")
+    if professional is not None:
+        services = services.filter(professionals=professional)
+    return list(services)
+
+
+def _hhmm(instant: datetime, company: Company) -> str:
+    return instant.astimezone(company.tz).strftime("%H:%M")
+
+
+def _booking_url(company: Company, service: Service, professional_id: int, start: datetime) -> str:
+    local = start.astimezone(company.tz)
+    query = {
+        "company": company.pk,
+        "service": service.pk,
+        "professional": professional_id,
+        "day": local.date().isoformat(),
+        "at": local.strftime("%H:%M"),
+    }
+    return f"{reverse('admin:agenda_appointment_add')}?{urlencode(query)}"
+
+
+def _intervals(professional: Professional, day: date, company: Company) -> list[str]:
+    weekly: dict[int, list] = defaultdict(list)
+    for hours in professional.working_hours.all():
+        weekly[hours.weekday].append((hours.start_time, hours.end_time))
+    return [
+        # An interval until the end of the day ends at the next day's midnight: 24:00.
+        f"{_hhmm(start, company)}-"
+        + ("24:00" if end.astimezone(company.tz).date() > day else _hhmm(end, company))
+        for start, end in working_intervals(weekly, day, company.tz)
+    ]
+
+
+def columns(
+    company: Company,
+    professionals: list[Professional],
+    days: list[date],
+    service: Service | None,
+) -> list[dict[str, Any]]:
+    """One column per (professional, day): working hours, appointments and free slots."""
+    first, last = day_start(days[0], company), day_start(days[-1] + timedelta(days=1), company)
+    ids = [p.pk for p in professionals]
+    booked: dict[tuple[int, date], list] = defaultdict(list)
+    appointments = (
+        Appointment.objects.filter(
+            company=company, professional_id__in=ids, starts_at__gte=first, starts_at__lt=last
+        )
+        .select_related("contact", "service")
+        .order_by("starts_at")
+    )
+    for a in appointments:
+        booked[(a.professional_id, a.starts_at.astimezone(company.tz).date())].append(a)
+    free: dict[tuple[int, date], list] = defaultdict(list)
+    if service is not None:
+        one = professionals[0] if len(professionals) == 1 else None
+        for slot in slots_available(
+            company=company,
+            service=service,
+            starts_at=first,
+            ends_at=last,
+            now=clock.now(),
+            professional=one,
+        ):
+            key = (slot.professional.pk, slot.starts_at.astimezone(company.tz).date())
+            free[key].append(
+                {
+                    "time": _hhmm(slot.starts_at, company),
+                    "url": _booking_url(company, service, slot.professional.pk, slot.starts_at),
+                }
+            )
+    result = []
+    for professional in professionals:
+        for day in days:
+            result.append(
+                {
+                    "professional": professional,
+                    "day": day,
+                    "intervals": _intervals(professional, day, company),
+                    "appointments": [
+                        {
+                            "reference": a.reference,
+                            "url": reverse("admin:agenda_appointment_change", args=[a.pk]),
+                            "time": f"{_hhmm(a.starts_at, company)}-{_hhmm(a.ends_at, company)}",
+                            "service": a.service.name,
+                            "contact": str(a.contact),
+                            "state": a.state,
+                            "state_shown": a.get_state_display(),
+                        }
+                        for a in booked[(professional.pk, day)]
+                    ],
+                    "free": free[(professional.pk, day)],
+                }
+            )
+    return result

@@ -1,0 +1,113 @@
+"""The cluster the tests in this folder drive over HTTP: deploy.cluster's, on free ports, with
+a database of its own (dropped after), started once for the session (`make cluster-test`).
+
+Its nodes run the production settings (config.settings): the tests reach them only as a
+client would, through nginx or at one node, and read the database directly (psycopg) to
+count effects. What they need in the database besides the sandbox (another credential, a
+staff member) is made by `cluster.shell(code)`, Django's shell against the cluster's database.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from deploy.cluster import Cluster, executable
+from tests.script_support import scratch_database
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SERVER_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+
+
+class ClusterUnderTest(Cluster):
+    def shell(self, code: str) -> str:
+        """Run Python in Django's shell against the cluster's database (not through PgBouncer),
+        returning what it printed."""
+        env = self.environment(DATABASE_URL=self.database_url)
+        env.pop("GARANTE_PGBOUNCER")
+        result = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", code],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def sql(self, query: str, params: tuple = ()) -> list[tuple]:
+        with psycopg.connect(self.database_url, autocommit=True) as connection:
+            cursor = connection.execute(query, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def logs(self) -> str:
+        parts = []
+        for log in sorted(self.directory.glob("*.log")):
+            parts.append(f"== {log.name}\n{log.read_text(errors='replace')[-2000:]}")
+        return "\n".join(parts)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[ClusterUnderTest]:
+    for program in ("pgbouncer", "nginx"):
+        try:
+            executable(program)
+        except SystemExit:
+            if os.environ.get("GARANTE_REQUIRE_SERVICES"):
+                raise
+            pytest.skip(f"{program} is not installed (apt-get install -y {program})")
+    name = f"garante_cluster_{uuid.uuid4().hex[:8]}"
+    directory = ROOT / "var" / f"cluster-test-{uuid.uuid4().hex[:8]}"
+    with scratch_database(SERVER_URL, name) as database_url:
+        running = ClusterUnderTest.from_environment(
+            directory=directory,
+            database_url=database_url,
+            redis_url="redis://127.0.0.1:6379/10",
+            nginx_port=_free(),
+            node_ports=[_free(), _free()],
+            pgbouncer_port=_free(),
+            pool_size=6,
+            # A day's window: the throttle test's count never straddles a window's end.
+            extra_env={"GARANTE_INTEGRATION_RATE": "20/day"},
+        )
+        try:
+            running.start(static=False)  # no page is styled here
+            yield running
+        finally:
+            running.stop()
+            # Connections PgBouncer or a killed node left are gone before the drop.
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _free() -> int:
+    from deploy.cluster import free_port
+
+    return free_port()
+
+
+@pytest.fixture
+def gateway(cluster: ClusterUnderTest) -> dict[str, str]:
+    return {"Authorization": f"Bearer {cluster.token}"}
+
+
+def tool(url: str, name: str, body: dict, *, token: str, conversation: str, key: str, **kw):
+    """One call of the REST tool mirror."""
+    return httpx.post(
+        f"{url}/api/tools/{name}",
+        json=body,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "X-Conversation-Id": conversation,
+            "Idempotency-Key": key,
+        },
+        timeout=kw.pop("timeout", 30),
+        **kw,
+    )
