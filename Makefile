@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SPEEDUPS_STAMP := $(VENV)/.speedups-stamp
 
 .PHONY: install speedups demo test test-fast lint format bench clean conformance \
-	conformance-install cluster cluster-stop cluster-test
+	conformance-install cluster cluster-stop cluster-test soak
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,16 @@ test: install
 # (marked slow by tests/conftest.py).
 test-fast: install
 	$(BIN)/pytest -m "not slow" $(PYTEST_XDIST) $(PYTEST_ARGS)
+
+# The misbehaving Gateway of tests/properties for as long as asked (minutes; `make test` runs a
+# bounded run of it): seeded runs one after another until the time is up or a counterexample
+# is found; the report (steps, rules hit, counterexample) is printed and left in
+# var/soak-report.json. One process, its own test database (test_<DATABASE_URL's name>).
+GARANTE_SOAK_MINUTES ?= 60
+
+soak: install
+	GARANTE_SOAK_MINUTES=$(GARANTE_SOAK_MINUTES) $(BIN)/pytest tests/properties/test_soak.py \
+		-p no:cacheprovider -p no:xdist -q -s $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
