@@ -233,7 +233,13 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
                 company=company,
                 key=key,
                 operation=tool.name,
-                request=canonical_request(params),
+                # The conversation is part of the request: its answer is that conversation's
+                # customer's. A key sent again from another conversation (a Gateway that
+                # failed to scope its keys) is a conflict, never the first customer's answer.
+                request={
+                    "conversation": meta.conversation_id,
+                    "arguments": canonical_request(params),
+                },
                 effect=effect,
             )
             return Outcome(

@@ -63,9 +63,11 @@ def test_a_new_key_on_a_cancelled_reservation_gets_the_state_guard_error(tool_cl
     assert "X-Idempotency-Replayed" not in again.headers
 
 
-def test_the_same_key_from_another_owner_replays_and_another_key_meets_the_ownership_guard(
+def test_the_same_key_from_another_conversation_is_a_conflict_never_the_first_answer(
     tool_client, company
 ):
+    """The answer is the first conversation's customer's: a Gateway that reuses a key in
+    another conversation gets CONFLICT, and the other key meets the ownership guard."""
     reservation = services.reservation_create(company=company, owner=tool_client.conversation_id)
     first = tool_client.call(CANCEL, {"reference": reservation.reference}, key="cancel-1")
 
@@ -75,12 +77,16 @@ def test_the_same_key_from_another_owner_replays_and_another_key_meets_the_owner
     other_key = tool_client.call(
         CANCEL, {"reference": reservation.reference}, key="cancel-9", conversation_id="stranger"
     )
+    again = tool_client.call(CANCEL, {"reference": reservation.reference}, key="cancel-1")
 
-    assert same_key.status_code == 200
-    assert same_key.content == first.content
-    assert same_key.headers["X-Idempotency-Replayed"] == "true"
+    assert same_key.status_code == 409
+    assert same_key.json()["error_type"] == "CONFLICT"
+    assert same_key.json()["code"] == "idempotency_conflict"
+    assert reservation.reference not in same_key.text
     assert other_key.status_code == 403
     assert other_key.json()["error_type"] == "PERMISSION"
+    assert again.content == first.content  # its own conversation still replays it
+    assert again.headers["X-Idempotency-Replayed"] == "true"
 
 
 # --- Replay, conflict, fingerprint ----------------------------------------------------------
