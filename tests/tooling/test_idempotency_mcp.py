@@ -59,8 +59,16 @@ def test_the_same_key_with_other_arguments_is_a_conflict_result(mcp, company):
 
 
 def test_rest_and_mcp_share_one_key_space_per_company(mcp, tool_client, company):
+    """The same conversation's call, first over REST then over MCP: one effect, one answer."""
     over_rest = tool_client.call(INCREMENT, {"name": "visits"}, key="shared-1")
-    over_mcp = tool_result(mcp.call(INCREMENT, {"name": "visits"}, key="shared-1"))
+    over_mcp = tool_result(
+        mcp.call(
+            INCREMENT,
+            {"name": "visits"},
+            key="shared-1",
+            conversation_id=tool_client.conversation_id,
+        )
+    )
 
     assert over_mcp["structuredContent"] == over_rest.json()
     assert over_mcp["content"][0]["text"] == over_rest.text
