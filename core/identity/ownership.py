@@ -37,7 +37,11 @@ def contact_for_conversation(*, conversation: Conversation, identifier: str) -> 
         return contact
     now = timezone.now()
     attempt = Attempt.of(conversation, [r.value for r in readings])
-    refuse_when_too_many_failures(attempt, now)
+    try:
+        refuse_when_too_many_failures(attempt, now)
+    except PermissionRefused:
+        verification_drop(conversation)  # another identifier is the alarm, at the limit too
+        raise
     claimed = (
         Contact.objects.filter(company_id=conversation.company_id)
         .filter(contact_matching(readings))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
@@ -223,15 +224,17 @@ def choose_by_autocomplete(driver: webdriver.Chrome, field: str, typed: str, sho
     driver.find_element(By.CSS_SELECTOR, f"#id_{field} + .select2 .select2-selection").click()
     search = wait_for(driver, ".select2-container--open .select2-search__field")
     search.send_keys(typed)
-    WebDriverWait(driver, 20).until(
-        lambda d: any(
-            shown in o.text for o in d.find_elements(By.CSS_SELECTOR, ".select2-results__option")
-        )
-    )
-    for option in driver.find_elements(By.CSS_SELECTOR, ".select2-results__option"):
-        if shown in option.text:
-            option.click()
-            return
+
+    def pick(d: webdriver.Chrome) -> bool:
+        for option in d.find_elements(By.CSS_SELECTOR, ".select2-results__option"):
+            if shown in option.text:
+                option.click()
+                return True
+        return False
+
+    # select2 redraws its list when the answer to each keystroke arrives: an option found a
+    # moment ago may be gone, so look again until the one shown is clicked.
+    WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(pick)
 
 
 def test_a_receptionist_books_from_a_free_slot_and_cancels_it(
