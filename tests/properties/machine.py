@@ -241,8 +241,11 @@ class GatewayMachine(RuleBasedStateMachine):
             ):
                 if answer.code == "identity_mismatch":
                     conversation.verified = "no"
-                elif answer.error_type == "PERMISSION":
-                    conversation.verified = "maybe" if conversation.verified == "yes" else "no"
+                elif answer.error_type == "PERMISSION" and conversation.verified != "no":
+                    # Another refusal (too_many_attempts answers before the mismatch is
+                    # looked at) may or may not have dropped the verification; a "maybe" it
+                    # leaves stays "maybe", never a certain "no".
+                    conversation.verified = "maybe"
         if ok and tool in tenant.step_up:
             check(
                 conversation.verified != "no",
