@@ -88,13 +88,7 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
     attempt = Attempt.of(conversation, [identifier.value])
     # Checked before the lookup, so a refusal is the same, statement for statement, whether
     # the identifier exists or not.
-    try:
-        refuse_when_too_many_failures(attempt, now)
-    except PermissionRefused:
-        # Not the conversation's own identifier: at the limit it is still the alarm.
-        if conversation.contact_id is not None:
-            verification_drop(conversation)
-        raise
+    refuse_when_too_many_failures(attempt, now)
     contact = _contact_with(company_id=conversation.company_id, identifier=identifier)
     if contact is None:
         failure_record(

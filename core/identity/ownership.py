@@ -37,11 +37,7 @@ def contact_for_conversation(*, conversation: Conversation, identifier: str) -> 
         return contact
     now = timezone.now()
     attempt = Attempt.of(conversation, [r.value for r in readings])
-    try:
-        refuse_when_too_many_failures(attempt, now)
-    except PermissionRefused:
-        verification_drop(conversation)  # another identifier is the alarm, at the limit too
-        raise
+    refuse_when_too_many_failures(attempt, now)
     claimed = (
         Contact.objects.filter(company_id=conversation.company_id)
         .filter(contact_matching(readings))
