@@ -309,6 +309,10 @@ class SecurityEvent(models.Model):
             "identification_burst",
             _("Burst of failed identifications on a gateway credential"),
         )
+        VERIFICATION_VOIDED = (
+            "verification_voided",
+            _("Verification voided: another identifier at the attempts limit"),
+        )
 
     company = models.ForeignKey(
         Company,

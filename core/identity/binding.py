@@ -1,5 +1,6 @@
 """Binding a conversation to the contact it identifies as, and refusing an identity switch."""
 
+from datetime import datetime
 from functools import cache
 
 from django.db import connection, transaction
@@ -9,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from core.errors import NotFound, PermissionRefused
 from core.identity.identifiers import CONTACT_FIELD, Identifier, normalize_identifier
 from core.identity.limits import Attempt, failure_record, refuse_when_too_many_failures
-from core.identity.step_up import verification_drop
+from core.identity.step_up import verification_drop, verification_voided_when_limited
 from core.models import Contact, Conversation, SecurityEvent
 from core.sql import column, selected, update_fields
 
@@ -86,6 +87,28 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
             # (a credential at its limit never locks out conversations already identified).
             return own
     attempt = Attempt.of(conversation, [identifier.value])
+    with verification_voided_when_limited(conversation):
+        contact = _contact_checked(conversation, attempt, identifier, now)
+    if conversation.contact_id is None:
+        conversation.contact = contact
+        conversation.identified_via = kind
+        conversation.identified_at = now
+        # A verification belongs to whom it verified: a conversation bound again (its contact
+        # erased by staff) starts without one.
+        conversation.verified_at = conversation.verified_until = None
+        update_fields(
+            conversation,
+            ["contact", "identified_via", "identified_at", "verified_at", "verified_until"],
+        )
+    return contact
+
+
+def _contact_checked(
+    conversation: Conversation, attempt: Attempt, identifier: Identifier, now: datetime
+) -> Contact:
+    """The company's contact with the identifier, if the conversation may identify as them:
+    NotFound when nobody has it, PermissionRefused when the conversation is someone else's
+    or a limit on failed identifications stands (each failure recorded durably)."""
     # Checked before the lookup, so a refusal is the same, statement for statement, whether
     # the identifier exists or not.
     refuse_when_too_many_failures(attempt, now)
@@ -96,7 +119,7 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
             now,
             kind=SecurityEvent.Kind.IDENTIFICATION_FAILED,
             contact=conversation.contact,
-            detail={"via": kind},
+            detail={"via": identifier.kind},
         )
         raise NotFound(
             _("No encontré ningún cliente con ese dato. ¿Puede comprobarlo?"),
@@ -109,21 +132,10 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
             kind=SecurityEvent.Kind.IDENTITY_SWITCH,
             contact=conversation.contact,
             claimed_contact=contact,
-            detail={"via": kind, "during": "identify_contact"},
+            detail={"via": identifier.kind, "during": "identify_contact"},
         )
         verification_drop(conversation)
         raise _identity_changed()
-    if conversation.contact_id is None:
-        conversation.contact = contact
-        conversation.identified_via = kind
-        conversation.identified_at = now
-        # A verification belongs to whom it verified: a conversation bound again (its contact
-        # erased by staff) starts without one.
-        conversation.verified_at = conversation.verified_until = None
-        update_fields(
-            conversation,
-            ["contact", "identified_via", "identified_at", "verified_at", "verified_until"],
-        )
     return contact
 
 

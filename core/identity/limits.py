@@ -90,9 +90,13 @@ def _retry_after(attempt: Attempt, now: datetime) -> int | None:
     return max(waits, default=None)
 
 
-def _too_many_attempts(retry_after: int) -> PermissionRefused:
+class TooManyAttempts(PermissionRefused):
+    """A limit on failed identifications stands: PERMISSION too_many_attempts."""
+
+
+def _too_many_attempts(retry_after: int) -> TooManyAttempts:
     # One answer for every limit, whether the identifier exists or not: it tells nothing.
-    return PermissionRefused(
+    return TooManyAttempts(
         _(
             "Hubo demasiados intentos de identificación. Por seguridad, espere un poco antes "
             "de volver a intentarlo."

@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 from core.errors import PermissionRefused
 from core.identity.identifiers import CONTACT_FIELD, contact_matching, identifier_readings
 from core.identity.limits import Attempt, failure_record, refuse_when_too_many_failures
-from core.identity.step_up import verification_drop
+from core.identity.step_up import verification_drop, verification_voided_when_limited
 from core.models import Contact, Conversation, SecurityEvent
 
 
@@ -37,22 +37,23 @@ def contact_for_conversation(*, conversation: Conversation, identifier: str) -> 
         return contact
     now = timezone.now()
     attempt = Attempt.of(conversation, [r.value for r in readings])
-    refuse_when_too_many_failures(attempt, now)
-    claimed = (
-        Contact.objects.filter(company_id=conversation.company_id)
-        .filter(contact_matching(readings))
-        .first()
-    )
-    failure_record(
-        attempt,
-        now,
-        kind=SecurityEvent.Kind.IDENTITY_SWITCH
-        if claimed
-        else SecurityEvent.Kind.IDENTIFIER_MISMATCH,
-        contact=contact,
-        claimed_contact=claimed,
-        detail={"read_as": sorted({r.kind for r in readings})},
-    )
+    with verification_voided_when_limited(conversation):
+        refuse_when_too_many_failures(attempt, now)
+        claimed = (
+            Contact.objects.filter(company_id=conversation.company_id)
+            .filter(contact_matching(readings))
+            .first()
+        )
+        failure_record(
+            attempt,
+            now,
+            kind=SecurityEvent.Kind.IDENTITY_SWITCH
+            if claimed
+            else SecurityEvent.Kind.IDENTIFIER_MISMATCH,
+            contact=contact,
+            claimed_contact=claimed,
+            detail={"read_as": sorted({r.kind for r in readings})},
+        )
     verification_drop(conversation)
     raise PermissionRefused(
         _("Ese dato no corresponde a la persona identificada en esta conversación."),

@@ -4,6 +4,8 @@ A verification is voided by the security events of an identity alarm; which tool
 is the company's StepUpPolicy (core.step_up lists the tools that can ask for a code).
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.durable import durably
 from core.errors import PermissionRefused
+from core.identity.limits import TooManyAttempts
 from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy
 from core.process_cache import ProcessCache
 
@@ -20,6 +23,7 @@ from core.process_cache import ProcessCache
 VERIFICATION_DROPPING_EVENTS = (
     SecurityEvent.Kind.IDENTITY_SWITCH,
     SecurityEvent.Kind.IDENTIFIER_MISMATCH,
+    SecurityEvent.Kind.VERIFICATION_VOIDED,
 )
 
 
@@ -50,6 +54,30 @@ def verification_drop(conversation: Conversation) -> None:
     # conversation_is_verified); clearing the fields keeps the row honest when this commits.
     Conversation.objects.filter(pk=conversation.pk).update(verified_until=None)
     conversation.verified_until = None
+
+
+@contextmanager
+def verification_voided_when_limited(conversation: Conversation) -> Iterator[None]:
+    """Around a conversation naming an identifier that is not its customer's: should a limit
+    on failed identifications refuse it, void the conversation's verification durably.
+
+    Under the limits the failure's own event (an identity switch or a mismatch) voids it. At a
+    limit the refusal answers before the identifier is looked up, so that it tells nothing,
+    and records no failure; without this event the alarm would keep the verification. The
+    event counts towards no limit: the limit refused the guess, it made none.
+    """
+    try:
+        yield
+    except TooManyAttempts:
+        if conversation_is_verified(conversation):
+            security_event_record(
+                conversation=conversation,
+                kind=SecurityEvent.Kind.VERIFICATION_VOIDED,
+                contact=conversation.contact,
+                detail={"refused": "too_many_attempts"},
+            )
+            verification_drop(conversation)
+        raise
 
 
 def conversation_is_verified(conversation: Conversation, *, now: datetime | None = None) -> bool:

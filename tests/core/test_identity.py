@@ -13,7 +13,7 @@ from core.identity import (
     identify_contact,
     require_step_up,
 )
-from core.models import Conversation, SecurityEvent, StepUpPolicy
+from core.models import Company, Conversation, SecurityEvent, StepUpPolicy
 from core.services import contact_create
 
 pytestmark = pytest.mark.django_db
@@ -210,3 +210,79 @@ def test_a_companys_policy_decides_which_actions_need_step_up(company, conversat
     require_step_up(conversation=conversation, action="accept_quote")
     with pytest.raises(PermissionRefused):
         require_step_up(conversation=conversation, action="cancel_appointment")
+
+
+def at_the_conversation_limit(conversation, ana, bruno):
+    """An identified, verified conversation whose one allowed failure is spent, verified again
+    after it (the failure voided the first verification)."""
+    identify_contact(conversation=conversation, kind="document", value="12345678Z")
+    Company.objects.filter(pk=conversation.company_id).update(identify_failures_per_conversation=1)
+    conversation.refresh_from_db()
+    with pytest.raises(PermissionRefused) as refused:
+        contact_for_conversation(conversation=conversation, identifier="Y7654321G")
+    assert refused.value.code == "identity_mismatch"
+    verify(conversation)
+    assert conversation_is_verified(conversation)
+
+
+def named_in_a_tool(conversation, identifier):
+    contact_for_conversation(conversation=conversation, identifier=identifier)
+
+
+def named_to_identify(conversation, identifier):
+    identify_contact(conversation=conversation, kind="document", value=identifier)
+
+
+@pytest.mark.parametrize("naming", [named_in_a_tool, named_to_identify])
+@pytest.mark.parametrize("identifier", ["X1234567L", "Z1111111D"], ids=["bruno", "nobody"])
+@pytest.mark.django_db(transaction=True)
+def test_at_the_limit_another_identifier_still_voids_the_verification(
+    conversation, ana, bruno, naming, identifier
+):
+    """The limit answers before the identifier is looked up and records no failure, so the
+    failure's own event cannot void the verification: an event of its own does, durably
+    (the refused call's transaction rolls back), whoever the identifier is."""
+    from django.db import transaction
+
+    at_the_conversation_limit(conversation, ana, bruno)
+
+    with pytest.raises(PermissionRefused) as refused, transaction.atomic():
+        naming(conversation, identifier)
+
+    assert refused.value.code == "too_many_attempts"
+    assert events(conversation, SecurityEvent.Kind.VERIFICATION_VOIDED).count() == 1
+    conversation.refresh_from_db()
+    assert not conversation_is_verified(conversation)
+    # The customer's own identifier is no guess: still theirs, and a new code verifies again.
+    assert contact_for_conversation(conversation=conversation, identifier="12345678Z") == ana
+
+
+def test_at_the_limit_without_a_verification_nothing_is_voided(conversation, ana, bruno):
+    at_the_conversation_limit(conversation, ana, bruno)
+    Conversation.objects.filter(pk=conversation.pk).update(verified_until=None)
+    conversation.refresh_from_db()
+
+    with pytest.raises(PermissionRefused) as refused:
+        contact_for_conversation(conversation=conversation, identifier="X1234567L")
+
+    assert refused.value.code == "too_many_attempts"
+    assert not events(conversation, SecurityEvent.Kind.VERIFICATION_VOIDED).exists()
+
+
+@pytest.mark.django_db(transaction=True)  # the limit is checked again on a connection of its own
+def test_a_voided_verification_counts_towards_no_limit(conversation, ana, bruno):
+    """It records a refusal, not a guess: once the one failure leaves the window, the
+    conversation may try again though the void is still in it."""
+    at_the_conversation_limit(conversation, ana, bruno)
+    with pytest.raises(PermissionRefused):
+        contact_for_conversation(conversation=conversation, identifier="X1234567L")
+    assert events(conversation, SecurityEvent.Kind.VERIFICATION_VOIDED).count() == 1
+
+    window = timedelta(minutes=conversation.company.identify_conversation_window_minutes)
+    events(conversation, SecurityEvent.Kind.IDENTIFIER_MISMATCH).update(
+        created_at=timezone.now() - window - timedelta(minutes=1)
+    )
+    with pytest.raises(PermissionRefused) as refused:
+        contact_for_conversation(conversation=conversation, identifier="X1234567L")
+
+    assert refused.value.code == "identity_mismatch"

@@ -239,12 +239,13 @@ class GatewayMachine(RuleBasedStateMachine):
             elif conversation.speaker is not None and not self.identified_as(
                 conversation, identifier
             ):
-                if answer.code == "identity_mismatch":
+                if answer.code in ("identity_mismatch", "too_many_attempts"):
+                    # An identifier not the speaker's voids the verification, at the limit
+                    # too (where the refusal answers before the identifier is looked up).
                     conversation.verified = "no"
                 elif answer.error_type == "PERMISSION" and conversation.verified != "no":
-                    # Another refusal (too_many_attempts answers before the mismatch is
-                    # looked at) may or may not have dropped the verification; a "maybe" it
-                    # leaves stays "maybe", never a certain "no".
+                    # Any other refusal may or may not have dropped it; a "maybe" stays
+                    # "maybe", never a certain "no".
                     conversation.verified = "maybe"
         if ok and tool in tenant.step_up:
             check(
@@ -318,7 +319,10 @@ class GatewayMachine(RuleBasedStateMachine):
             if len(given) == 1 and self.designates(c, given[0])
         ]
         if answer.is_error:
-            if answer.code == "identity_switch":
+            foreign = conversation.speaker is not None and not (
+                targets and targets[0] == conversation.speaker
+            )
+            if answer.code == "identity_switch" or (foreign and answer.code == "too_many_attempts"):
                 conversation.verified = "no"
             check(
                 not (targets and conversation.speaker in (None, targets[0]))
