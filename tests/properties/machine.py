@@ -888,6 +888,81 @@ class GatewayMachine(RuleBasedStateMachine):
             arguments["email"] = f"nuevo-{uuid.uuid4().hex[:8]}@example.com"
         self.send(conversation, "update_contact_details", arguments)
 
+    @rule(conversation=conversations, data=st.data())
+    def own_follow_up(self, conversation: Conversation, data: Any) -> None:
+        """What a well-behaved model does with the customer's own records, so that the writes
+        random draws rarely get right succeed too: list them, then move or cancel an
+        appointment, comment on a case, confirm or reopen a resolved one (staff resolving it
+        first when none is), or change the contact's details after a code."""
+        if conversation.speaker is None:
+            return
+        what = data.draw(
+            st.sampled_from(["move", "cancel", "comment", "resolved", "details"]),
+            label="follow up",
+        )
+        self.hit(f"follow_up:{what}")
+        identifier = conversation.speaker.document
+        if what == "details":
+            if self._verify(conversation):
+                change = (
+                    {"phone": fresh_phone()}
+                    if data.draw(st.booleans(), label="phone")
+                    else {"email": f"nuevo-{uuid.uuid4().hex[:8]}@example.com"}
+                )
+                self.send(
+                    conversation, "update_contact_details", {"identifier": identifier, **change}
+                )
+            return
+        kind, tool, field = (
+            ("AP", "list_my_appointments", "appointment")
+            if what in ("move", "cancel")
+            else ("CS", "list_my_cases", "reference")
+        )
+        listed = self.send(conversation, tool, {"identifier": identifier})
+        if listed.is_error:
+            return
+        live = [i[field] for i in listed.body["items"] if i["state"] not in TERMINAL[kind]]
+        if what == "resolved":
+            resolved = [i["reference"] for i in listed.body["items"] if i["state"] == "resolved"]
+            if not resolved and live:
+                self._staff_resolve(self.oracle.entities[live[0]])
+                resolved = [live[0]]
+            live = resolved
+        if not live:
+            return
+        reference = data.draw(st.sampled_from(live), label=kind)
+        arguments = {"identifier": identifier, "appointment" if kind == "AP" else "case": reference}
+        if what == "move":
+            tz = self.world.tenants[conversation.tenant].company.tz
+            start = timezone.now().astimezone(tz).date() + timedelta(
+                days=data.draw(st.integers(0, 6))
+            )
+            found = self.send(
+                conversation,
+                "find_available_slots",
+                {
+                    "service": SERVICE,
+                    "from": start.isoformat(),
+                    "appointment": reference,
+                    "limit": 5,
+                },
+            )
+            if found.is_error or not found.body["items"]:
+                return
+            arguments["slot"] = data.draw(st.sampled_from(found.body["items"]), label="to")["slot"]
+            self.send(conversation, "reschedule_appointment", arguments)
+        elif what == "cancel":
+            self.send(conversation, "cancel_appointment", arguments)
+        elif what == "comment":
+            self.send(conversation, "get_case", arguments)
+            self.send(conversation, "add_case_comment", {**arguments, "message": "Sigue igual."})
+        elif data.draw(st.booleans(), label="fixed"):
+            self.send(conversation, "confirm_case_resolved", arguments)
+        else:
+            self.send(
+                conversation, "report_case_not_fixed", {**arguments, "message": "Sigue igual."}
+            )
+
     # --- rules: step-up codes ---
 
     @rule(conversation=conversations, data=st.data())
@@ -1004,7 +1079,9 @@ class GatewayMachine(RuleBasedStateMachine):
         open_ = [e for e in self.oracle.entities.values() if e.kind == "CS" and e.state != "closed"]
         if not open_:
             return
-        entity = data.draw(st.sampled_from(sorted(open_, key=lambda e: e.reference)))
+        self._staff_resolve(data.draw(st.sampled_from(sorted(open_, key=lambda e: e.reference))))
+
+    def _staff_resolve(self, entity: Entity) -> None:
         case = Case.objects.get(reference=entity.reference)
         if case.state == "open":
             case = case_start(case=case)
@@ -1045,19 +1122,27 @@ class GatewayMachine(RuleBasedStateMachine):
             self.judge(conversation, "accept_quote", arguments, key_, answer)
             conversation.last_write = ("accept_quote", arguments, key_)
 
-    def _verified_quote(self, conversation: Conversation, items: list[dict]) -> str | None:
+    def _verify(self, conversation: Conversation) -> bool:
+        """A code requested by SMS and given right, as the customer would: whether it verified
+        (the request may be refused: too many codes, a broker down)."""
         identifier = conversation.speaker.document if conversation.speaker else "?"
         mark = self.code_mark("sms")
         sent = self.send(
             conversation, "request_verification_code", {"identifier": identifier, "channel": "sms"}
         )
         if sent.is_error:
-            return None
+            return False
         code = self.read_code(conversation, "sms", mark)
         check(code is not None, "a code answered sent never reached the customer")
         conversation.code, conversation.code_spent, conversation.code_attempts = code, False, 0
         verified = self.send(conversation, "verify_code", {"identifier": identifier, "code": code})
         check(not verified.is_error, "the right fresh code did not verify", verified.short())
+        return True
+
+    def _verified_quote(self, conversation: Conversation, items: list[dict]) -> str | None:
+        identifier = conversation.speaker.document if conversation.speaker else "?"
+        if not self._verify(conversation):
+            return None
         quote = self.send(conversation, "create_quote", {"identifier": identifier, "items": items})
         if quote.is_error:
             # The stock an earlier race left may not cover it: refused when created, too.
