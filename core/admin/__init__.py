@@ -13,7 +13,7 @@ from core.admin.identity import (
     VerificationChallengeAdmin,
     contact_search_fields,
 )
-from core.admin.scoping import CompanyScopedAdmin, values_filter
+from core.admin.scoping import CompanyScopedAdmin, staff_scoped, values_filter
 from core.admin.tenants import CompanyAdmin, GatewayCredentialAdmin, StaffMembershipAdmin
 from core.admin.transitions import (
     RecordRulesAdmin,
@@ -36,5 +36,6 @@ __all__ = [
     "TransitionHistoryInline",
     "VerificationChallengeAdmin",
     "contact_search_fields",
+    "staff_scoped",
     "values_filter",
 ]

@@ -213,6 +213,13 @@ class CompanyScopedAdmin(CompanyLocalTimeMixin, admin.ModelAdmin):
         return [_related_only(self.model, spec) for spec in filters]
 
 
+def staff_scoped(request: HttpRequest, queryset: QuerySet, path: str = "company") -> QuerySet:
+    """`queryset` narrowed to the companies the staff member works for (all for a superuser);
+    `path` leads from its rows to their company."""
+    ids = staff_company_ids(request)
+    return queryset if ids is None else queryset.filter(**{f"{path}__in": ids})
+
+
 def values_filter(
     field: str, title: object, values: Callable[[], Iterable[tuple[str, object]]]
 ) -> type[admin.SimpleListFilter]:

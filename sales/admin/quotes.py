@@ -1,0 +1,266 @@
+"""Staff admin for quotes: created as drafts from the price list, moved only by sales.services."""
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from core.admin import (
+    CompanyScopedAdmin,
+    CsvExportAdmin,
+    ServiceTransitionsAdmin,
+    TransitionHistoryInline,
+    contact_search_fields,
+    staff_scoped,
+)
+from core.errors import GaranteError
+from sales import money
+from sales.models import Opportunity, Quote, QuoteLine
+from sales.services.quote_lifecycle import (
+    quote_accept,
+    quote_cancel,
+    quote_create,
+    quote_deliver,
+    quote_expire,
+    quote_reject,
+    quote_send,
+)
+from sales.services.quote_pricing import QuoteItem
+
+
+class QuoteCreateForm(forms.ModelForm):
+    """Staff create a draft quote: who, and which SKUs. Prices come from the price list."""
+
+    items = forms.CharField(
+        label=_("items"),
+        widget=forms.Textarea(attrs={"rows": 5}),
+        help_text=_('One per line: "SKU quantity", e.g. "CAF-001 3".'),
+    )
+
+    class Meta:
+        model = Quote
+        fields = ["company", "contact", "opportunity"]
+
+    def clean_items(self) -> list[QuoteItem]:
+        items = []
+        for number, line in enumerate(self.cleaned_data["items"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            sku, _sep, quantity = line.strip().rpartition(" ")
+            unsigned = quantity.removeprefix("-")
+            # ASCII only: str.isdigit() also takes "²" or "①", which int() refuses.
+            if not sku or not (unsigned.isascii() and unsigned.isdigit()):
+                raise forms.ValidationError(_("Line %(n)d is not 'SKU quantity'.") % {"n": number})
+            if quantity.startswith("-") or int(quantity) == 0:
+                raise forms.ValidationError(
+                    _("Line %(n)d: the quantity must be a whole number above zero.") % {"n": number}
+                )
+            items.append(QuoteItem(sku=sku.strip(), quantity=int(quantity)))
+        return items
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        company, contact = data.get("company"), data.get("contact")
+        if company and contact and contact.company_id != company.pk:
+            self.add_error("contact", _("That contact belongs to another company."))
+        opportunity = data.get("opportunity")
+        if opportunity and contact and opportunity.contact_id != contact.pk:
+            self.add_error("opportunity", _("That opportunity is of another contact."))
+        if not self.errors and data.get("items"):
+            self._dry_run(data)
+        return data
+
+    def _dry_run(self, data: dict[str, Any]) -> None:
+        """Run the real service and roll it back, so every rule shows as a form error."""
+        try:
+            with transaction.atomic():
+                quote_create(
+                    company=data["company"],
+                    contact=data["contact"],
+                    items=data["items"],
+                    opportunity=data.get("opportunity"),
+                    send=False,
+                )
+                raise _DryRunDone
+        except _DryRunDone:
+            pass
+        except GaranteError as error:
+            self.add_error(None, str(error.user_message))
+
+
+class _DryRunDone(Exception):
+    pass
+
+
+class RejectQuoteForm(forms.Form):
+    reason = forms.CharField(label=_("reason"), max_length=300, required=False)
+
+
+class QuoteLineInline(admin.TabularInline):
+    model = QuoteLine
+    extra = 0
+    can_delete = False
+    fields = [
+        "sku",
+        "name",
+        "quantity",
+        "unit_price_shown",
+        "tax_rate",
+        "subtotal_shown",
+        "tax_shown",
+        "total_shown",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description=_("unit price"))
+    def unit_price_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.unit_price, line.quote.currency)
+
+    @admin.display(description=_("subtotal"))
+    def subtotal_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.subtotal, line.quote.currency)
+
+    @admin.display(description=_("tax"))
+    def tax_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.tax, line.quote.currency)
+
+    @admin.display(description=_("total"))
+    def total_shown(self, line: QuoteLine) -> str:
+        return money.shown(line.total, line.quote.currency)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Quote)
+class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    export_fields = [
+        "reference",
+        "state",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__email",
+        "currency",
+        "subtotal",
+        "tax_total",
+        "total",
+        "valid_until",
+        "created_at",
+        "sent_at",
+    ]
+    autocomplete_fields = ["contact", "opportunity"]
+    fsm_services = {
+        "send": lambda q, user: quote_send(quote=q, by=user),
+        "accept": lambda q, user: quote_accept(quote=q, by=user),
+        "reject": lambda q, user, reason="": quote_reject(quote=q, reason=reason, by=user),
+        "expire": lambda q, user: quote_expire(quote=q, by=user),
+        "deliver": lambda q, user: quote_deliver(quote=q, by=user),
+        "cancel": lambda q, user: quote_cancel(quote=q, by=user),
+    }
+    fsm_forms = {"reject": RejectQuoteForm}
+    list_display = [
+        "reference",
+        "contact",
+        "state",
+        "amount",
+        "valid_until",
+        "opportunity",
+        "created_at",
+    ]
+    list_filter = ["state", "currency", "company"]
+    list_select_related = ["contact", "opportunity"]
+    search_fields = ["reference", *contact_search_fields("contact__")]
+    date_hierarchy = "created_at"
+    inlines = [QuoteLineInline, TransitionHistoryInline]
+    change_fields = [
+        "reference",
+        "state",
+        "company",
+        "contact",
+        "opportunity",
+        "price_list",
+        "currency",
+        "subtotal_shown",
+        "tax_shown",
+        "amount",
+        "valid_until",
+        "rejection_reason",
+        "conversation",
+        "created_at",
+        "sent_at",
+        "resolved_at",
+        "delivered_at",
+        "cancelled_at",
+        "emailed_at",
+        "email_error",
+    ]
+
+    @admin.display(description=_("total"), ordering="total")
+    def amount(self, quote: Quote) -> str:
+        return money.shown(quote.total, quote.currency)
+
+    @admin.display(description=_("subtotal"))
+    def subtotal_shown(self, quote: Quote) -> str:
+        return money.shown(quote.subtotal, quote.currency)
+
+    @admin.display(description=_("tax"))
+    def tax_shown(self, quote: Quote) -> str:
+        return money.shown(quote.tax_total, quote.currency)
+
+    def deletable(self, quote: Quote) -> bool:
+        # A quote once sent is the customer's (they hold its reference, an accepted one holds
+        # stock): staff expire it instead. Drafts never sent may be deleted, withdrawn or not.
+        # The bulk action asks this of every selected quote too.
+        return quote.sent_at is None
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        super().delete_queryset(request, queryset.filter(sent_at__isnull=True))
+
+    def get_form(self, request: HttpRequest, obj: Quote | None = None, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = QuoteCreateForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Quote | None = None) -> list[str]:
+        if obj is None:
+            return ["company", "contact", "opportunity", "items"]
+        return self.change_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Quote | None = None) -> Any:
+        # A quote's content is decided by the service at creation; staff only move its state.
+        return self.change_fields if obj is not None else []
+
+    def get_inlines(self, request: HttpRequest, obj: Quote | None) -> list:
+        return self.inlines if obj is not None else []
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "opportunity":
+            kwargs["queryset"] = staff_scoped(
+                request, Opportunity.objects.filter(state__in=Opportunity.OPEN_STATES)
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Quote, form: Any, change: bool) -> None:
+        if change:
+            return  # nothing is editable; transitions go through their services
+        data = form.cleaned_data
+        quote = quote_create(
+            company=data["company"],
+            contact=data["contact"],
+            items=data["items"],
+            opportunity=data.get("opportunity"),
+            send=False,
+            by=request.user,
+        )
+        obj.pk, obj.reference = quote.pk, quote.reference
+        obj._state.adding = False
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        if change:
+            super().save_related(request, form, formsets, change)
