@@ -24,7 +24,8 @@ from bench.config import BENCH_DB, CONNECTIONS, MCP_PING, PG_SERVER, REPLAY, log
 from bench.database import psql  # noqa: E402
 from bench.processes import cpu_seconds, running, start_redis, worker_rss_kib  # noqa: E402
 from bench.scenarios import all_scenarios, measure, prepare_conversations  # noqa: E402
-from deploy.cluster import Cluster, free_port  # noqa: E402
+from deploy.cluster import Cluster  # noqa: E402
+from deploy.processes import free_port  # noqa: E402
 
 ENABLED = os.environ.get("GARANTE_BENCH_TWO_NODES", "1") not in ("", "0")
 DATABASE = f"{BENCH_DB}_cluster"

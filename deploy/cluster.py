@@ -23,11 +23,9 @@ server connections for the database, default 8), GARANTE_CLUSTER_SETTINGS (the n
 DJANGO_SETTINGS_MODULE, default config.settings). Tests and the bench use `Cluster` directly.
 """
 
-import contextlib
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -41,53 +39,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from deploy.pgbouncer import pgbouncer_command, pgbouncer_configure
+from deploy.processes import Started, executable, free_port, stop_started, with_children
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/garante_cluster"
 READY_SECONDS = 90
 NODES = 2
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def executable(name: str) -> str:
-    """A system program (pgbouncer, nginx), also where Debian installs it outside PATH."""
-    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin:/sbin")
-    if not found:
-        raise SystemExit(f"{name} is not installed (Debian: apt-get install -y {name})")
-    return found
-
-
-@dataclass
-class Started:
-    """One process the cluster started: enough to find it again and to know it is still it."""
-
-    name: str
-    pid: int
-    command: list[str]
-    log: str
-
-    popen: Any = field(default=None, repr=False, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "pid": self.pid, "command": self.command, "log": self.log}
-
-    def alive(self) -> bool:
-        """Running, and still the program that was started (a reused pid is not it)."""
-        if self.popen is not None:  # started by this process: it knows, even before exec
-            return self.popen.poll() is None
-        try:
-            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
-        except OSError:
-            return False
-        if _zombie(self.pid):
-            return False
-        program = Path(self.command[0]).name
-        return program in " ".join(cmdline.decode(errors="replace").split("\0")[:2])
 
 
 @dataclass
@@ -457,93 +416,6 @@ http {{
         if self.directory.exists():
             self.save()
         redis_queue_delete(self.redis_url, self.queue)
-
-
-def pgbouncer_command(directory: Path) -> list[str]:
-    command = [executable("pgbouncer"), str(directory / "pgbouncer.ini")]
-    if os.geteuid() == 0:  # PgBouncer refuses to run as root
-        command[1:1] = ["-u", "postgres"]
-    return command
-
-
-def pgbouncer_configure(directory: Path, database_url: str, port: int, pool_size: int) -> list[str]:
-    """Write a PgBouncer configuration in `directory` for the database of `database_url` on
-    `port`; return the command that runs it in the foreground."""
-    directory.mkdir(parents=True, exist_ok=True)
-    parts = urlsplit(database_url)
-    name = parts.path.lstrip("/")
-    user = parts.username or "postgres"
-    (directory / "userlist.txt").write_text(f'"{user}" ""\n')
-    # Transaction pooling: a server connection is lent for one transaction, so nothing of a
-    # session survives between transactions (docs/scaling.md). Small pools: the machine's
-    # PostgreSQL serves everybody (max_connections).
-    settings = {
-        "listen_addr": "127.0.0.1",
-        "listen_port": port,
-        "unix_socket_dir": "",
-        "auth_type": "trust",
-        "auth_file": directory / "userlist.txt",
-        "pool_mode": "transaction",
-        "default_pool_size": pool_size,
-        "max_db_connections": pool_size,
-        "min_pool_size": 0,
-        "reserve_pool_size": 0,
-        "max_client_conn": 200,
-        # A client waits at most this long for a server connection, then is refused (the
-        # node answers SYSTEM): a saturated pool slows calls, it does not hang them.
-        "query_wait_timeout": 10,
-        # Django's psycopg sends no startup options; these are harmless if a client does.
-        "ignore_startup_parameters": "extra_float_digits,options",
-        "pidfile": directory / "pgbouncer.pid",
-        "logfile": directory / "pgbouncer.log",
-        "admin_users": user,
-        "stats_users": user,
-    }
-    lines = [
-        "[databases]",
-        f"{name} = host={parts.hostname or '127.0.0.1'} port={parts.port or 5432} dbname={name}",
-        "[pgbouncer]",
-        *(f"{key} = {value}" for key, value in settings.items()),
-    ]
-    (directory / "pgbouncer.ini").write_text("\n".join(lines) + "\n")
-    if os.geteuid() == 0:
-        shutil.chown(directory, "postgres")
-        for path in directory.iterdir():
-            shutil.chown(path, "postgres")
-    return pgbouncer_command(directory)
-
-
-def with_children(pid: int, sig: int) -> None:
-    """Signal a process and the session it leads (every process `_run` started leads one)."""
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-
-def stop_started(process: Started, timeout: float = 30) -> None:
-    """SIGTERM (a graceful stop: gunicorn finishes its requests, nginx its connections), then
-    SIGKILL of its session if it lingers."""
-    try:
-        os.kill(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process.alive():
-        time.sleep(0.1)
-    if process.alive():
-        with_children(process.pid, signal.SIGKILL)
-    if process.popen is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.popen.wait(timeout=10)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-    except (OSError, IndexError):
-        return True
 
 
 def redis_queue_delete(url: str, queue: str) -> None:

@@ -19,7 +19,8 @@ import httpx
 import psycopg
 import pytest
 
-from deploy.cluster import Cluster, executable
+from deploy.cluster import Cluster
+from deploy.processes import executable
 from tests.script_support import scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -88,7 +89,7 @@ def cluster() -> Iterator[ClusterUnderTest]:
 
 
 def _free() -> int:
-    from deploy.cluster import free_port
+    from deploy.processes import free_port
 
     return free_port()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from aiosmtpd.controller import Controller
 
-from deploy.cluster import stop_started
+from deploy.processes import stop_started
 from tests.cluster.conftest import tool
 from tests.cluster.test_one_truth import identified_conversation
 from tests.servers import Inbox, free_port, wait_for

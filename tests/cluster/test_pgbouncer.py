@@ -17,7 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from deploy.cluster import executable, free_port, pgbouncer_configure
+from deploy.pgbouncer import pgbouncer_configure
+from deploy.processes import executable, free_port
 from tests.agenda.test_concurrency import (  # noqa: F401  (collected here again)
     test_fifty_conversations_booking_the_same_slot_make_exactly_one_appointment,
 )
