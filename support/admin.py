@@ -3,7 +3,7 @@
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -16,7 +16,6 @@ from core.admin import (
     TransitionHistoryInline,
     contact_search_fields,
 )
-from core.errors import GaranteError
 from core.models import StaffMembership
 from core.roles import staff_company_ids
 from support import services
@@ -270,17 +269,14 @@ class CaseAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
         for comment_form in formset.extra_forms:
             if not comment_form.has_changed() or not comment_form.cleaned_data.get("body"):
                 continue
-            try:
-                created.append(
-                    services.case_comment_add(
-                        case=formset.instance,
-                        body=comment_form.cleaned_data["body"],
-                        author_user=request.user,
-                        public=comment_form.cleaned_data.get("public", False),
-                    )
+            created.append(
+                services.case_comment_add(
+                    case=formset.instance,
+                    body=comment_form.cleaned_data["body"],
+                    author_user=request.user,
+                    public=comment_form.cleaned_data.get("public", False),
                 )
-            except GaranteError as error:
-                messages.error(request, str(error.user_message))
+            )
         # The admin's change message reads these, which formset.save() would have set.
         formset.new_objects, formset.changed_objects, formset.deleted_objects = created, [], []
 

@@ -18,6 +18,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from core.admin.localtime import CompanyLocalTimeMixin
+from core.admin.transitions import ServiceRefusalsAdmin
 from core.models import Company, StaffMembership
 from core.roles import staff_company_ids
 
@@ -40,7 +41,7 @@ def _company_checked_form(
     return type(form)(form.__name__, (form,), {"_post_clean": _post_clean})
 
 
-class CompanyScopedAdmin(CompanyLocalTimeMixin, admin.ModelAdmin):
+class CompanyScopedAdmin(ServiceRefusalsAdmin, CompanyLocalTimeMixin, admin.ModelAdmin):
     """Shows staff only their companies' rows and offers only their companies' related rows,
     and lets them act on a row only as their role in its company allows.
 
@@ -52,7 +53,8 @@ class CompanyScopedAdmin(CompanyLocalTimeMixin, admin.ModelAdmin):
     staff member) belongs to the row's own company. Actions run only on the selected rows of
     companies whose role grants the action's permissions (`action_permissions` maps an
     action's custom permission to the one it needs). Its pages are in the row's company's
-    time zone (CompanyLocalTimeMixin).
+    time zone (CompanyLocalTimeMixin), and a service refusing the save undoes all of it
+    (ServiceRefusalsAdmin).
     """
 
     company_path = "company"

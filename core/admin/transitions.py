@@ -22,6 +22,26 @@ from django_fsm_log.models import StateLog
 from core.errors import GaranteError
 
 
+class ServiceRefusalsAdmin:
+    """A service's refusal while the change form saves (a rule it checks under its row lock,
+    that the form's own checks passed a moment before: a colleague acting at that instant)
+    undoes the whole save and says why, on the form's page again.
+
+    Django's change form saves in one transaction, so letting the GaranteError out of
+    save_model or save_related rolls back every row the form wrote, its history entry too;
+    the page then shows the refusal and never "changed successfully" beside it. What the
+    staff member typed is shown as it is now stored. Place before the ModelAdmin base."""
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except GaranteError as refusal:
+            if request.method != "POST":
+                raise
+            self.message_user(request, str(refusal.user_message), level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+
 class RecordRulesAdmin:
     """What a record lets staff do, the same on every admin: a record that must not change
     (`read_only_records`: traces, security events, sent codes) and a record whose state no

@@ -3,7 +3,7 @@
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import Q
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
@@ -12,7 +12,6 @@ from core.admin import (
     CompanyScopedAdmin,
     staff_scoped,
 )
-from core.errors import GaranteError
 from sales.models import PriceList, PriceListItem, Product
 from sales.services.catalog import price_list_save, product_stock_set, product_tracking_set
 
@@ -100,13 +99,10 @@ class ProductAdmin(CompanyScopedAdmin):
         plain = [f for f in form.changed_data if f not in services]
         if plain:
             obj.save(update_fields=plain)
-        try:
-            if "track_stock" in form.changed_data:
-                product_tracking_set(product=obj, track_stock=obj.track_stock)
-            if "quantity_on_hand" in form.changed_data:
-                product_stock_set(product=obj, quantity_on_hand=obj.quantity_on_hand)
-        except GaranteError as error:
-            messages.error(request, str(error.user_message))
+        if "track_stock" in form.changed_data:
+            product_tracking_set(product=obj, track_stock=obj.track_stock)
+        if "quantity_on_hand" in form.changed_data:
+            product_stock_set(product=obj, quantity_on_hand=obj.quantity_on_hand)
 
 
 class ScopedProductInline(admin.TabularInline):

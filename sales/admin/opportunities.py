@@ -4,7 +4,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
@@ -17,7 +17,6 @@ from core.admin import (
     contact_search_fields,
     staff_scoped,
 )
-from core.errors import GaranteError
 from core.models import Contact
 from sales import money
 from sales.models import Opportunity
@@ -156,13 +155,10 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         if change:
             # Only what the form changed: a full save would write back a stale stage. The
             # service refuses an amount changed after the opportunity closed (in another tab).
-            try:
-                opportunity_details_set(
-                    opportunity=obj,
-                    changes={field: getattr(obj, field) for field in form.changed_data},
-                )
-            except GaranteError as error:
-                messages.error(request, str(error.user_message))
+            opportunity_details_set(
+                opportunity=obj,
+                changes={field: getattr(obj, field) for field in form.changed_data},
+            )
             return
         opportunity = opportunity_create(
             company=data["company"],

@@ -4,9 +4,11 @@ import re
 from decimal import Decimal
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core import mail
+from django.db.models.signals import pre_save
 from django.urls import reverse
 from django_fsm_log.models import StateLog
 
@@ -566,3 +568,30 @@ def test_a_closed_opportunitys_amount_is_read_only_in_the_admin(
     assert "title" in page.context["adminform"].form.fields
     opportunity.refresh_from_db()
     assert (opportunity.state, opportunity.amount) == (Opportunity.State.WON, Decimal("12.08"))
+
+
+def test_a_reservation_made_while_the_stock_form_saves_undoes_the_whole_save(
+    admin_client, company, ana, catalog
+):
+    """The form's check passes; a quote accepted at that instant (here: as the form's other
+    changes are written) reserves more than the count, so the service refuses under its lock.
+    Nothing of the form stays, and the page says why, never "changed successfully"."""
+    mug = Product.objects.get(sku="TAZ-002")
+    data = change_form_data(admin_client, mug, name="Taza grande", quantity_on_hand=1)
+
+    def colleague_accepts_a_quote(sender, instance, **kwargs):
+        if instance.pk == mug.pk:
+            Product.objects.filter(pk=mug.pk).update(quantity_reserved=2)
+
+    pre_save.connect(colleague_accepts_a_quote, sender=Product)
+    try:
+        response = admin_client.post(change_url(mug), data, follow=True)
+    finally:
+        pre_save.disconnect(colleague_accepts_a_quote, sender=Product)
+
+    shown = [str(m) for m in response.context["messages"]]
+    assert response.redirect_chain == [(change_url(mug), 302)]
+    assert shown == ["Las existencias no pueden quedar por debajo de lo ya reservado (2)."]
+    mug.refresh_from_db()
+    assert mug.name != "Taza grande"
+    assert not LogEntry.objects.filter(object_id=str(mug.pk)).exists()
