@@ -22,12 +22,10 @@ is read again when the message is sent.
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from email.utils import make_msgid
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.core.mail import EmailMessage
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, Q
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _g
@@ -35,10 +33,14 @@ from django.utils.translation import gettext as _g
 from agenda import clock
 from agenda.models import Appointment, AppointmentMessage
 from core.jobs import task_named
-from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact
 from core.normalize import mask_email, mask_phone
-from core.sms import SmsPermanentError, SmsTransientError, sms_send
+from core.outbound import (
+    OutboundRefused,
+    OutboundTransient,
+    SentUnrecorded,
+    message_send,
+)
 from core.sweeps import sweep
 
 logger = logging.getLogger("garante.agenda.messages")
@@ -55,15 +57,6 @@ LOST_AFTER = timedelta(minutes=15)
 # A message still `sending` this long after its claim had its worker stopped in the middle:
 # whether it reached the customer is unknown (it is never sent again).
 SENDING_STALE_AFTER = timedelta(minutes=15)
-
-
-class MessageTransientError(Exception):
-    """The provider may take the same message later: the task retries (autoretry_for)."""
-
-
-class _Refused(Exception):
-    """The provider refused the message for good (a bad number, a mailbox that does not
-    exist): retrying the same message cannot help."""
 
 
 # --- Written with the change (agenda.services) -----------------------------------------------
@@ -254,29 +247,12 @@ def _claim(message_id: int, now: datetime) -> AppointmentMessage | None:
     return message
 
 
-def _send(message: AppointmentMessage, subject: str, body: str) -> tuple[str, str, str]:
-    """Hand the message to its channel: (masked destination, provider id, provider status)."""
+def _destination(message: AppointmentMessage) -> tuple[str, str]:
+    """Where the message goes on its channel, and that address masked for staff."""
     contact = message.appointment.contact
     if message.channel == Channel.SMS:
-        try:
-            result = sms_send(to=contact.phone, body=body)
-        except SmsTransientError as exc:
-            raise MessageTransientError(exc.detail) from None
-        except SmsPermanentError as exc:
-            raise _Refused(exc.detail) from None
-        return mask_phone(contact.phone, message.company.language), result.message_id, result.status
-    message_id = make_msgid(domain="garante.local")
-    email = EmailMessage(
-        subject=subject, body=body, to=[contact.email], headers={"Message-ID": message_id}
-    )
-    try:
-        email.send(fail_silently=False)
-    except OSError as exc:  # SMTPException is one
-        error = smtp_error_summary(exc)
-        if smtp_error_is_transient(exc):
-            raise MessageTransientError(error) from None
-        raise _Refused(error) from None
-    return mask_email(contact.email), message_id, "accepted"
+        return contact.phone, mask_phone(contact.phone, message.company.language)
+    return contact.email, mask_email(contact.email)
 
 
 def appointment_message_deliver(
@@ -284,25 +260,27 @@ def appointment_message_deliver(
 ) -> str:
     """Send one appointment message, once (run by its Celery task): its outcome, "sent",
     "failed", "unknown", or "skipped" when there was nothing to send. A transient failure
-    before the last try marks it retrying and raises MessageTransientError for the task's
-    retry."""
+    before the last try marks it retrying and raises OutboundTransient for the task's retry;
+    a message that left but could not be recorded raises SentUnrecorded, for a retry that
+    records it and sends nothing."""
     now = now or clock.now()
     message = _claim(message_id, now)
     if message is None:
         return "skipped"
     subject, body = message_text(message)
+    to, masked = _destination(message)
     messages = AppointmentMessage.objects.filter(pk=message_id)
     try:
-        masked, provider_id, provider_status = _send(message, subject, body)
-    except MessageTransientError as exc:
+        sent = message_send(channel=message.channel, to=to, subject=subject, body=body)
+    except OutboundTransient as exc:
         status = Status.FAILED if last_try else Status.RETRYING
-        messages.update(status=status, error=str(exc)[:300])
+        messages.update(status=status, error=exc.detail)
         logger.warning("appointment message %s: transient delivery error %s", message_id, exc)
         if last_try:
             return "failed"
         raise
-    except _Refused as exc:
-        messages.update(status=Status.FAILED, error=str(exc)[:300])
+    except OutboundRefused as exc:
+        messages.update(status=Status.FAILED, error=exc.detail)
         logger.warning("appointment message %s: delivery refused %s", message_id, exc)
         return "failed"
     except SoftTimeLimitExceeded:
@@ -311,16 +289,32 @@ def appointment_message_deliver(
         messages.update(status=Status.UNKNOWN, error="time limit reached while sending")
         logger.error("appointment message %s: time limit reached while sending", message_id)
         return "unknown"
-    messages.update(
+    logger.info("appointment message %s (%s) sent by %s", message_id, message.kind, message.channel)
+    recorded = {
+        "masked_destination": masked[:254],
+        "provider_message_id": sent.provider_message_id,
+        "provider_status": sent.provider_status,
+    }
+    try:
+        appointment_message_record_sent(message_id=message_id, **recorded)
+    except DatabaseError as exc:
+        raise SentUnrecorded(recorded) from exc
+    return "sent"
+
+
+def appointment_message_record_sent(
+    *, message_id: int, masked_destination: str, provider_message_id: str, provider_status: str
+) -> None:
+    """Record a message as sent (unconditionally: over an `unknown` the sweep wrote while the
+    record waited for a database that had stopped answering)."""
+    AppointmentMessage.objects.filter(pk=message_id).update(
         status=Status.SENT,
         error="",
-        masked_destination=masked[:254],
-        provider_message_id=provider_id[:100],
-        provider_status=provider_status[:40],
+        masked_destination=masked_destination,
+        provider_message_id=provider_message_id,
+        provider_status=provider_status,
         sent_at=timezone.now(),
     )
-    logger.info("appointment message %s (%s) sent by %s", message_id, message.kind, message.channel)
-    return "sent"
 
 
 # --- The beat sweep ------------------------------------------------------------------------------

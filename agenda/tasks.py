@@ -2,18 +2,23 @@
 appointment messages (agenda.messages): each one's send, and the sweep that queues the
 reminders when they are due."""
 
+import logging
+
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from agenda.messages import (
     SEND_TASK,
-    MessageTransientError,
     appointment_message_deliver,
+    appointment_message_record_sent,
     appointment_messages_sweep,
 )
 from agenda.services import appointments_mark_no_shows
+from core.outbound import OutboundTransient, SentUnrecorded
 from core.periodic import every
 from core.sweeps import SWEEP_TIME_LIMITS
+
+logger = logging.getLogger("garante.agenda.messages")
 
 NO_SHOW_TASK_NAME = "agenda.appointments_mark_no_shows"
 NO_SHOW_EVERY_SECONDS = 15 * 60
@@ -39,7 +44,7 @@ def appointments_mark_no_shows_task() -> int:
     name=SEND_TASK,
     ignore_result=True,
     acks_late=False,
-    autoretry_for=(MessageTransientError, OperationalError, InterfaceError),
+    autoretry_for=(OutboundTransient, OperationalError, InterfaceError),
     retry_backoff=True,
     retry_backoff_max=300,
     retry_jitter=True,
@@ -47,11 +52,21 @@ def appointments_mark_no_shows_task() -> int:
     soft_time_limit=45,
     time_limit=60,
 )
-def appointment_message_send(self, message_id: int) -> str:
-    """Send one confirmation or reminder to the customer, once."""
-    return appointment_message_deliver(
-        message_id=message_id, last_try=self.request.retries >= self.max_retries
-    )
+def appointment_message_send(self, message_id: int, sent: dict[str, str] | None = None) -> str:
+    """Send one confirmation or reminder to the customer, once. A retry given `sent` only
+    records a message that left while the database was down."""
+    if sent is not None:
+        appointment_message_record_sent(message_id=message_id, **sent)
+        return "sent"
+    try:
+        return appointment_message_deliver(
+            message_id=message_id, last_try=self.request.retries >= self.max_retries
+        )
+    except SentUnrecorded as exc:
+        logger.warning("appointment message %s: sent, recording it is retried", message_id)
+        raise self.retry(
+            args=(message_id,), kwargs={"sent": exc.sent}, exc=exc.__cause__, countdown=30
+        ) from exc
 
 
 @shared_task(name=MESSAGES_SWEEP_TASK_NAME, ignore_result=True, **SWEEP_TIME_LIMITS)

@@ -2,25 +2,26 @@
 
 import logging
 from datetime import datetime, timedelta
-from email.utils import make_msgid
 from enum import StrEnum
 
 from django.conf import settings
-from django.core.mail import EmailMessage
 from django.db import DatabaseError
 from django.db.models import F
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
 
-from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.metrics import CODES_DELIVERY_FAILED, CODES_SENT
 from core.models import VerificationChallenge
-from core.sms import SmsPermanentError, SmsTransientError, sms_send
+from core.outbound import (
+    OutboundRefused,
+    OutboundTransient,
+    SentUnrecorded,
+    message_send,
+)
 from core.verification.codes import unseal_code
 
 logger = logging.getLogger("garante.verification")
 
-Channel = VerificationChallenge.Channel
 Status = VerificationChallenge.Status
 Delivery = VerificationChallenge.Delivery
 
@@ -30,14 +31,6 @@ class DeliveryOutcome(StrEnum):
     RETRY = "retry"
     FAILED = "failed"
     SKIPPED = "skipped"
-
-
-class _Transient(Exception):
-    pass
-
-
-class _Permanent(Exception):
-    pass
 
 
 def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str]:
@@ -50,41 +43,6 @@ def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str
             "minutos. Si no lo ha pedido usted, ignore este mensaje."
         ) % {"company": company.name, "code": code, "minutes": minutes}
     return subject, body
-
-
-def _send_email(challenge: VerificationChallenge, subject: str, body: str) -> tuple[str, str]:
-    message_id = make_msgid(domain="garante.local")
-    message = EmailMessage(
-        subject=subject,
-        body=body,
-        to=[challenge.destination],
-        headers={"Message-ID": message_id},
-    )
-    try:
-        message.send(fail_silently=False)
-    except OSError as exc:  # SMTPException is one
-        error = smtp_error_summary(exc)
-        raise (_Transient(error) if smtp_error_is_transient(exc) else _Permanent(error)) from None
-    return message_id, "accepted"
-
-
-def _send_sms(challenge: VerificationChallenge, body: str) -> tuple[str, str]:
-    try:
-        result = sms_send(to=challenge.destination, body=body)
-    except SmsTransientError as exc:
-        raise _Transient(exc.detail) from None
-    except SmsPermanentError as exc:
-        raise _Permanent(exc.detail) from None
-    return result.message_id, result.status
-
-
-class SentUnrecorded(Exception):
-    """The message left, but recording it failed (the database stopped answering): the task
-    retries the record alone, never the send."""
-
-    def __init__(self, sent: dict[str, str]) -> None:
-        super().__init__("sent, outcome not recorded")
-        self.sent = sent
 
 
 def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: bool) -> str:
@@ -119,33 +77,32 @@ def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: boo
             logger.info("verification code %s: claimed already, not sent again", challenge_id)
         return DeliveryOutcome.SKIPPED
     try:
-        if challenge.channel == Channel.EMAIL:
-            message_id, provider_status = _send_email(challenge, subject, body)
-        else:
-            message_id, provider_status = _send_sms(challenge, body)
-    except _Transient as exc:
+        sent = message_send(
+            channel=challenge.channel, to=challenge.destination, subject=subject, body=body
+        )
+    except OutboundTransient as exc:
         status = Delivery.FAILED if last_try else Delivery.RETRYING
         VerificationChallenge.objects.filter(pk=challenge_id).update(
-            delivery_status=status, delivery_error=str(exc)[:300]
+            delivery_status=status, delivery_error=exc.detail
         )
         logger.warning("verification code %s: transient delivery error %s", challenge_id, exc)
         if last_try:
             CODES_DELIVERY_FAILED.inc()
         return DeliveryOutcome.FAILED if last_try else DeliveryOutcome.RETRY
-    except _Permanent as exc:
+    except OutboundRefused as exc:
         VerificationChallenge.objects.filter(pk=challenge_id).update(
-            delivery_status=Delivery.FAILED, delivery_error=str(exc)[:300]
+            delivery_status=Delivery.FAILED, delivery_error=exc.detail
         )
         logger.warning("verification code %s: delivery refused %s", challenge_id, exc)
         CODES_DELIVERY_FAILED.inc()
         return DeliveryOutcome.FAILED
-    sent = {"message_id": message_id[:100], "provider_status": provider_status[:40]}
+    recorded = {"message_id": sent.provider_message_id, "provider_status": sent.provider_status}
     logger.info("verification code %s delivered by %s", challenge_id, challenge.channel)
     CODES_SENT.inc()
     try:
-        challenge_delivery_record_sent(challenge_id=challenge_id, **sent)
+        challenge_delivery_record_sent(challenge_id=challenge_id, **recorded)
     except DatabaseError as exc:
-        raise SentUnrecorded(sent) from exc
+        raise SentUnrecorded(recorded) from exc
     return DeliveryOutcome.SENT
 
 

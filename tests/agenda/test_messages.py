@@ -16,7 +16,6 @@ from agenda import clock, messages, tasks
 from agenda.messages import (
     LOST_AFTER,
     SENDING_STALE_AFTER,
-    MessageTransientError,
     appointment_message_deliver,
     appointment_messages_sweep,
 )
@@ -25,12 +24,13 @@ from agenda.services import appointment_book, appointment_cancel, appointment_re
 from config.celery import app
 from core.identity import identify_contact
 from core.models import Contact, Conversation
+from core.outbound import OutboundTransient
 from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue
 from tests import factories
 from tests.factories import MONDAY_8AM, local
 from tests.integration.conftest import reference_of
-from tests.row_faults import update_refused
+from tests.row_faults import first_update_refused, update_refused
 from tooling.context import CallMeta
 from tooling.execution import call_tool
 from tooling.registry import registry
@@ -504,7 +504,7 @@ def test_a_mail_server_refusing_for_now_is_retried_and_for_good_is_not(
 
     server = smtp_refusing("451 4.7.1 Greylisted, please try again later", times=1)
     queued_confirmation(appointment)
-    with pytest.raises(MessageTransientError):
+    with pytest.raises(OutboundTransient):
         appointment_message_deliver(message_id=confirmation.pk, last_try=False)
     confirmation.refresh_from_db()
     assert confirmation.status == Status.RETRYING
@@ -593,7 +593,7 @@ def test_the_sweep_is_on_beat_and_the_send_task_has_limits_and_backoff():
     assert any(e["task"] == tasks.MESSAGES_SWEEP_TASK_NAME for e in schedule.values())
     send = tasks.appointment_message_send
     assert (send.soft_time_limit, send.time_limit) == (45, 60)
-    assert MessageTransientError in send.autoretry_for
+    assert OutboundTransient in send.autoretry_for
     assert send.retry_backoff and send.retry_jitter and send.max_retries == tasks.MESSAGE_RETRIES
     sweep = tasks.appointment_messages_sweep_task
     assert (sweep.soft_time_limit, sweep.time_limit) == (300, 360)
@@ -613,6 +613,25 @@ def test_a_mail_server_down_after_the_commit_leaves_the_booking_made_and_the_mes
     assert confirmation.status == Status.FAILED
     assert confirmation.error == "SMTP recipient refused 421"
     assert confirmation.attempts == server.rcpt_attempts == tasks.MESSAGE_RETRIES + 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+def test_a_message_sent_while_its_record_fails_is_recorded_by_the_retry_never_sent_again(
+    book, sms_outbox, caplog
+):
+    """The text left; the UPDATE recording it failed (a trigger refuses it once, as a
+    database that stopped answering would). The task's retry records it and sends nothing:
+    the customer gets one text, and staff see it sent, not unknown."""
+    with first_update_refused(AppointmentMessage, "NEW.status = 'sent'"):
+        appointment = book()
+
+    confirmation = AppointmentMessage.objects.get(appointment=appointment, kind=Kind.BOOKED)
+    (text,) = sms_outbox
+    assert (confirmation.status, confirmation.attempts) == (Status.SENT, 1)
+    assert text.to == appointment.contact.phone
+    assert confirmation.provider_message_id.startswith("locmem-")
+    assert f"appointment message {confirmation.pk}: sent, recording it is retried" in caplog.text
 
 
 def test_the_agents_booking_texts_the_confirmation_once_even_when_its_call_is_replayed(

@@ -13,7 +13,6 @@ import psycopg
 import pytest
 from aiosmtpd.controller import Controller
 from django.conf import settings as django_settings
-from django.db import connection
 from django.utils import timezone
 from werkzeug import Response
 
@@ -29,6 +28,7 @@ from core.verification import (
     challenge_issue,
     challenge_verify,
 )
+from tests.row_faults import first_update_refused
 from tests.servers import (
     free_port,
     frozen_backend,
@@ -562,23 +562,8 @@ def test_a_code_sent_while_its_record_fails_is_recorded_by_the_retry_never_sent_
 ):
     """The message left; the UPDATE recording it failed (here a trigger refuses it once, as a
     database that stopped answering would). The task's retry records it, and sends nothing."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE SEQUENCE record_fails; "
-            "CREATE FUNCTION record_fails() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            "IF NEW.delivery_status = 'sent' AND nextval('record_fails') = 1 THEN "
-            "RAISE EXCEPTION 'recording refused once'; END IF; RETURN NEW; END $$; "
-            "CREATE TRIGGER record_fails BEFORE UPDATE ON core_verificationchallenge "
-            "FOR EACH ROW EXECUTE FUNCTION record_fails()"
-        )
-    try:
+    with first_update_refused(VerificationChallenge, "NEW.delivery_status = 'sent'"):
         issued = challenge_issue(contact=ana, channel="email", conversation=ana_conv)
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "DROP TRIGGER record_fails ON core_verificationchallenge; "
-                "DROP FUNCTION record_fails(); DROP SEQUENCE record_fails"
-            )
 
     (message,) = smtp_inbox.messages
     challenge = VerificationChallenge.objects.get(pk=issued.pk)

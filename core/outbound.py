@@ -1,0 +1,78 @@
+"""One message to one customer, by SMS or by email: what the verification codes
+(core.verification) and the appointment messages (agenda.messages) both send.
+
+`message_send` hands the message to its channel once and answers what the provider said of it.
+It raises OutboundTransient when a later try of the same message may be accepted (an SMTP 4yz
+reply, a dropped connection, an SMS provider's 5xx, 429 or timeout) and OutboundRefused when
+none will be (an SMTP 5yz reply, a bad number, bad credentials). Their `detail` is safe to
+store: it never holds the body. Retrying is the caller's decision.
+"""
+
+from dataclasses import dataclass
+from email.utils import make_msgid
+
+from django.core.mail import EmailMessage
+
+from core.mail import smtp_error_is_transient, smtp_error_summary
+from core.sms import SmsPermanentError, SmsTransientError, sms_send
+
+SMS, EMAIL = "sms", "email"
+
+
+class OutboundError(Exception):
+    def __init__(self, detail: str) -> None:
+        self.detail = detail[:300]
+        super().__init__(self.detail)
+
+
+class OutboundTransient(OutboundError):
+    """The channel may accept the same message later."""
+
+
+class OutboundRefused(OutboundError):
+    """The channel refused the message for good: sending it again cannot help."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What the provider said of a message it took, cut to what the rows store."""
+
+    provider_message_id: str
+    provider_status: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "provider_message_id", self.provider_message_id[:100])
+        object.__setattr__(self, "provider_status", self.provider_status[:40])
+
+
+class SentUnrecorded(Exception):
+    """The message left, but recording it failed (the database stopped answering): the task
+    retries the record alone, never the send. `sent` is what the record needs, as keywords."""
+
+    def __init__(self, sent: dict[str, str]) -> None:
+        super().__init__("sent, outcome not recorded")
+        self.sent = sent
+
+
+def message_send(*, channel: str, to: str, subject: str, body: str) -> Sent:
+    """Send `body` to `to` by `channel` (SMS or EMAIL; `subject` is for email), once."""
+    if channel == SMS:
+        try:
+            result = sms_send(to=to, body=body)
+        except SmsTransientError as exc:
+            raise OutboundTransient(exc.detail) from None
+        except SmsPermanentError as exc:
+            raise OutboundRefused(exc.detail) from None
+        return Sent(result.message_id, result.status)
+    if channel != EMAIL:
+        raise ValueError(f"no such channel: {channel!r}")
+    message_id = make_msgid(domain="garante.local")
+    email = EmailMessage(subject=subject, body=body, to=[to], headers={"Message-ID": message_id})
+    try:
+        email.send(fail_silently=False)
+    except OSError as exc:  # SMTPException is one
+        error = smtp_error_summary(exc)
+        if smtp_error_is_transient(exc):
+            raise OutboundTransient(error) from None
+        raise OutboundRefused(error) from None
+    return Sent(message_id, "accepted")
