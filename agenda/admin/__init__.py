@@ -1,0 +1,16 @@
+"""Staff admin for the agenda: catalogue, professionals with their hours and time off, the agenda
+pages, and appointments whose transition buttons go through agenda.services.
+
+Django's autodiscovery imports this package: importing the modules below registers their admins.
+"""
+
+from agenda.admin.appointments import AppointmentAdmin
+from agenda.admin.catalog import AgendaSettingsAdmin, ProfessionalAdmin, ServiceAdmin, TimeOffAdmin
+
+__all__ = [
+    "AgendaSettingsAdmin",
+    "AppointmentAdmin",
+    "ProfessionalAdmin",
+    "ServiceAdmin",
+    "TimeOffAdmin",
+]

@@ -1,0 +1,161 @@
+"""The agenda pages' views, on the professionals' admin: one professional's day or week, or a
+company's day, with the free slots (agenda.agenda_page computes them)."""
+
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from agenda import agenda_page, clock
+from agenda.availability.local_time import describe_instant
+from agenda.models import (
+    Appointment,
+    Professional,
+    Service,
+)
+from core.models import Company
+
+
+class AgendaPagesMixin:
+    """The agenda pages, under the professionals' admin URLs. Place before the ModelAdmin base."""
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "<int:professional_id>/day/",
+                self.admin_site.admin_view(self.day_view),
+                name="agenda_professional_day",
+            ),
+            path(
+                "agenda/",
+                self.admin_site.admin_view(self.company_day_view),
+                name="agenda_company_day",
+            ),
+            *super().get_urls(),
+        ]
+
+    def day_view(self, request: HttpRequest, professional_id: int) -> HttpResponse:
+        """One professional's day (or week, `?view=week`): hours, appointments, free slots."""
+        professional = get_object_or_404(self.get_queryset(request), pk=professional_id)
+        if not self.has_view_permission(request, professional):
+            return HttpResponse(status=403)
+        company = professional.company
+        day = _day_asked(request, company)
+        week = request.GET.get("view") == "week"
+        days = [day + timedelta(days=n) for n in range(agenda_page.WEEK_DAYS if week else 1)]
+        service = agenda_page.service_for(company, professional, request.GET.get("service", ""))
+        grid = agenda_page.columns(company, [professional], days, service)
+        step = timedelta(days=agenda_page.WEEK_DAYS if week else 1)
+        title = _("%(name)s — %(day)s") % {
+            "name": professional.display_name,
+            "day": describe_instant_day(day, company.tz),
+        }
+        return self._agenda_response(
+            request,
+            company,
+            title=title,
+            day=day,
+            step=step,
+            grid=grid,
+            service=service,
+            services=agenda_page.services_offered(company, professional),
+            professional=professional,
+            week=week,
+            extra={"intervals": grid[0]["intervals"], "appointments": grid[0]["appointments"]},
+        )
+
+    def company_day_view(self, request: HttpRequest) -> HttpResponse:
+        """Every active professional of a company side by side for one day."""
+        if not self.has_view_permission(request):
+            return HttpResponse(status=403)
+        companies = Company.objects.order_by("name")
+        ids = self.allowed_company_ids(request, "view", "change")
+        if ids is not None:
+            companies = companies.filter(pk__in=ids)
+        chosen = request.GET.get("company", "")
+        company = (companies.filter(pk=int(chosen)).first() if chosen.isdigit() else None) or (
+            companies.first()
+        )
+        if company is None:
+            return HttpResponse(status=403)
+        day = _day_asked(request, company)
+        professionals = list(
+            Professional.objects.filter(company=company, active=True).order_by("display_name")
+        )
+        service = agenda_page.service_for(company, None, request.GET.get("service", ""))
+        grid = agenda_page.columns(company, professionals, [day], service) if professionals else []
+        title = _("Agenda of %(company)s — %(day)s") % {
+            "company": company.name,
+            "day": describe_instant_day(day, company.tz),
+        }
+        return self._agenda_response(
+            request,
+            company,
+            title=title,
+            day=day,
+            step=timedelta(days=1),
+            grid=grid,
+            service=service,
+            services=agenda_page.services_offered(company, None),
+            companies=list(companies) if len(companies) > 1 else [],
+        )
+
+    def _agenda_response(
+        self,
+        request: HttpRequest,
+        company: Company,
+        *,
+        title: str,
+        day: date,
+        step: timedelta,
+        grid: list,
+        service: Service | None,
+        services: list,
+        professional: Professional | None = None,
+        week: bool = False,
+        companies: list | None = None,
+        extra: dict | None = None,
+    ) -> HttpResponse:
+        def moved(to: date) -> str:
+            query = request.GET.copy()
+            query["date"] = to.isoformat()
+            return query.urlencode()
+
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": title,
+            "company": company,
+            "professional": professional,
+            "day": day,
+            "week": week,
+            "previous_query": moved(day - step),
+            "next_query": moved(day + step),
+            "grid": grid,
+            "service": service,
+            "services": services,
+            "companies": companies or [],
+            "may_book": self.admin_site._registry[Appointment].has_add_permission(request),
+            **(extra or {}),
+        }
+        with timezone.override(company.tz):
+            response = TemplateResponse(request, "admin/agenda/agenda_page.html", context)
+            return response.render()
+
+
+def _day_asked(request: HttpRequest, company: Company) -> date:
+    try:
+        return date.fromisoformat(request.GET.get("date", ""))
+    except ValueError:
+        return clock.now().astimezone(company.tz).date()
+
+
+def describe_instant_day(day: date, tz: ZoneInfo) -> str:
+    noon = datetime(day.year, day.month, day.day, 12, tzinfo=tz)
+    described = describe_instant(noon, tz)
+    return f"{described['weekday']} {described['date']}"

@@ -1,0 +1,266 @@
+"""Staff admin for appointments: booked in a form through the service, moved and cancelled by
+transition buttons through agenda.services, with the messages their customer was sent."""
+
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils import formats, timezone
+from django.utils.translation import gettext_lazy as _
+
+from agenda import clock, services
+from agenda.admin.common import local_shown, local_start
+from agenda.models import (
+    Appointment,
+    AppointmentMessage,
+    Professional,
+)
+from core.admin import (
+    CompanyScopedAdmin,
+    CsvExportAdmin,
+    ServiceTransitionsAdmin,
+    TransitionHistoryInline,
+    contact_search_fields,
+)
+from core.errors import GaranteError
+
+
+class AppointmentAddForm(forms.ModelForm):
+    """A staff booking: the date and time are read in the company's own timezone, and the
+    booking is made here, by the service, so that every refusal (a slot taken a moment ago,
+    in the past, outside the working hours or past the horizon) is an error in this form. Staff,
+    like the service (enforce_customer_rules=False), are not held to the minimum notice. The admin
+    runs the form inside its transaction: nothing stays booked if the page fails after."""
+
+    day = forms.DateField(label=_("date"), widget=admin.widgets.AdminDateWidget)
+    at = forms.TimeField(label=_("time (company local)"), widget=admin.widgets.AdminTimeWidget)
+
+    class Meta:
+        model = Appointment
+        fields = ["company", "contact", "service", "professional"]
+
+    booked: Appointment | None = None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        company = data.get("company")
+        if company is None or any(data.get(f) is None for f in ("contact", "service", "day")):
+            return data
+        for name in ("contact", "service", "professional"):
+            if data.get(name) is not None and data[name].company_id != company.pk:
+                self.add_error(name, _("It belongs to another company."))
+        if self.errors or data.get("professional") is None or data.get("at") is None:
+            return data
+        starts_at = local_start(self, data["day"], data["at"], company.tz)
+        if starts_at is None:
+            return data
+        data["starts_at"] = starts_at
+        now = clock.now()
+        try:
+            self.booked = services.appointment_book(
+                company=company,
+                contact=data["contact"],
+                service=data["service"],
+                professional=data["professional"],
+                starts_at=starts_at,
+                created_via=Appointment.Via.STAFF,
+                now=now,
+                enforce_customer_rules=False,
+            )
+        except GaranteError as error:
+            raise forms.ValidationError(str(error.user_message)) from None
+        return data
+
+
+class RescheduleForm(forms.ModelForm):
+    """The reschedule button's form: a new professional, date and local time."""
+
+    day = forms.DateField(label=_("date"), widget=admin.widgets.AdminDateWidget)
+    at = forms.TimeField(label=_("time (company local)"), widget=admin.widgets.AdminTimeWidget)
+
+    class Meta:
+        model = Appointment
+        fields = ["professional"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        appointment = self.instance
+        self.fields["professional"].queryset = Professional.objects.filter(
+            company_id=appointment.company_id, active=True, services=appointment.service_id
+        )
+        local = appointment.starts_at.astimezone(appointment.company.tz)
+        self.fields["day"].initial = local.date()
+        self.fields["at"].initial = local.time()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("day") and data.get("at"):
+            starts_at = local_start(self, data["day"], data["at"], self.instance.company.tz)
+            if starts_at is not None:
+                data["starts_at"] = starts_at
+        return data
+
+
+class AppointmentMessageInline(admin.TabularInline):
+    """The messages the customer was sent about this appointment (agenda.messages), each
+    with its delivery state: read-only, oldest first."""
+
+    model = AppointmentMessage
+    extra = 0
+    can_delete = False
+    fields = [
+        "kind",
+        "for_time",
+        "channel",
+        "masked_destination",
+        "status",
+        "due",
+        "sent",
+        "attempts",
+        "error",
+    ]
+    readonly_fields = fields
+    verbose_name = _("message to the customer")
+    verbose_name_plural = _("messages to the customer")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return True  # whoever may see the appointment may see what its customer was sent
+
+    @staticmethod
+    def _when(instant: datetime | None) -> str:
+        # The page renders in the company's time zone (CompanyLocalTimeMixin).
+        if instant is None:
+            return "—"
+        return formats.date_format(timezone.localtime(instant), "SHORT_DATETIME_FORMAT")
+
+    @admin.display(description=_("for the appointment at"))
+    def for_time(self, message: AppointmentMessage) -> str:
+        return self._when(message.starts_at)
+
+    @admin.display(description=_("due"))
+    def due(self, message: AppointmentMessage) -> str:
+        return self._when(message.due_at)
+
+    @admin.display(description=_("sent"))
+    def sent(self, message: AppointmentMessage) -> str:
+        return self._when(message.sent_at)
+
+
+@admin.register(Appointment)
+class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
+    export_fields = [
+        "reference",
+        "starts_at",
+        "ends_at",
+        "state",
+        "service__name",
+        "professional__display_name",
+        "contact__first_name",
+        "contact__last_name",
+        "contact__phone",
+        "contact__email",
+        "created_via",
+    ]
+    fsm_services = {
+        "cancel": lambda a, user: services.appointment_cancel(
+            company=a.company, reference=a.reference, enforce_cutoff=False, by=user
+        ),
+        "mark_attended": lambda a, user: services.appointment_mark_attended(
+            company=a.company, reference=a.reference, by=user
+        ),
+        "mark_no_show": lambda a, user: services.appointment_mark_no_show(
+            company=a.company, reference=a.reference, by=user
+        ),
+        "reschedule": lambda a, user, starts_at, professional=None, **_form: (
+            services.appointment_reschedule(
+                company=a.company,
+                reference=a.reference,
+                starts_at=starts_at,
+                professional=professional,
+                enforce_customer_rules=False,
+                by=user,
+            )
+        ),
+    }
+    fsm_forms = {"reschedule": RescheduleForm}
+    autocomplete_fields = ["contact", "service", "professional"]
+    list_display = [
+        "reference",
+        "local_start",
+        "professional",
+        "service",
+        "contact",
+        "state",
+        "created_via",
+    ]
+    list_filter = ["state", "created_via", "professional", "company"]
+    list_select_related = ["company", "professional", "service", "contact"]
+    search_fields = ["reference", *contact_search_fields("contact__")]
+    date_hierarchy = "starts_at"
+    ordering = ["-starts_at"]
+    inlines = [TransitionHistoryInline, AppointmentMessageInline]
+    readonly_fields = [
+        "reference",
+        "company",
+        "contact",
+        "service",
+        "professional",
+        "local_start",
+        "local_end",
+        "state",
+        "created_via",
+        "conversation",
+        "created_at",
+        "updated_at",
+    ]
+
+    @admin.display(description=_("starts (local)"), ordering="starts_at")
+    def local_start(self, appointment: Appointment) -> str:
+        return local_shown(appointment.starts_at, appointment.company)
+
+    @admin.display(description=_("ends (local)"))
+    def local_end(self, appointment: Appointment) -> str:
+        return local_shown(appointment.ends_at, appointment.company)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs):
+        if obj is None:
+            kwargs["form"] = AppointmentAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        if obj is None:
+            return ["company", "contact", "service", "professional", "day", "at"]
+        return self.readonly_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        return tuple(self.readonly_fields) if obj is not None else ()
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> list:
+        return self.inlines if obj is not None else []
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # appointments are cancelled, never deleted: the history stays
+
+    def save_model(self, request: HttpRequest, obj: Appointment, form: Any, change: bool) -> None:
+        if change:
+            return  # nothing is edited in place; changes are transitions
+        appointment = form.booked  # booked by the form's validation (AppointmentAddForm)
+        # The admin goes on with `obj` (redirect, log entry): make it the appointment booked.
+        obj.pk = appointment.pk
+        obj.reference = appointment.reference
+        obj._state.adding = False
+
+    def fsm_done_message(self, appointment: Appointment) -> str:
+        return _("Appointment %(reference)s is now %(state)s, %(start)s.") % {
+            "reference": appointment.reference,
+            "state": appointment.get_state_display(),
+            "start": local_shown(appointment.starts_at, appointment.company),
+        }
