@@ -1,7 +1,10 @@
 """The admin's agenda page: a day or a week of one professional, or a day of every professional
 of a company side by side, with the appointments in their state and the free slots the tools
 would offer (agenda.availability's own slot search, never a copy). A free slot links to the
-staff booking form, prefilled; the booking itself goes through agenda.services.
+staff booking form, prefilled; the booking itself goes through agenda.services. A scheduled
+appointment offers to move it: the company's day then shows the slots it can move to (its own
+time counted free, as the tools' search for a move counts it), each linking to its reschedule
+form, prefilled.
 """
 
 from collections import defaultdict
@@ -14,6 +17,7 @@ from django.urls import reverse
 from agenda import clock
 from agenda.availability.busy import working_intervals
 from agenda.availability.search import slots_available
+from agenda.availability.slots import Move
 from agenda.models import Appointment, Professional, Service
 from core.models import Company
 
@@ -60,6 +64,29 @@ def _booking_url(company: Company, service: Service, professional_id: int, start
     return f"{reverse('admin:agenda_appointment_add')}?{urlencode(query)}"
 
 
+def _move_url(appointment: Appointment, company: Company, professional_id: int, start: datetime):
+    local = start.astimezone(company.tz)
+    query = {
+        "professional": professional_id,
+        "day": local.date().isoformat(),
+        "at": local.strftime("%H:%M"),
+    }
+    url = reverse("admin:agenda_appointment_move", args=[appointment.pk])
+    return f"{url}?{urlencode(query)}"
+
+
+def day_url(company: Company, instant: datetime, **query: Any) -> str:
+    """The company's agenda of the local day of `instant`."""
+    day = instant.astimezone(company.tz).date().isoformat()
+    query = {"company": company.pk, "date": day, **query}
+    return f"{reverse('admin:agenda_company_day')}?{urlencode(query)}"
+
+
+def moving_url(appointment: Appointment, company: Company) -> str:
+    """The company's day of the appointment, showing the slots it can move to."""
+    return day_url(company, appointment.starts_at, move=appointment.pk)
+
+
 def _intervals(professional: Professional, day: date, company: Company) -> list[str]:
     weekly: dict[int, list] = defaultdict(list)
     for hours in professional.working_hours.all():
@@ -77,8 +104,10 @@ def columns(
     professionals: list[Professional],
     days: list[date],
     service: Service | None,
+    moving: Appointment | None = None,
 ) -> list[dict[str, Any]]:
-    """One column per (professional, day): working hours, appointments and free slots."""
+    """One column per (professional, day): working hours, appointments and free slots; with
+    `moving`, the slots that appointment can move to (of its service), linking to its move."""
     first, last = day_start(days[0], company), day_start(days[-1] + timedelta(days=1), company)
     ids = [p.pk for p in professionals]
     booked: dict[tuple[int, date], list] = defaultdict(list)
@@ -101,14 +130,14 @@ def columns(
             ends_at=last,
             now=clock.now(),
             professional=one,
+            move=None if moving is None else Move.of(moving),
         ):
             key = (slot.professional.pk, slot.starts_at.astimezone(company.tz).date())
-            free[key].append(
-                {
-                    "time": _hhmm(slot.starts_at, company),
-                    "url": _booking_url(company, service, slot.professional.pk, slot.starts_at),
-                }
-            )
+            if moving is None:
+                url = _booking_url(company, service, slot.professional.pk, slot.starts_at)
+            else:
+                url = _move_url(moving, company, slot.professional.pk, slot.starts_at)
+            free[key].append({"time": _hhmm(slot.starts_at, company), "url": url})
     result = []
     for professional in professionals:
         for day in days:
@@ -126,6 +155,10 @@ def columns(
                             "contact": str(a.contact),
                             "state": a.state,
                             "state_shown": a.get_state_display(),
+                            "move_url": moving_url(a, company)
+                            if a.state == Appointment.State.SCHEDULED
+                            else "",
+                            "moving": moving is not None and a.pk == moving.pk,
                         }
                         for a in booked[(professional.pk, day)]
                     ],

@@ -4,6 +4,7 @@ company's day, with the free slots (agenda.agenda_page computes them)."""
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -12,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agenda import agenda_page, clock
+from agenda.admin.common import local_shown
 from agenda.availability.local_time import describe_instant
 from agenda.models import (
     Appointment,
@@ -77,18 +79,29 @@ class AgendaPagesMixin:
         ids = self.allowed_company_ids(request, "view", "change")
         if ids is not None:
             companies = companies.filter(pk__in=ids)
+        moving = self._moving(request)
         chosen = request.GET.get("company", "")
-        company = (companies.filter(pk=int(chosen)).first() if chosen.isdigit() else None) or (
-            companies.first()
-        )
+        if moving is not None:
+            company = moving.company
+        else:
+            company = (
+                companies.filter(pk=int(chosen)).first() if chosen.isdigit() else None
+            ) or companies.first()
         if company is None:
             return HttpResponse(status=403)
         day = _day_asked(request, company)
         professionals = list(
             Professional.objects.filter(company=company, active=True).order_by("display_name")
         )
-        service = agenda_page.service_for(company, None, request.GET.get("service", ""))
-        grid = agenda_page.columns(company, professionals, [day], service) if professionals else []
+        if moving is not None:
+            service = moving.service  # the slots it can move to are its own service's
+        else:
+            service = agenda_page.service_for(company, None, request.GET.get("service", ""))
+        grid = (
+            agenda_page.columns(company, professionals, [day], service, moving=moving)
+            if professionals
+            else []
+        )
         title = _("Agenda of %(company)s — %(day)s") % {
             "company": company.name,
             "day": describe_instant_day(day, company.tz),
@@ -101,9 +114,43 @@ class AgendaPagesMixin:
             step=timedelta(days=1),
             grid=grid,
             service=service,
-            services=agenda_page.services_offered(company, None),
-            companies=list(companies) if len(companies) > 1 else [],
+            services=[] if moving is not None else agenda_page.services_offered(company, None),
+            companies=list(companies) if len(companies) > 1 and moving is None else [],
+            extra={"moving": self._moving_shown(moving, request)} if moving is not None else None,
         )
+
+    def _moving(self, request: HttpRequest) -> Appointment | None:
+        """The appointment `?move=` names, if the staff member may move it now: one of their
+        companies' scheduled appointments (else the page says why and shows the plain day)."""
+        asked = request.GET.get("move", "")
+        if not asked:
+            return None
+        appointments = self.admin_site._registry[Appointment]
+        found = (
+            appointments.get_queryset(request)
+            .select_related("company", "contact", "service", "professional")
+            .filter(pk=int(asked) if asked.isdigit() else None)
+            .first()
+        )
+        if found is None or not appointments.has_change_permission(request, found):
+            self.message_user(request, _("That appointment cannot be moved."), messages.ERROR)
+            return None
+        return found
+
+    @staticmethod
+    def _moving_shown(moving: Appointment, request: HttpRequest) -> dict[str, str]:
+        company = moving.company
+        query = request.GET.copy()
+        del query["move"]
+        query["company"] = company.pk
+        return {
+            "reference": moving.reference,
+            "contact": str(moving.contact),
+            "service": moving.service.name,
+            "professional": moving.professional.display_name,
+            "when": local_shown(moving.starts_at, company),
+            "stop_query": query.urlencode(),
+        }
 
     def _agenda_response(
         self,
@@ -126,6 +173,7 @@ class AgendaPagesMixin:
             query["date"] = to.isoformat()
             return query.urlencode()
 
+        appointments = self.admin_site._registry[Appointment]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -140,7 +188,9 @@ class AgendaPagesMixin:
             "service": service,
             "services": services,
             "companies": companies or [],
-            "may_book": self.admin_site._registry[Appointment].has_add_permission(request),
+            "may_book": appointments.has_add_permission(request),
+            # Moving is the reschedule transition: the change permission on appointments.
+            "may_move": appointments.has_change_permission(request),
             **(extra or {}),
         }
         with timezone.override(company.tz):

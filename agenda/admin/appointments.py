@@ -6,11 +6,17 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
+from django_fsm.admin import FSMTransitionContext
 
-from agenda import clock, services
+from agenda import agenda_page, clock, services
 from agenda.admin.common import local_shown, local_start
 from agenda.models import (
     Appointment,
@@ -257,6 +263,71 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         obj.pk = appointment.pk
         obj.reference = appointment.reference
         obj._state.adding = False
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "<path:object_id>/move/",
+                self.admin_site.admin_view(self.move_view),
+                name="agenda_appointment_move",
+            ),
+            *super().get_urls(),
+        ]
+
+    def move_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The reschedule form, prefilled with the free slot chosen on the agenda page
+        (`?professional=&day=&at=`); applied as the reschedule button applies it, through
+        the service, so a slot taken meanwhile is refused with its message, never booked
+        twice. Moved, the agenda of the new day shows it."""
+        appointment = self.get_object(request, unquote(object_id))
+        if appointment is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_view_permission(request, appointment):
+            raise PermissionDenied
+        if self.settled(appointment) or not self.has_change_permission(request, appointment):
+            self.refuse_settled(request, appointment)
+            return redirect("admin:agenda_appointment_change", object_id=appointment.pk)
+        prefilled = {k: request.GET[k] for k in ("professional", "day", "at") if k in request.GET}
+        form = RescheduleForm(request.POST or None, instance=appointment, initial=prefilled)
+        applied = (
+            request.method == "POST"
+            and form.is_valid()
+            and self._apply_fsm_transition(
+                obj=appointment,
+                transition_name="reschedule",
+                request=request,
+                kwargs=form.cleaned_data,
+            )
+        )
+        if applied:
+            moved = Appointment.objects.select_related("company").get(pk=appointment.pk)
+            return HttpResponseRedirect(agenda_page.day_url(moved.company, moved.starts_at))
+        company = appointment.company
+        with timezone.override(company.tz):
+            return TemplateResponse(
+                request,
+                self.fsm_transition_form_template,
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.opts,
+                    "original": appointment,
+                    "transition": FSMTransitionContext(
+                        name="reschedule",
+                        label=_("Move %(reference)s") % {"reference": appointment.reference},
+                        help_text=_(
+                            "%(contact)s, %(service)s with %(professional)s, now at %(when)s. "
+                            "The new time below is the slot chosen on the agenda."
+                        )
+                        % {
+                            "contact": appointment.contact,
+                            "service": appointment.service.name,
+                            "professional": appointment.professional.display_name,
+                            "when": local_shown(appointment.starts_at, company),
+                        },
+                    ),
+                    "transition_form": form,
+                },
+            ).render()
 
     def fsm_done_message(self, appointment: Appointment) -> str:
         return _("Appointment %(reference)s is now %(state)s, %(start)s.") % {

@@ -1,16 +1,20 @@
 """The agenda page: free slots from the tools' own search, a free slot opening the booking form
-prefilled, and the booking refused in the form when the slot went meanwhile."""
+prefilled, and the booking refused in the form when the slot went meanwhile; moving an
+appointment from it the same way, through its reschedule."""
 
 from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
+from django_fsm_log.models import StateLog
 
 from agenda.availability.search import slots_available
 from agenda.models import Appointment
-from agenda.services import appointment_book
+from agenda.services import appointment_book, appointment_cancel
 from core.services import contact_create
+from tests.staff.conftest import local_clock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,3 +144,107 @@ def test_a_professionals_week_and_another_companys_agenda(client, sol_day, luna_
     assert theirs.status_code == 404
     assert their_company.context["company"] == sol_day.company  # never the other one
     assert luna_day.professional.display_name not in their_company.content.decode()
+
+
+def moving_page(client, sol_day):
+    """The agenda page, after the receptionist pressed Move on the appointment."""
+    page = agenda(client)
+    (column,) = page.context["grid"]
+    reference = sol_day.appointment.reference
+    (entry,) = [a for a in column["appointments"] if a["reference"] == reference]
+    assert entry["move_url"] and escape(entry["move_url"]) in page.content.decode()
+    return client.get(entry["move_url"])
+
+
+def test_move_shows_the_slots_the_appointment_can_move_to_each_opening_its_move(
+    client, sol_day, agent
+):
+    client.force_login(agent)
+    company = sol_day.company
+    appointment = sol_day.appointment
+
+    page = moving_page(client, sol_day)
+
+    assert page.context["moving"]["reference"] == appointment.reference
+    assert page.context["service"] == appointment.service
+    slots = free_slots(page)
+    at = local_clock(appointment.starts_at, company)
+    # Its own slot is no move; the half hour after it, which it blocks now, is one.
+    assert at not in [s["time"] for s in slots]
+    after = local_clock(appointment.starts_at + timedelta(minutes=30), company)
+    assert after in [s["time"] for s in slots]
+    move = reverse("admin:agenda_appointment_move", args=[appointment.pk])
+    assert all(s["url"].startswith(f"{move}?") for s in slots)
+
+
+def test_a_free_slot_opens_the_move_prefilled_and_moves_it_through_the_service(
+    client, sol_day, agent, sms_outbox
+):
+    client.force_login(agent)
+    company = sol_day.company
+    slot = free_slots(moving_page(client, sol_day))[-1]
+    query = {k: v[0] for k, v in parse_qs(urlparse(slot["url"]).query).items()}
+
+    form_page = client.get(slot["url"])
+    form = form_page.context["transition_form"]
+    moved = client.post(slot["url"], query)
+
+    assert form["at"].value() == slot["time"]
+    assert form["professional"].value() == str(sol_day.professional.pk)
+    appointment = Appointment.objects.get(pk=sol_day.appointment.pk)
+    assert local_clock(appointment.starts_at, company) == slot["time"]
+    assert appointment.state == Appointment.State.SCHEDULED
+    assert StateLog.objects.for_(appointment).filter(transition="reschedule").exists()
+    # Back on the agenda of its new day, no longer moving.
+    assert moved.status_code == 302
+    back = client.get(moved["Location"])
+    assert "moving" not in back.context
+    assert appointment.reference in back.content.decode()
+
+
+def test_a_slot_taken_while_moving_is_refused_with_its_message_and_nothing_moves(
+    client, sol_day, agent
+):
+    client.force_login(agent)
+    slot = free_slots(moving_page(client, sol_day))[-1]
+    query = {k: v[0] for k, v in parse_qs(urlparse(slot["url"]).query).items()}
+    # The agent books that slot by chat while the receptionist looks at the form.
+    other = contact_create(company=sol_day.company, first_name="Eva", phone="+34600999888")
+    appointment_book(
+        company=sol_day.company,
+        contact=other,
+        service=sol_day.service,
+        professional=sol_day.professional,
+        starts_at=_instant(sol_day, query),
+        created_via=Appointment.Via.GATEWAY,
+    )
+
+    response = client.post(slot["url"], query)
+
+    assert response.status_code == 200  # the form again, with the service's refusal
+    assert "Esa franja ya está ocupada." in response.content.decode()
+    assert Appointment.objects.get(pk=sol_day.appointment.pk).starts_at == (
+        sol_day.appointment.starts_at
+    )
+
+
+def test_a_cancelled_or_another_companys_appointment_is_not_moved(client, sol_day, luna_day, agent):
+    client.force_login(agent)
+    theirs = reverse("admin:agenda_appointment_move", args=[luna_day.appointment.pk])
+    appointment_cancel(
+        company=sol_day.company, reference=sol_day.appointment.reference, enforce_cutoff=False
+    )
+    mine = reverse("admin:agenda_appointment_move", args=[sol_day.appointment.pk])
+
+    their_page = client.get(theirs)
+    cancelled = client.post(mine, {"professional": sol_day.professional.pk}, follow=True)
+    moving_theirs = agenda(client, move=luna_day.appointment.pk)
+
+    assert their_page.status_code == 302  # "does not exist", as for any other company's row
+    assert Appointment.objects.get(pk=luna_day.appointment.pk).state == "scheduled"
+    assert f"{sol_day.appointment.reference} está Cancelada: ya no puede cambiar." in [
+        str(m) for m in cancelled.context["messages"]
+    ]
+    assert Appointment.objects.get(pk=sol_day.appointment.pk).state == "cancelled"
+    assert "moving" not in moving_theirs.context
+    assert moving_theirs.context["company"] == sol_day.company

@@ -36,6 +36,7 @@ DOCUMENTED = {
     "06-agenda-free-slots",
     "07-booking-form-prefilled",
     "08-agenda-booked",
+    "08b-agenda-moving",
     "10-quote-sent",
     "11-case-replied",
 }
@@ -237,7 +238,7 @@ def choose_by_autocomplete(driver: webdriver.Chrome, field: str, typed: str, sho
     WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(pick)
 
 
-def test_a_receptionist_books_from_a_free_slot_and_cancels_it(
+def test_a_receptionist_books_from_a_free_slot_moves_it_and_cancels_it(
     browser, live_server, sol_day, luna_day, agent
 ):
     from agenda.models import Appointment
@@ -276,6 +277,23 @@ def test_a_receptionist_books_from_a_free_slot_and_cancels_it(
     ]
     assert at not in offered
     screenshot(browser, "08-agenda-booked")
+
+    # Move it by phone: Move, then a free slot; the reschedule form comes prefilled.
+    browser.find_element(
+        By.CSS_SELECTOR, f'a.move-appointment[data-reference="{booked.reference}"]'
+    ).click()
+    wait_for(browser, "#agenda-moving")
+    screenshot(browser, "08b-agenda-moving")
+    target = browser.find_elements(By.CSS_SELECTOR, ".agenda-column a.free-slot")[0]
+    to = target.get_attribute("data-time")
+    target.click()
+    wait_for(browser, "#id_at")
+    assert browser.find_element(By.ID, "id_at").get_attribute("value") == to
+    browser.find_element(By.CSS_SELECTOR, 'input[type="submit"]').click()
+    wait_for(browser, "ul.messagelist li.success")
+    booked.refresh_from_db()
+    assert booked.starts_at.astimezone(company.tz).strftime("%H:%M") == to
+    assert booked.reference in page_text(browser)  # the agenda of its new day
 
     # Cancel it with the transition button, from its page.
     browser.find_element(By.LINK_TEXT, booked.reference).click()
