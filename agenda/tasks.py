@@ -64,8 +64,8 @@ def appointment_message_send(self, message_id: int, sent: dict[str, str] | None 
         )
     except SentUnrecorded as exc:
         logger.warning("appointment message %s: sent, recording it is retried", message_id)
-        raise self.retry(
-            args=(message_id,), kwargs={"sent": exc.sent}, exc=exc.__cause__, countdown=30
+        raise self.retry_after_backoff(
+            args=(message_id,), kwargs={"sent": exc.sent}, exc=exc.__cause__
         ) from exc
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from celery import Task, current_app
 from celery.exceptions import Retry
+from celery.utils.time import get_exponential_backoff_interval
 
 
 class GaranteTask(Task):
@@ -31,6 +32,20 @@ class GaranteTask(Task):
             if retry.sig is None:
                 raise
             return retry.sig.apply(retries=(options.get("retries") or 0) + 1)
+
+    def retry_after_backoff(self, **options: Any) -> Retry:
+        """`retry(**options)` after the wait `autoretry_for` would give this retry: the task's
+        own `retry_backoff` doubled per retry up to `retry_backoff_max`, with its
+        `retry_jitter`. For a retry with other arguments than the failed run's (a message that
+        left while its record failed is retried to record it, not to send it again), which
+        autoretry cannot make."""
+        countdown = get_exponential_backoff_interval(
+            factor=int(max(1.0, float(getattr(self, "retry_backoff", 1)))),
+            retries=self.request.retries,
+            maximum=int(getattr(self, "retry_backoff_max", 600)),
+            full_jitter=getattr(self, "retry_jitter", True),
+        )
+        return self.retry(countdown=countdown, **options)
 
 
 _importing = threading.Lock()

@@ -68,11 +68,10 @@ def challenge_deliver(
         )
     except SentUnrecorded as exc:
         logger.warning("verification code %s: sent, recording it is retried", challenge_id)
-        raise self.retry(
+        raise self.retry_after_backoff(
             args=(challenge_id, ""),  # the code is not needed again
             kwargs={"sent": exc.sent},
             exc=exc.__cause__,
-            countdown=settings.GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS,
         ) from exc
     if outcome == DeliveryOutcome.RETRY:
         raise DeliveryToRetry(challenge_id)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from celery.exceptions import Retry
 
 from config.celery import app
 from core.jobs import GaranteTask, task_named
@@ -106,3 +107,31 @@ def test_every_task_is_a_garante_task_and_retries_through_celery():
         "support.tasks.case_notify_staff",
     } <= retried
     assert all(app.tasks[name].retry_backoff for name in retried)
+
+
+@pytest.mark.parametrize("name", ["agenda.appointment_message_send", "core.challenge_deliver"])
+def test_a_retry_with_other_arguments_waits_the_tasks_own_backoff_with_jitter(name):
+    """A message that left while its record failed is retried to record it (other arguments,
+    so not by autoretry_for): it waits as autoretry would, doubling per retry up to the
+    task's maximum, with full jitter, never a fixed countdown."""
+    app.loader.import_default_modules()
+    task = app.tasks[name]
+    factor = int(max(1.0, float(task.retry_backoff)))
+
+    def waits(retries: int) -> set[float]:
+        seen = set()
+        task.push_request(id="t", retries=retries, is_eager=True, called_directly=False)
+        try:
+            for _ in range(200):
+                with pytest.raises(Retry) as retried:
+                    task.retry_after_backoff(args=(1,), kwargs={"sent": {}}, exc=OSError())
+                seen.add(retried.value.when)
+        finally:
+            task.pop_request()
+        return seen
+
+    first, fourth = waits(0), waits(3)
+    assert first <= set(range(factor + 1))
+    assert fourth <= set(range(min(factor * 8, getattr(task, "retry_backoff_max", 600)) + 1))
+    assert len(fourth) > 1  # jittered
+    assert max(fourth) > factor
