@@ -16,7 +16,8 @@ cancelled or moved meanwhile is dropped there, not sent. Messages name the compa
 service, the professional and the local date and time, in the company's language: nothing
 else about the customer. A customer who opted out of a channel (Contact.sms_opt_out,
 email_opt_out) gets nothing on it: the other channel is used if they have it, and the opt-out
-is read again when the message is sent.
+is read again when the message is sent. Each message ends with the link that opts its
+customer out of its channel (agenda.opt_out), when the site's public address is configured.
 """
 
 import logging
@@ -32,6 +33,7 @@ from django.utils.translation import gettext as _g
 
 from agenda import clock
 from agenda.models import Appointment, AppointmentMessage
+from agenda.opt_out import opt_out_link
 from core.jobs import task_named
 from core.models import Company, Contact
 from core.normalize import mask_email, mask_phone
@@ -186,7 +188,11 @@ def message_text(message: AppointmentMessage) -> tuple[str, str]:
                 ),
             ),
         }[message.kind]
-    return subject % values, body % values
+        body %= values
+        link = opt_out_link(appointment.contact_id, message.channel)
+        if link is not None:
+            body += " " + _g("Para no recibir más avisos: %(url)s") % {"url": link.url}
+    return subject % values, body
 
 
 def _no_longer_applies(message: AppointmentMessage, appointment: Appointment, now: datetime) -> str:
@@ -269,9 +275,16 @@ def appointment_message_deliver(
         return "skipped"
     subject, body = message_text(message)
     to, masked = _destination(message)
+    link = opt_out_link(message.appointment.contact_id, message.channel)
     messages = AppointmentMessage.objects.filter(pk=message_id)
     try:
-        sent = message_send(channel=message.channel, to=to, subject=subject, body=body)
+        sent = message_send(
+            channel=message.channel,
+            to=to,
+            subject=subject,
+            body=body,
+            headers=link.headers if link else None,
+        )
     except OutboundTransient as exc:
         status = Status.FAILED if last_try else Status.RETRYING
         messages.update(status=status, error=exc.detail)

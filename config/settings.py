@@ -264,6 +264,9 @@ GARANTE_VERIFICATION_DELIVERY_RETRIES = 5
 # Appointment confirmations and reminders (agenda.messages): the queue their send task is
 # published to (Celery's default one unless set).
 GARANTE_AGENDA_MESSAGES_QUEUE = os.environ.get("GARANTE_AGENDA_MESSAGES_QUEUE") or None
+# The site's address as customers reach it (https://garante.example.com): the links in their
+# appointment messages that opt them out (agenda.opt_out) start with it; none without it.
+GARANTE_PUBLIC_URL = os.environ.get("GARANTE_PUBLIC_URL", "").rstrip("/")
 GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS = float(
     os.environ.get("GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS", "2")
 )

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from django.views import defaults
 
+from agenda.views import appointment_messages_opt_out
 from core.metrics import metrics_view
 from core.outcome import error_response
 from tooling.api import api
@@ -21,6 +22,11 @@ urlpatterns = [
     path("api/v1/", include("integration.urls")),
     path("api/", api.urls),
     path("metrics", metrics_view, name="metrics"),
+    path(
+        "messages/opt-out/<str:token>",
+        appointment_messages_opt_out,
+        name="appointment_messages_opt_out",
+    ),
 ]
 
 

@@ -54,8 +54,11 @@ class SentUnrecorded(Exception):
         self.sent = sent
 
 
-def message_send(*, channel: str, to: str, subject: str, body: str) -> Sent:
-    """Send `body` to `to` by `channel` (SMS or EMAIL; `subject` is for email), once."""
+def message_send(
+    *, channel: str, to: str, subject: str, body: str, headers: dict[str, str] | None = None
+) -> Sent:
+    """Send `body` to `to` by `channel` (SMS or EMAIL; `subject` and `headers` are for
+    email), once."""
     if channel == SMS:
         try:
             result = sms_send(to=to, body=body)
@@ -67,7 +70,9 @@ def message_send(*, channel: str, to: str, subject: str, body: str) -> Sent:
     if channel != EMAIL:
         raise ValueError(f"no such channel: {channel!r}")
     message_id = make_msgid(domain="garante.local")
-    email = EmailMessage(subject=subject, body=body, to=[to], headers={"Message-ID": message_id})
+    email = EmailMessage(
+        subject=subject, body=body, to=[to], headers={**(headers or {}), "Message-ID": message_id}
+    )
     try:
         email.send(fail_silently=False)
     except OSError as exc:  # SMTPException is one

@@ -3,12 +3,14 @@ services whoever books, moves or cancels; sent once, in the company's language, 
 personal but the appointment's own facts; dropped when they no longer apply; opt-outs honoured;
 the reminder's lead validated. Through real workers: tests/agenda/test_messages_workers.py."""
 
+import re
 from datetime import timedelta
 from email.header import decode_header, make_header
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -406,6 +408,129 @@ def test_staff_set_the_opt_out_on_the_contacts_page(client, ana, make_staff):
     assert response.status_code == 302
     ana.refresh_from_db()
     assert (ana.sms_opt_out, ana.email_opt_out) == (True, False)
+
+
+def opt_out_path(text: str) -> str:
+    """The path of the opt-out link a message's text ends with."""
+    match = re.search(r"https://citas\.example\.com(/messages/opt-out/\S+)$", text)
+    assert match, text
+    return match.group(1)
+
+
+def test_a_message_links_to_opting_out_of_its_channel_which_a_get_only_asks(
+    book, ana, sms_outbox, client, settings, now
+):
+    settings.GARANTE_PUBLIC_URL = "https://citas.example.com"
+    appointment = book()
+
+    (sms,) = sms_outbox
+    assert sms.body.startswith("Peluquería Sol: su cita de Corte de pelo con Marta queda ")
+    assert " a las 10:00. Para no recibir más avisos: https://citas.example.com/" in sms.body
+    path = opt_out_path(sms.body)
+    asked = client.get(path)  # a link scanner, or the customer before choosing
+    assert asked.status_code == 200
+    assert "¿Dejar de recibir por SMS las confirmaciones" in asked.content.decode()
+    ana.refresh_from_db()
+    assert (ana.sms_opt_out, ana.email_opt_out) == (False, False)
+
+    done = client.post(path)
+
+    assert done.status_code == 200
+    assert "Hecho: ya no recibirá avisos de sus citas por SMS." in done.content.decode()
+    ana.refresh_from_db()
+    assert (ana.sms_opt_out, ana.email_opt_out) == (True, False)
+    # The reminder written with the booking is not sent by SMS when its time comes.
+    reminder = reminder_of(appointment)
+    now["at"] = reminder.due_at
+    appointment_messages_sweep()
+    assert len(sms_outbox) == 1
+    reminder.refresh_from_db()
+    assert (reminder.status, reminder.error) == (Status.NOT_SENT, "opted out")
+    # Following the link again is no change, and says the same.
+    again = client.post(path)
+    assert again.status_code == 200
+    assert again.content == done.content
+
+
+def test_an_email_offers_one_click_unsubscribe_which_a_mail_client_posts_without_csrf(
+    company, book, smtp_refusing, settings
+):
+    settings.GARANTE_PUBLIC_URL = "https://citas.example.com"
+    server = smtp_refusing()
+    carla = factories.contact(company, first_name="Carla", email="carla@example.com")
+
+    book(contact=carla)
+
+    ((_recipients, email),) = server.messages
+    path = opt_out_path(email.get_payload(decode=True).decode().strip())
+    # Long headers are folded on the wire; unfolded, it is the link.
+    assert "".join(email["List-Unsubscribe"].split()) == f"<https://citas.example.com{path}>"
+    assert email["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    mail_client = Client(enforce_csrf_checks=True)  # RFC 8058's POST carries no token of ours
+    response = mail_client.post(
+        path, "List-Unsubscribe=One-Click", content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == 200
+    carla.refresh_from_db()
+    assert (carla.email_opt_out, carla.sms_opt_out) == (True, False)
+
+
+def test_an_altered_opt_out_link_is_refused_and_changes_nothing(
+    book, ana, bruno, sms_outbox, client, settings
+):
+    settings.GARANTE_PUBLIC_URL = "https://citas.example.com"
+    book()
+    path = opt_out_path(sms_outbox[0].body)
+    signed = path.rsplit("/", 1)[1]
+    value, signature = signed.split(":")
+    forged = [
+        f"/messages/opt-out/{bruno.pk}.s:{signature}",  # another contact, the same signature
+        f"/messages/opt-out/{value}:{signature[:-1]}{'A' if signature[-1] != 'A' else 'B'}",
+        f"/messages/opt-out/{value.replace('.s', '.e')}:{signature}",  # the other channel
+        "/messages/opt-out/nothing-signed",
+    ]
+
+    for url in forged:
+        response = client.post(url)
+        assert response.status_code == 404, url
+        assert "Este enlace no es válido." in response.content.decode()
+
+    assert Contact.objects.filter(sms_opt_out=True).count() == 0
+    assert Contact.objects.filter(email_opt_out=True).count() == 0
+
+
+def test_the_opt_out_page_is_in_the_companys_language(
+    make_company, sms_outbox, django_capture_on_commit_callbacks, now, client, settings
+):
+    settings.GARANTE_PUBLIC_URL = "https://citas.example.com"
+    shop = make_company(name="Lisbon Barbers", language="en", timezone="Europe/Lisbon")
+    service = factories.service(shop, name="Haircut")
+    professional = factories.marta(shop, service)
+    customer = factories.contact(shop, phone="+351912345678")
+    with django_capture_on_commit_callbacks(execute=True):
+        appointment_book(
+            company=shop,
+            contact=customer,
+            service=service,
+            professional=professional,
+            starts_at=local(2026, 12, 8, 11),
+            created_via=Appointment.Via.STAFF,
+        )
+
+    (sms,) = sms_outbox
+    assert " at 10:00. To stop these messages: https://citas.example.com/" in sms.body
+    page = client.get(opt_out_path(sms.body)).content.decode()
+    assert "Stop getting confirmations and reminders of your appointments by SMS?" in page
+    assert '<html lang="en">' in page
+
+
+def test_without_a_public_address_messages_carry_no_link(book, sms_outbox, settings):
+    settings.GARANTE_PUBLIC_URL = ""
+
+    book()
+
+    (sms,) = sms_outbox
+    assert sms.body.endswith("a las 10:00.")
 
 
 # Every path: the agent, staff, the integration API -------------------------------------------
