@@ -790,3 +790,54 @@ def test_the_agents_booking_texts_the_confirmation_once_even_when_its_call_is_re
     )
     appointment = Appointment.objects.get(reference=first.body["appointment"])
     assert appointment.created_via == Appointment.Via.GATEWAY
+
+
+def test_the_agents_move_and_cancellation_each_text_one_confirmation_even_when_replayed(
+    company, marta, ana, now, sms_outbox, django_capture_on_commit_callbacks
+):
+    conversation = Conversation.objects.create(company=company, external_id="conv-changes")
+    identify_contact(conversation=conversation, kind="document", value=ana.document_number)
+
+    def call(name, arguments, key=None):
+        meta = CallMeta(conversation_id="conv-changes", idempotency_key=key)
+        with django_capture_on_commit_callbacks(execute=True):
+            result = call_tool(
+                registry.get(name), company=company, arguments=arguments, meta=meta, surface="mcp"
+            )
+        assert result.is_error is False, result.body
+        return result.body
+
+    def first_slot(day, **more):
+        found = call(
+            "find_available_slots",
+            {"service": "Corte de pelo", "from": day, "to": day, "limit": 1, **more},
+        )
+        return found["items"][0]["slot"]
+
+    who = {"identifier": ana.document_number}
+    booked = call(
+        "book_appointment",
+        {**who, "service": "Corte de pelo", "slot": first_slot("2026-12-08")},
+        key="book",
+    )
+    reference = booked["appointment"]
+    move = {**who, "appointment": reference}
+    move["slot"] = first_slot("2026-12-09", appointment=reference)
+    moved = call("reschedule_appointment", move, key="move")
+    assert call("reschedule_appointment", move, key="move") == moved  # the Gateway retried
+    cancelled = call("cancel_appointment", {**who, "appointment": reference}, key="cancel")
+    assert call("cancel_appointment", {**who, "appointment": reference}, key="cancel") == cancelled
+
+    assert [sms.body.split(": ", 1)[1].split(" con Marta ")[1] for sms in sms_outbox] == [
+        "queda reservada para el martes 8 de diciembre de 2026 a las 09:00.",
+        "se ha cambiado al miércoles 9 de diciembre de 2026 a las 09:00.",
+        "del miércoles 9 de diciembre de 2026 a las 09:00 ha quedado cancelada.",
+    ]
+    appointment = Appointment.objects.get(reference=reference)
+    assert messages_of(appointment) == [
+        (Kind.BOOKED, Status.SENT),
+        (Kind.REMINDER, Status.NOT_SENT),
+        (Kind.MOVED, Status.SENT),
+        (Kind.REMINDER, Status.NOT_SENT),
+        (Kind.CANCELLED, Status.SENT),
+    ]
