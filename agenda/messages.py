@@ -146,9 +146,10 @@ def _local(instant: datetime, company: Company) -> dict[str, str]:
     }
 
 
-def message_text(message: AppointmentMessage) -> tuple[str, str]:
+def message_text(message: AppointmentMessage, opt_out_url: str = "") -> tuple[str, str]:
     """The subject (for email) and the text of a message, in the company's language: the
-    company, the service, the professional, and the date and time in the company's zone."""
+    company, the service, the professional, and the date and time in the company's zone; and
+    the link that opts out of its channel, if there is one."""
     appointment = message.appointment
     company = message.company
     with translation.override(company.language):
@@ -189,9 +190,8 @@ def message_text(message: AppointmentMessage) -> tuple[str, str]:
             ),
         }[message.kind]
         body %= values
-        link = opt_out_link(appointment.contact_id, message.channel)
-        if link is not None:
-            body += " " + _g("Para no recibir más avisos: %(url)s") % {"url": link.url}
+        if opt_out_url:
+            body += " " + _g("Para no recibir más avisos: %(url)s") % {"url": opt_out_url}
     return subject % values, body
 
 
@@ -273,9 +273,9 @@ def appointment_message_deliver(
     message = _claim(message_id, now)
     if message is None:
         return "skipped"
-    subject, body = message_text(message)
-    to, masked = _destination(message)
     link = opt_out_link(message.appointment.contact_id, message.channel)
+    subject, body = message_text(message, link.url if link else "")
+    to, masked = _destination(message)
     messages = AppointmentMessage.objects.filter(pk=message_id)
     try:
         sent = message_send(
