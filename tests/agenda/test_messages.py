@@ -123,23 +123,28 @@ def test_a_booking_texts_its_confirmation_with_the_appointments_facts_only(book,
     )
 
 
-def test_the_message_is_in_the_companys_language_and_time_zone(
-    make_company, sms_outbox, django_capture_on_commit_callbacks, now
-):
-    shop = make_company(name="Lisbon Barbers", language="en", timezone="Europe/Lisbon")
-    service = factories.service(shop, name="Haircut")
-    professional = factories.marta(shop, service)
-    customer = factories.contact(shop, phone="+351912345678")
+@pytest.fixture
+def book_in_lisbon(make_company, django_capture_on_commit_callbacks, now):
+    """Book at an English-speaking shop in Lisbon, on Tuesday at 11:00 Madrid's time."""
 
-    with django_capture_on_commit_callbacks(execute=True):
-        appointment_book(
-            company=shop,
-            contact=customer,
-            service=service,
-            professional=professional,
-            starts_at=local(2026, 12, 8, 11),  # 11:00 in Madrid is 10:00 in Lisbon
-            created_via=Appointment.Via.STAFF,
-        )
+    def book():
+        shop = make_company(name="Lisbon Barbers", language="en", timezone="Europe/Lisbon")
+        service = factories.service(shop, name="Haircut")
+        with django_capture_on_commit_callbacks(execute=True):
+            return appointment_book(
+                company=shop,
+                contact=factories.contact(shop, phone="+351912345678"),
+                service=service,
+                professional=factories.marta(shop, service),
+                starts_at=local(2026, 12, 8, 11),  # 11:00 in Madrid is 10:00 in Lisbon
+                created_via=Appointment.Via.STAFF,
+            )
+
+    return book
+
+
+def test_the_message_is_in_the_companys_language_and_time_zone(book_in_lisbon, sms_outbox):
+    book_in_lisbon()
 
     (sms,) = sms_outbox
     assert sms.body == (
@@ -499,23 +504,9 @@ def test_an_altered_opt_out_link_is_refused_and_changes_nothing(
     assert Contact.objects.filter(email_opt_out=True).count() == 0
 
 
-def test_the_opt_out_page_is_in_the_companys_language(
-    make_company, sms_outbox, django_capture_on_commit_callbacks, now, client, settings
-):
+def test_the_opt_out_page_is_in_the_companys_language(book_in_lisbon, sms_outbox, client, settings):
     settings.GARANTE_PUBLIC_URL = "https://citas.example.com"
-    shop = make_company(name="Lisbon Barbers", language="en", timezone="Europe/Lisbon")
-    service = factories.service(shop, name="Haircut")
-    professional = factories.marta(shop, service)
-    customer = factories.contact(shop, phone="+351912345678")
-    with django_capture_on_commit_callbacks(execute=True):
-        appointment_book(
-            company=shop,
-            contact=customer,
-            service=service,
-            professional=professional,
-            starts_at=local(2026, 12, 8, 11),
-            created_via=Appointment.Via.STAFF,
-        )
+    book_in_lisbon()
 
     (sms,) = sms_outbox
     assert " at 10:00. To stop these messages: https://citas.example.com/" in sms.body
