@@ -95,9 +95,6 @@ DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The same backend, able to write the evidence of a failed call again after the call's
-    # rollback (core.durable).
-    DATABASES["default"]["ENGINE"] = "core.sqlite3"
     # IMMEDIATE takes the write lock at BEGIN, so concurrent writers queue instead of failing
     # later with "database is locked"; the timeout bounds that queue.
     DATABASES["default"]["OPTIONS"] = {
@@ -308,6 +305,13 @@ GARANTE_DB_ANSWER_SECONDS = float(
     os.environ.get(
         "GARANTE_DB_ANSWER_SECONDS", max(10, GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS / 1000 + 1)
     )
+)
+# One tool call's answer, from its arrival at the proxy (nginx's X-Request-Start) or at the
+# node: its database exchanges, lock waits and queueing all end within it (SYSTEM past it).
+# Not shorter than the idempotency lock wait, so a duplicate still hears CONFLICT; PgBouncer's
+# query_wait_timeout and the proxy's read timeout are set from it (docs/scaling.md).
+GARANTE_CALL_DEADLINE_SECONDS = float(
+    os.environ.get("GARANTE_CALL_DEADLINE_SECONDS", GARANTE_DB_ANSWER_SECONDS)
 )
 # The conversation trace (tooling.trace): tool calls older than this are trimmed daily.
 GARANTE_TRACE_RETENTION_DAYS = float(os.environ.get("GARANTE_TRACE_RETENTION_DAYS", "30"))

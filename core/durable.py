@@ -1,67 +1,165 @@
-"""Writes that must outlive the caller's transaction: security events and failed attempts.
+"""Writes that must outlive the failing call they are part of: the evidence of a failed call.
 
 A tool call runs inside the idempotency transaction, and every error rolls that transaction
 back (only successes are stored). The evidence of a failure — a wrong code tried, an
 identifier of somebody else, a failed identification counted towards a rate limit — must not
-vanish with it, or a brute force could retry for ever. `durably(fn)` runs `fn` on a database
-connection of its own, in its own transaction, and commits before returning.
+vanish with it, or a brute force could retry for ever.
 
-Rules for `fn` (a second connection waits on any row lock the caller holds, so a careless `fn`
-would wait on its own caller): insert rows, or update rows the caller has not locked or
-written. A bounded lock timeout turns any mistake into an error instead of a hang.
+The evidence is written first, on the call's own connection, in a transaction of its own.
+`keeping_evidence(work)` runs a unit of work in a transaction; when the work reaches
+`durably(fn)` for the first time, the work is abandoned (its transaction rolls back, releasing
+every lock it took), `fn` runs and commits alone, and the work runs again from the start. On
+that run `durably(fn)` answers what `fn` returned without writing again, so the call decides
+on evidence already committed: a limit counted under a lock, an attempt taken before a code is
+compared. A call therefore never holds one connection while waiting for another (with a
+transaction-pooling PgBouncer, calls that did exhausted the pool and waited for a connection
+that none of them would free), and PostgreSQL and SQLite (one writer at a time) take the same
+path.
 
-SQLite (the one-command demo) allows one writer at a time, so a second connection would wait
-on the caller's own lock: there `fn` runs in the caller's transaction, and runs again right
-after should that transaction roll back (core.sqlite3). `fn` must therefore decide afresh
-from what it reads, as it does on PostgreSQL: the write then stands either way, as there.
+Rules for `fn`: a self-contained write that decides afresh from what it reads and refers to
+rows already committed (the work that called it is rolled back when it runs). Rules for the
+work: everything it does before its last `durably` is done again, so it writes only to the
+database (in its transaction) until then.
 """
 
-import contextvars
-import threading
+import functools
+import logging
 from collections.abc import Callable
-from typing import TypeVar
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from django.db import connection, connections, transaction
+from django.db import transaction
 
 T = TypeVar("T")
 
-_LOCK_TIMEOUT = "5s"
+logger = logging.getLogger("garante.durable")
+
+# A call records at most a few pieces of evidence (an attempt taken, then the lock of its
+# challenge); more rounds than this means the work does not reach the same evidence twice.
+_MAX_ROUNDS = 6
+
+
+class _EvidenceFirst(BaseException):
+    """Unwinds the work to its start so that `fn` can commit alone. A BaseException, so that
+    no `except Exception` on the way mistakes it for the work's own failure."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        super().__init__(_name(fn))
+        self.fn = fn
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """What a piece of evidence raised (an error of its own, or of its on_commit hooks): raised
+    again, at the same point, on every later run of the work."""
+
+    error: Exception
+
+
+@dataclass
+class _Evidence:
+    """The evidence a unit of work has committed, in the order it asked for it."""
+
+    written: list[tuple[str, Any]] = field(default_factory=list)
+    position: int = 0
+
+
+_current: ContextVar[_Evidence | None] = ContextVar("garante_evidence", default=None)
+
+
+def _name(fn: Callable[[], Any]) -> str:
+    return getattr(fn, "__qualname__", repr(fn))
 
 
 def durably(fn: Callable[[], T]) -> T:
-    """Run `fn` in a transaction that commits now, whatever the caller's transaction does."""
-    if not connection.in_atomic_block:
-        # In autocommit the write commits by itself.
+    """Run `fn`, a write that must stand whatever the caller's transaction does, and return
+    its value.
+
+    In autocommit it commits at once. Inside `keeping_evidence` it is committed before the
+    work goes on (see the module's docstring). Elsewhere inside a transaction (a staff action,
+    a test calling a service in its own transaction) it is written in that transaction.
+    """
+    if transaction.get_autocommit():
         with transaction.atomic():
             return fn()
-    if connection.vendor != "postgresql":
-        # SQLite: in place, and again after a rollback of the caller's transaction.
+    evidence = _current.get()
+    if evidence is None:
         with transaction.atomic():
-            value = fn()
-        connection.on_rollback(fn)
-        return value
-    outcome: dict[str, object] = {}
+            return fn()
+    if evidence.position < len(evidence.written):
+        name, value = evidence.written[evidence.position]
+        if name == _name(fn):
+            evidence.position += 1
+            if isinstance(value, _Raised):
+                raise value.error
+            return value
+        # The work took another path this time (what it read changed): this evidence is new.
+        del evidence.written[evidence.position :]
+    raise _EvidenceFirst(fn)
 
-    def run() -> None:
-        try:
-            with transaction.atomic():
-                with connection.cursor() as cursor:
-                    cursor.execute(f"SET LOCAL lock_timeout = '{_LOCK_TIMEOUT}'")
-                outcome["value"] = fn()
-        except BaseException as exc:  # handed to the caller's thread below
-            outcome["error"] = exc
-        finally:
-            # This thread's connections die with it.
-            connections.close_all()
 
-    # Django's connections are per thread: a short-lived thread has its own, in autocommit.
-    # It runs in the caller's context, so a database deadline the caller set bounds it too.
-    context = contextvars.copy_context()
-    worker = threading.Thread(
-        target=context.run, args=(run,), name="garante-durable-write", daemon=True
-    )
-    worker.start()
-    worker.join()
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+def decided_once(fn: Callable[[], T]) -> T:
+    """The value of `fn`, a decision the work takes before it writes evidence, as its first
+    run took it: the later runs, which see that evidence committed, reuse that decision (a
+    limit checked before a failure is recorded must not count the failure itself)."""
+    evidence = _current.get()
+    if evidence is None:
+        return fn()
+    if evidence.position < len(evidence.written):
+        name, value = evidence.written[evidence.position]
+        if name == _name(fn):
+            evidence.position += 1
+            if isinstance(value, _Raised):
+                raise value.error
+            return value
+        del evidence.written[evidence.position :]
+    try:
+        value = fn()
+    except Exception as error:
+        evidence.written.append((_name(fn), _Raised(error)))
+        evidence.position += 1
+        raise
+    evidence.written.append((_name(fn), value))
+    evidence.position += 1
+    return value
+
+
+def keeping_evidence(work: Callable[[], T]) -> T:
+    """Run `work` in a transaction (a savepoint inside another), committing the evidence it
+    asks for with `durably` before it decides on it. Inside another `keeping_evidence` the
+    outer one does this, so nested units of work are run once by the outermost."""
+    if _current.get() is not None:
+        with transaction.atomic():
+            return work()
+    evidence = _Evidence()
+    token = _current.set(evidence)
+    try:
+        for _ in range(_MAX_ROUNDS):
+            evidence.position = 0
+            try:
+                with transaction.atomic():
+                    return work()
+            except _EvidenceFirst as first:
+                # The work's transaction has rolled back: nothing of it remains, no lock.
+                value: Any
+                try:
+                    with transaction.atomic():
+                        value = first.fn()
+                except Exception as error:
+                    value = _Raised(error)
+                evidence.written.append((_name(first.fn), value))
+        raise RuntimeError(f"a unit of work asked for new evidence {_MAX_ROUNDS} times")
+    finally:
+        _current.reset(token)
+
+
+def keeps_evidence(func: Callable[..., T]) -> Callable[..., T]:
+    """`func` run as a unit of work that keeps its evidence (`keeping_evidence`), in place of
+    `transaction.atomic` on a service that records some."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        return keeping_evidence(lambda: func(*args, **kwargs))
+
+    return wrapper

@@ -17,7 +17,7 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import GaranteError, SystemUnavailable, ValidationFailed
-from core.idempotency import check_gateway_key, idempotent_execute
+from core.idempotency import check_gateway_key, effect_may_have_happened, idempotent_execute
 from core.models import Company, Conversation
 from core.outcome import Outcome, error_outcome
 from tooling.context import CallMeta, ToolContext
@@ -210,10 +210,11 @@ def canonical_request(params: pydantic.BaseModel) -> dict[str, Any]:
 
 
 def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: str) -> Outcome:
-    ctx = ToolContext(company=company, meta=meta, surface=surface, step_up_action=tool.step_up)
-
     def answer() -> tuple[dict[str, Any], str]:
-        """The handler's answer capped, and then what it still shows recorded as seen."""
+        """The handler's answer capped, and then what it still shows recorded as seen. A write
+        may run this again from the start (core.durable), so each run has a context of its own:
+        nothing read in a rolled-back run (the conversation it inserted) is carried over."""
+        ctx = ToolContext(company=company, meta=meta, surface=surface, step_up_action=tool.step_up)
         body, text = capped(handled(tool, ctx, params))
         ledger_record_shown(ctx, text)
         return body, text
@@ -251,13 +252,26 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
             )
     except GaranteError as error:
         return error_outcome(error)
-    except DatabaseError:
+    except DatabaseError as failure:
         logger.exception("database failure in tool %s", tool.name)
         _discard_broken_connection()
-        return error_outcome(SystemUnavailable(code="database_unavailable"))
+        return error_outcome(_database_unavailable(tool, failure))
     except Exception:
         logger.exception("unexpected failure in tool %s", tool.name)
         return error_outcome(SystemUnavailable())
+
+
+def _database_unavailable(tool: Tool, failure: DatabaseError) -> SystemUnavailable:
+    """SYSTEM for a database failure. A write's answer says what the caller may do: the same
+    key again is always safe (a committed effect is replayed, a rolled-back one runs), and
+    whether the effect may have happened (the failure came while it was committing)."""
+    if not tool.write:
+        return SystemUnavailable(code="database_unavailable")
+    return SystemUnavailable(
+        code="database_unavailable",
+        retry_with_same_key=True,
+        effect_may_have_happened=effect_may_have_happened(failure),
+    )
 
 
 def handled(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, Any]:

@@ -7,8 +7,10 @@ kind of answer as any other: the canonical error body (`error_type`, `user_messa
 with the same status. Placed right after SecurityMiddleware, which still adds its headers.
 """
 
+import time
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.translation import gettext_lazy as _
 
@@ -21,6 +23,7 @@ from core.errors import (
 )
 from core.middleware import is_machine_api
 from core.outcome import error_response
+from core.postgresql.base import call_within
 
 
 def api_error_for(status: int, path: str) -> GaranteError:
@@ -41,12 +44,30 @@ def api_error_for(status: int, path: str) -> GaranteError:
     return ValidationFailed(_("La petición no es válida."), code="bad_request", http_status=status)
 
 
+def arrived_at(request: HttpRequest) -> float | None:
+    """When the request reached the proxy in front (nginx's `X-Request-Start: t=<seconds>`),
+    on this process's monotonic clock; None without the header. The time it waited for a
+    thread counts towards the call's deadline. A time in the future counts as now."""
+    header = request.META.get("HTTP_X_REQUEST_START", "")
+    try:
+        sent = float(header.removeprefix("t="))
+    except ValueError:
+        return None
+    waited = max(0.0, time.time() - sent)
+    return time.monotonic() - waited
+
+
 class MachineApiErrors:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        response = self.get_response(request)
+        if is_machine_api(request.path_info):
+            # One deadline for the whole call (core.postgresql.base.call_within).
+            with call_within(settings.GARANTE_CALL_DEADLINE_SECONDS, started=arrived_at(request)):
+                response = self.get_response(request)
+        else:
+            response = self.get_response(request)
         if (
             response.status_code < 400
             or response.get("Content-Type", "").startswith("application/json")

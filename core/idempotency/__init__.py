@@ -13,6 +13,7 @@ from core.idempotency.engine import (
     IdempotentResult,
     check_gateway_key,
     check_http_key,
+    effect_may_have_happened,
     idempotent_execute,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "IdempotentResult",
     "check_gateway_key",
     "check_http_key",
+    "effect_may_have_happened",
     "idempotent_execute",
 ]

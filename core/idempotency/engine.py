@@ -22,12 +22,13 @@ from typing import Any
 import rfc8785
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db import DatabaseError, IntegrityError, OperationalError, connection
 from django.db.models import F, Field
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.deferred import DeferredQueue
+from core.durable import keeping_evidence
 from core.errors import Conflict, ValidationFailed
 from core.metrics import (
     IDEMPOTENCY_CONFLICT,
@@ -369,21 +370,30 @@ def idempotent_execute(
     record = _lookup(company, key)
     if record is not None and record.expires_at > now:
         return _replay(record, operation, fingerprint, now, joined=False)
-    claimed = False
+    claimed = committing = False
+
+    def execute() -> tuple[str, int]:
+        # Run again from the claim when the effect commits evidence first (core.durable).
+        nonlocal claimed, committing
+        claimed = False
+        record_id = _claim(
+            company=company,
+            key=key,
+            operation=operation,
+            fingerprint=fingerprint,
+            now=now,
+            forgotten=record,
+        )
+        claimed = True
+        body, status = effect()
+        text = response_text(body)
+        _store(record_id, text, status)
+        # Past here only the commit: a failure may come after the effect became durable.
+        committing = True
+        return text, status
+
     try:
-        with transaction.atomic():
-            record_id = _claim(
-                company=company,
-                key=key,
-                operation=operation,
-                fingerprint=fingerprint,
-                now=now,
-                forgotten=record,
-            )
-            claimed = True
-            body, status = effect()
-            text = response_text(body)
-            _store(record_id, text, status)
+        text, status = keeping_evidence(execute)
     except _AlreadyRecorded:
         record = _lookup(company, key)
         if record is None:  # purged in between: vanishingly rare; let the caller retry
@@ -396,10 +406,25 @@ def idempotent_execute(
         if not claimed and _is_lock_wait_exceeded(exc):
             IDEMPOTENCY_IN_PROGRESS.inc()
             raise in_progress() from exc
+        setattr(exc, _COMMITTING, committing)
+        raise
+    except DatabaseError as exc:
+        setattr(exc, _COMMITTING, committing)
         raise
     IDEMPOTENCY_EXECUTED.inc()
     # Answer the stored text's reading, so the first answer and every replay are identical.
     return IdempotentResult(body=json.loads(text), status=status, replayed=False, text=text)
+
+
+# Set on a database failure out of `idempotent_execute`: whether its transaction was committing.
+_COMMITTING = "garante_while_committing"
+
+
+def effect_may_have_happened(failure: BaseException) -> bool:
+    """Whether `failure`, a database error out of `idempotent_execute`, came while the effect's
+    transaction was committing, so that the effect may be durable. Either way the same key
+    is safe to retry: a committed effect is replayed, a rolled-back one runs."""
+    return getattr(failure, _COMMITTING, False)
 
 
 def idempotency_records_purge(*, now: datetime | None = None) -> tuple[int, int]:

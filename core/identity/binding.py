@@ -3,10 +3,11 @@
 from datetime import datetime
 from functools import cache
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.durable import keeping_evidence
 from core.errors import NotFound, PermissionRefused
 from core.identity.identifiers import CONTACT_FIELD, Identifier, normalize_identifier
 from core.identity.limits import Attempt, failure_record, refuse_when_too_many_failures
@@ -64,10 +65,11 @@ def identify_contact(
     (ToolContext.conversation_is_new). Its row is then this transaction's until it ends and
     holds what was inserted, so it is not locked and read again.
     """
-    with transaction.atomic():
-        return _identify_locked(
+    return keeping_evidence(
+        lambda: _identify_locked(
             conversation=conversation, kind=kind, value=value, new=new_conversation
         )
+    )
 
 
 def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: bool) -> Contact:

@@ -15,7 +15,7 @@ from django.db import connection
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext_lazy as _
 
-from core.durable import durably
+from core.durable import decided_once, durably
 from core.errors import PermissionRefused
 from core.models import Company, Contact, Conversation, GatewayCredential, SecurityEvent
 from core.security import security_event_notify_on_commit
@@ -107,7 +107,9 @@ def _too_many_attempts(retry_after: int) -> TooManyAttempts:
 
 
 def refuse_when_too_many_failures(attempt: Attempt, now: datetime) -> None:
-    retry_after = _retry_after(attempt, now)
+    # Decided before the failure is recorded, once: the call's run after that record (see
+    # core.durable) must not count its own failure against it.
+    retry_after = decided_once(lambda: _retry_after(attempt, now))
     if retry_after is not None:
         raise _too_many_attempts(retry_after)
 

@@ -20,11 +20,15 @@ connection is closed, never reused, and the call fails as a database outage does
 transaction left open on the server is rolled back there once it sees the connection gone.
 Celery workers are bound alike (config.celery; the hourly purge sets a longer bound of its own);
 management commands (a migration building an index) are not. `answers_within(seconds)` sets
-another bound (or none) for a block of code.
+another bound (or none) for a block of code. A tool call has one deadline besides
+(`call_within`, set by tooling.middleware): each exchange waits at most what is left of it, so
+however many exchanges and lock waits a call makes, and however long it queued for a thread,
+its answer comes by then.
 """
 
 import contextlib
 import select
+import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -36,6 +40,10 @@ from psycopg.errors import _WaitTimeout
 
 _deadline: ContextVar[float | None] = ContextVar("garante_db_answer_deadline", default=None)
 _process_deadline: float | None = None
+# When the call being served must have its answer (time.monotonic()), if it has a deadline.
+_call_ends: ContextVar[float | None] = ContextVar("garante_db_call_ends", default=None)
+# What an exchange may still wait once its call's deadline has passed: it fails at once.
+_SPENT = 0.001
 
 
 def bound_this_process(seconds: float | None) -> None:
@@ -56,9 +64,30 @@ def answers_within(seconds: float | None) -> Iterator[None]:
         _deadline.reset(token)
 
 
+@contextlib.contextmanager
+def call_within(seconds: float | None, *, started: float | None = None) -> Iterator[None]:
+    """In a bounded process (`bound_this_process`), every exchange made in this context ends
+    by `started + seconds` (time.monotonic(); `started` defaults to now) as well as within its
+    own bound: a call's database work, its lock waits and the time it queued before it was
+    served share one deadline, past which the call fails as a database outage (SYSTEM)."""
+    ends = None
+    if seconds and _process_deadline is not None:
+        ends = (time.monotonic() if started is None else started) + seconds
+    token = _call_ends.set(ends)
+    try:
+        yield
+    finally:
+        _call_ends.reset(token)
+
+
 def current_deadline() -> float | None:
-    """The bound of this context: its `answers_within`, else the process's."""
-    return _deadline.get(_process_deadline)
+    """The bound of this context: its `answers_within`, else the process's; no later than what
+    is left of the call's deadline (`call_within`)."""
+    bound = _deadline.get(_process_deadline)
+    ends = _call_ends.get()
+    if ends is None or bound is None:
+        return bound
+    return min(bound, max(ends - time.monotonic(), _SPENT))
 
 
 class DatabaseAnswerTimeout(psycopg.OperationalError):

@@ -4,12 +4,11 @@ import hmac
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.durable import durably
+from core.durable import durably, keeps_evidence
 from core.errors import PermissionRefused, ValidationFailed
 from core.metrics import CODES_LOCKED, CODES_VERIFIED, CODES_WRONG
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
@@ -111,7 +110,7 @@ def _refused(status: str, *, expired: bool) -> Exception:
     return verification_locked()  # active, but out of attempts
 
 
-@transaction.atomic
+@keeps_evidence
 def challenge_verify(
     *, conversation: Conversation, contact: Contact, code: str
 ) -> VerificationChallenge:
@@ -135,8 +134,9 @@ def challenge_verify(
     maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
     expected = code_hmac(nonce=challenge.nonce, contact_id=contact.pk, code=code)
     if not hmac.compare_digest(expected, challenge.code_hmac):
+        locked = attempts >= maximum and _lock_challenge(challenge, conversation)
         CODES_WRONG.inc()
-        if attempts >= maximum and _lock_challenge(challenge, conversation):
+        if locked:
             CODES_LOCKED.inc()
             raise verification_locked()
         raise ValidationFailed(

@@ -1,7 +1,8 @@
 """Issuing a verification code to a contact's own channel, within the send limits; revoking one.
 
-The challenge is committed on its own connection (core.durable) and its delivery task
-published right after, so a broker that cannot be reached is known to the caller.
+The challenge is committed first, in a transaction of its own (core.durable), and its delivery
+task published right after that commit, so a broker that cannot be reached is known to the
+caller.
 """
 
 import logging
@@ -15,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.durable import durably
+from core.durable import decided_once, durably
 from core.errors import PermissionRefused, SystemUnavailable, ValidationFailed
 from core.jobs import task_named
 from core.metrics import CODES_ISSUED
@@ -94,6 +95,19 @@ def _check_send_limits(
             )
 
 
+def _committed(conversation: Conversation | None) -> Conversation | None:
+    """The conversation as a committed row. A challenge is written first, apart from the call
+    that asks for it (core.durable), and that call may be the one inserting its conversation:
+    its rolled-back insert is made here for good (a conversation row records only that the
+    conversation was seen)."""
+    if conversation is None:
+        return None
+    committed, _ = Conversation.objects.get_or_create(
+        company_id=conversation.company_id, external_id=conversation.external_id
+    )
+    return committed
+
+
 def _publish(challenge_id: int, sealed: str) -> None:
     try:
         task_named("core.challenge_deliver").apply_async(
@@ -113,9 +127,10 @@ def challenge_issue(
     """Create a code for `contact` and hand it to the delivery task, on the contact's own
     registered phone or email (never a channel given in the conversation).
 
-    The challenge is committed on its own connection and published right after that commit,
-    inside this call, so a broker that cannot be reached is known here: the challenge is then
-    marked not sent (a late worker will not deliver it) and SystemUnavailable is raised.
+    The challenge is committed first, in a transaction of its own, and published right after
+    that commit, inside this call, so a broker that cannot be reached is known here: the
+    challenge is then marked not sent (a late worker will not deliver it) and SystemUnavailable
+    is raised.
     Earlier active codes of the same conversation stop working.
     """
     if channel not in Channel.values:
@@ -127,8 +142,11 @@ def challenge_issue(
             code="channel_unavailable",
         )
     now = timezone.now()
-    code = f"{secrets.randbelow(MODULUS):0{CODE_DIGITS}d}"
-    nonce = secrets.token_hex(16)
+    # Drawn once per call: the call runs again once the challenge is committed (core.durable),
+    # and what it does then (revoking the challenge the broker never got) needs the same ones.
+    code, nonce = decided_once(
+        lambda: (f"{secrets.randbelow(MODULUS):0{CODE_DIGITS}d}", secrets.token_hex(16))
+    )
 
     def create() -> VerificationChallenge:
         # One contact's codes are issued one at a time, each counting those before it: checked
@@ -143,7 +161,7 @@ def challenge_issue(
         challenge = VerificationChallenge.objects.create(
             company_id=contact.company_id,
             contact=contact,
-            conversation=conversation,
+            conversation=_committed(conversation),
             channel=channel,
             destination=destination,
             masked_destination=_mask(channel, destination, contact.company.language),

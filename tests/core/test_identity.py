@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.durable import keeping_evidence
 from core.errors import NotFound, PermissionRefused, ValidationFailed
 from core.identity import (
     check_owner,
@@ -165,11 +166,11 @@ def test_garbage_is_a_validation_error(conversation, ana):
 
 def test_the_alarm_survives_the_rollback_of_the_failing_call(conversation, ana, bruno):
     """A tool call's transaction is rolled back on error; the evidence must stay."""
-    from django.db import transaction
-
     identify_contact(conversation=conversation, kind="document", value="12345678Z")
-    with pytest.raises(PermissionRefused), transaction.atomic():
-        contact_for_conversation(conversation=conversation, identifier="X1234567L")
+    with pytest.raises(PermissionRefused):
+        keeping_evidence(
+            lambda: contact_for_conversation(conversation=conversation, identifier="X1234567L")
+        )
 
     assert events(conversation, SecurityEvent.Kind.IDENTITY_SWITCH).count() == 1
 
@@ -242,12 +243,10 @@ def test_at_the_limit_another_identifier_still_voids_the_verification(
     """The limit answers before the identifier is looked up and records no failure, so the
     failure's own event cannot void the verification: an event of its own does, durably
     (the refused call's transaction rolls back), whoever the identifier is."""
-    from django.db import transaction
-
     at_the_conversation_limit(conversation, ana, bruno)
 
-    with pytest.raises(PermissionRefused) as refused, transaction.atomic():
-        naming(conversation, identifier)
+    with pytest.raises(PermissionRefused) as refused:
+        keeping_evidence(lambda: naming(conversation, identifier))
 
     assert refused.value.code == "too_many_attempts"
     assert events(conversation, SecurityEvent.Kind.VERIFICATION_VOIDED).count() == 1

@@ -9,9 +9,10 @@ from functools import partial
 import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
+from core.durable import keeping_evidence
 from core.errors import NotFound, PermissionRefused
 from core.identity import identify_contact
 from core.models import Company, Conversation, SecurityEvent
@@ -47,16 +48,18 @@ def events(company):
 
 
 def attempt(company, value=None, conversation_id=None):
-    """identify_contact as a tool call makes it: in a transaction an error rolls back."""
+    """identify_contact as a tool call makes it: in a unit of work an error rolls back, keeping
+    its evidence (core.durable)."""
     conversation, _ = Conversation.objects.get_or_create(
         company=company, external_id=conversation_id or f"conv-{next(_conversations)}"
     )
     conversation.company = company
     try:
-        with transaction.atomic():
-            identify_contact(
+        keeping_evidence(
+            lambda: identify_contact(
                 conversation=conversation, kind="phone", value=value or str(next(_phones))
             )
+        )
     except (NotFound, PermissionRefused) as refused:
         return refused.code
     return "identified"

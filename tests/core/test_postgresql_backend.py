@@ -19,7 +19,12 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 
 from core.durable import durably
 from core.models import Company
-from core.postgresql.base import answers_within, bound_this_process, current_deadline
+from core.postgresql.base import (
+    answers_within,
+    bound_this_process,
+    call_within,
+    current_deadline,
+)
 from tests.servers import ROOT, database_url_of_current_connection, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -176,6 +181,37 @@ def test_within_a_deadline_an_unanswered_statement_fails_and_its_connection_goes
     assert wait_for(lambda: not backend_alive(pid), timeout=WAIT_SECONDS)  # the server let go
 
 
+def test_a_calls_exchanges_share_one_deadline_however_many_they_are(kept, bounded_process):
+    """Each exchange is bounded (4 s in this process), and the call besides: three waits of
+    0.4 s fit its 1 s only twice, so the third fails when the call's second is up, not after
+    three more bounds (lock waits are waits for the server's answer like any other)."""
+    started = time.monotonic()
+    with call_within(1), kept.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(0.4)")
+        cursor.execute("SELECT pg_sleep(0.4)")
+        with pytest.raises(OperationalError, match="did not answer within"):
+            cursor.execute("SELECT pg_sleep(0.4)")
+    waited = time.monotonic() - started
+
+    assert 1 <= waited < 1 + WAIT_SECONDS / 4
+    assert kept.connection.closed
+
+
+def test_time_queued_before_the_call_counts_towards_its_deadline(kept, bounded_process):
+    arrived = time.monotonic() - 5  # waited 5 s for a thread, with a deadline of 2
+
+    refused = pytest.raises(OperationalError, match="did not answer within")
+    with call_within(2, started=arrived), kept.cursor() as cursor, refused:
+        cursor.execute("SELECT 1")
+
+
+def test_outside_a_bounded_process_a_call_has_no_deadline(kept):
+    with call_within(0.1), kept.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(0.3)")  # tests and commands: never cut short
+
+    assert current_deadline() is None
+
+
 def backend_alive(pid: int) -> bool:
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
@@ -222,7 +258,7 @@ def test_a_bounded_process_bounds_every_thread_unless_a_block_says_otherwise(bou
     thread.join()
 
     assert seen == [4]  # a thread of its own: the deferred writer, a request's thread
-    assert durably(current_deadline) == 4  # a durable write, on a connection of its own
+    assert durably(current_deadline) == 4  # a durable write, in its own transaction
     with answers_within(1):
         assert current_deadline() == 1
         assert durably(current_deadline) == 1

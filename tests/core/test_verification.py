@@ -7,9 +7,9 @@ from functools import partial
 
 import pytest
 from django.core import mail
-from django.db import transaction
 from django.utils import timezone
 
+from core.durable import keeping_evidence
 from core.errors import PermissionRefused, ValidationFailed
 from core.identity import conversation_is_verified, identify_contact, require_step_up
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
@@ -41,9 +41,11 @@ def wrong(code):
 
 
 def attempt(conversation, contact, code):
-    """verify as a tool call would: inside a transaction that an error rolls back."""
-    with transaction.atomic():
-        return challenge_verify(conversation=conversation, contact=contact, code=code)
+    """verify as a tool call would: inside the call's unit of work, which an error rolls back
+    (the evidence of a wrong code kept: core.durable)."""
+    return keeping_evidence(
+        lambda: challenge_verify(conversation=conversation, contact=contact, code=code)
+    )
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """The six guarantees under any sequence of calls (issue #34): the bounded runs CI makes.
 
 In process: POST /mcp through Django's test client on a transactional test database (the
-concurrency rules need other connections to see committed rows, and durable writes commit on
-a connection of their own). Over HTTP: the same machine against gunicorn with the official
+concurrency rules need other connections to see committed rows, and the evidence of a failed
+call commits apart from the call). Over HTTP: the same machine against gunicorn with the official
 MCP SDK client, fewer steps. A fixed seed runs first, then a random one, printed on failure
 with the shrunk steps (GARANTE_PROPS_SEED=<seed> replays it).
 """

@@ -103,7 +103,7 @@ def read_counter(ctx: ToolContext, params: ReadCounterIn) -> dict:
 
 class FailAfterWriteIn(ToolInput):
     name: str = Field(min_length=1, max_length=64)
-    failure: Literal["business", "database", "unexpected"]
+    failure: Literal["business", "database", "unexpected", "commit"]
 
 
 @tool(
@@ -121,4 +121,13 @@ def fail_after_write(ctx: ToolContext, params: FailAfterWriteIn) -> dict:
     if params.failure == "database":
         with connection.cursor() as cursor:  # a real driver error, mid-transaction
             cursor.execute("SELECT * FROM testapp_table_that_does_not_exist")
+    if params.failure == "commit":
+        # A row whose (deferred) foreign key is checked only at COMMIT: the handler answers,
+        # the answer is stored, and the database refuses the transaction as it commits.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO testapp_counter (company_id, name, value) VALUES (%s, %s, 0)",
+                [2_000_000_000, params.name],
+            )
+        return {"counter": params.name, "value": 0}
     raise RuntimeError("a bug after the write")

@@ -320,6 +320,44 @@ def test_a_database_error_in_the_handler_stores_nothing_and_the_retry_executes(
     assert len(attempts) == 2
 
 
+def test_a_write_failing_before_its_commit_says_to_retry_with_the_same_key_and_nothing_happened(
+    tool_client, company
+):
+    failed = tool_client.call(
+        "testapp_fail_after_write", {"name": "visits", "failure": "database"}, key="k-1"
+    )
+
+    assert failed.status_code == 503
+    body = failed.json()
+    assert (body["error_type"], body["code"]) == ("SYSTEM", "database_unavailable")
+    assert body["retry_with_same_key"] is True
+    assert body["effect_may_have_happened"] is False
+    assert not Counter.objects.filter(company=company).exists()
+
+
+def test_a_write_failing_as_it_commits_says_the_effect_may_have_happened(tool_client, company):
+    failed = tool_client.call(
+        "testapp_fail_after_write", {"name": "visits", "failure": "commit"}, key="k-1"
+    )
+
+    assert failed.status_code == 503
+    body = failed.json()
+    assert (body["error_type"], body["code"]) == ("SYSTEM", "database_unavailable")
+    assert body["retry_with_same_key"] is True
+    assert body["effect_may_have_happened"] is True
+    assert not IdempotencyRecord.objects.exists()  # here the database refused it: retry runs
+
+
+def test_a_read_failing_on_the_database_says_nothing_of_keys(company):
+    tool = registry.get("testapp_read_counter")
+    meta = CallMeta(conversation_id="conv-1", fault="database")
+
+    down = call_tool(tool, company=company, arguments={"name": "v"}, meta=meta, surface="mcp")
+
+    assert down.error_type == "SYSTEM"
+    assert "retry_with_same_key" not in down.body
+
+
 def test_a_simulated_database_outage_stores_nothing_and_the_retry_executes(company):
     tool = registry.get(INCREMENT)
 
