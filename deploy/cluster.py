@@ -339,6 +339,9 @@ http {{
             proxy_set_header Connection "";
             proxy_set_header Host $http_host;
             proxy_set_header X-Forwarded-For $remote_addr;
+            # When the call arrived: the time it waits for a node's thread counts towards its
+            # deadline (GARANTE_CALL_DEADLINE_SECONDS, tooling.middleware).
+            proxy_set_header X-Request-Start "t=${{msec}}";
             proxy_next_upstream error timeout;
             proxy_connect_timeout 2s;
             proxy_read_timeout 60s;

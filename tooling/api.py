@@ -21,7 +21,6 @@ from core.errors import (
     RULE_CODES,
     GaranteError,
     PermissionRefused,
-    SystemUnavailable,
     ValidationFailed,
 )
 from core.idempotency import HTTP_KEY_PATTERN, check_http_key
@@ -29,7 +28,7 @@ from core.models import Company, Conversation
 from core.outcome import error_response, json_response, outcome_response
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
-from tooling.execution import call_tool
+from tooling.execution import call_tool, database_unavailable
 from tooling.http import is_json_media_type, loads
 from tooling.registry import Tool, ToolErrorOut, registry
 
@@ -127,7 +126,7 @@ def on_business_error(request: HttpRequest, exc: GaranteError) -> HttpResponse:
 @api.exception_handler(DatabaseError)
 def on_database_down(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.exception("database failure outside a tool call")
-    return error_response(SystemUnavailable(code="database_unavailable"))
+    return error_response(database_unavailable())
 
 
 @api.get("/ping", tags=["health"], summary="Liveness probe (no database)")

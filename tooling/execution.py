@@ -255,22 +255,21 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
     except DatabaseError as failure:
         logger.exception("database failure in tool %s", tool.name)
         _discard_broken_connection()
-        return error_outcome(_database_unavailable(tool, failure))
+        return error_outcome(database_unavailable(failure))
     except Exception:
         logger.exception("unexpected failure in tool %s", tool.name)
         return error_outcome(SystemUnavailable())
 
 
-def _database_unavailable(tool: Tool, failure: DatabaseError) -> SystemUnavailable:
-    """SYSTEM for a database failure. A write's answer says what the caller may do: the same
-    key again is always safe (a committed effect is replayed, a rolled-back one runs), and
-    whether the effect may have happened (the failure came while it was committing)."""
-    if not tool.write:
-        return SystemUnavailable(code="database_unavailable")
+def database_unavailable(failure: DatabaseError | None = None) -> SystemUnavailable:
+    """SYSTEM for a database failure, on every surface of the tool API, saying what the caller
+    may do: the same call with the same key again is always safe (a committed effect is
+    replayed, a rolled-back one runs), and whether the effect may have happened (the failure
+    came while the call's transaction was committing; never before the call ran)."""
     return SystemUnavailable(
         code="database_unavailable",
         retry_with_same_key=True,
-        effect_may_have_happened=effect_may_have_happened(failure),
+        effect_may_have_happened=failure is not None and effect_may_have_happened(failure),
     )
 
 

@@ -66,7 +66,7 @@ from core.models import Company
 from core.outcome import Outcome, dumps, error_outcome, json_response, text_response
 from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
-from tooling.execution import call_tool, company_language
+from tooling.execution import call_tool, company_language, database_unavailable
 from tooling.http import is_json_media_type, loads
 from tooling.registry import registry
 
@@ -320,7 +320,7 @@ def _outage_response(
 ) -> HttpResponse:
     """The database is down before we know the company: a tools/call still gets a SYSTEM
     tool result (what the agent understands); anything else a JSON-RPC error with 503."""
-    down = SystemUnavailable(code="database_unavailable")
+    down = database_unavailable()
     if isinstance(message, JSONRPCRequest) and message.method == "tools/call":
         try:
             route = _route(request, message)

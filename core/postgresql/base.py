@@ -44,6 +44,8 @@ _process_deadline: float | None = None
 _call_ends: ContextVar[float | None] = ContextVar("garante_db_call_ends", default=None)
 # What an exchange may still wait once its call's deadline has passed: it fails at once.
 _SPENT = 0.001
+# The shortest wait libpq's connect_timeout allows.
+_CONNECT_SECONDS = 2
 
 
 def bound_this_process(seconds: float | None) -> None:
@@ -78,6 +80,12 @@ def call_within(seconds: float | None, *, started: float | None = None) -> Itera
         yield
     finally:
         _call_ends.reset(token)
+
+
+def _call_left() -> float | None:
+    """What is left of the call's deadline in a bounded process, or None."""
+    ends = _call_ends.get()
+    return None if ends is None else ends - time.monotonic()
 
 
 def current_deadline() -> float | None:
@@ -126,10 +134,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
     Database = _Driver()
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        left = _call_left()
+        if left is not None and left < _CONNECT_SECONDS:
+            # libpq waits whole seconds, 2 at least, for a server that accepts and never
+            # answers: a call without that much left (one that queued for a thread past its
+            # deadline) fails now rather than past it.
+            raise DatabaseAnswerTimeout(
+                f"the call's deadline leaves {max(left, 0):.1f} s, too little to connect"
+            )
         deadline = current_deadline()
         if deadline is not None:
             # libpq's connect_timeout counts whole seconds, 2 at least.
-            bound = max(2, round(deadline))
+            bound = max(_CONNECT_SECONDS, int(deadline))
             configured = conn_params.get("connect_timeout")
             if configured is None or int(configured) <= 0 or int(configured) > bound:
                 conn_params = {**conn_params, "connect_timeout": bound}

@@ -25,6 +25,8 @@ from tests.script_support import scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SERVER_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+# The nodes' deadline per tool call in these tests (config.settings).
+CALL_DEADLINE_SECONDS = 4.0
 
 
 class ClusterUnderTest(Cluster):
@@ -77,7 +79,11 @@ def cluster() -> Iterator[ClusterUnderTest]:
             pgbouncer_port=_free(),
             pool_size=6,
             # A day's window: the throttle test's count never straddles a window's end.
-            extra_env={"GARANTE_INTEGRATION_RATE": "20/day"},
+            extra_env={
+                "GARANTE_INTEGRATION_RATE": "20/day",
+                # Short, so that the freezes of tests/cluster/test_bursts.py end soon.
+                "GARANTE_CALL_DEADLINE_SECONDS": str(CALL_DEADLINE_SECONDS),
+            },
         )
         try:
             running.start(static=False)  # no page is styled here

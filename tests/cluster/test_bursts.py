@@ -7,6 +7,7 @@ connection: as many failures at once as the pool's size took every server connec
 waited for one more, until PgBouncer gave up on them (query_wait_timeout, 10 s) — SYSTEM for
 the burst and a stall for every other caller of the cluster."""
 
+import signal
 import statistics
 import threading
 import time
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.cluster.conftest import tool
+from tests.cluster.conftest import CALL_DEADLINE_SECONDS, tool
 
 # What a burst's slowest call may take, end to end through nginx, on this 2-core machine
 # shared by the nodes, PgBouncer, PostgreSQL and the callers themselves.
@@ -173,3 +174,48 @@ def test_a_burst_of_failures_does_not_slow_an_unrelated_caller(cluster):
     assert latencies, "the neighbour made no call during the burst"
     assert max(latencies) < BOUND_SECONDS, sorted(latencies)[-5:]
     assert statistics.median(latencies) < BOUND_SECONDS / 4
+
+
+def test_with_pgbouncer_frozen_every_call_answers_system_by_its_deadline(cluster):
+    """PgBouncer stops answering (SIGSTOP) while four times more calls arrive than the nodes
+    have threads: each call's database exchanges, and the time it queued for a thread, share
+    one deadline, so every caller hears SYSTEM by then, told to retry with the same key."""
+    threads = 2 * 2 * 4  # nodes, gunicorn workers, threads (deploy/cluster.py)
+    token = credential(cluster, "frozen pgbouncer")
+    cluster.kill("pgbouncer", signal.SIGSTOP)
+    try:
+        answers = burst(
+            [
+                (
+                    lambda: tool(
+                        cluster.url,
+                        "identify_contact",
+                        {"email": "ana@example.com"},
+                        token=token,
+                        conversation=f"frozen-{uuid.uuid4().hex[:10]}",
+                        key=uuid.uuid4().hex,
+                    )
+                )
+                for _ in range(4 * threads)
+            ],
+            4 * threads,
+        )
+    finally:
+        cluster.kill("pgbouncer", signal.SIGCONT)
+
+    bodies = [response.json() for response, _ in answers]
+    assert {(b["error_type"], b["code"]) for b in bodies} == {("SYSTEM", "database_unavailable")}
+    assert all(b["retry_with_same_key"] is True for b in bodies)
+    # The answer itself takes a moment after the deadline (closing the connection, the trace).
+    slowest = max(seconds for _, seconds in answers)
+    assert slowest < CALL_DEADLINE_SECONDS + 2, sorted(round(s, 2) for _, s in answers)
+    # And the cluster serves again once PgBouncer does.
+    again = tool(
+        cluster.url,
+        "identify_contact",
+        {"email": "ana@example.com"},
+        token=token,
+        conversation=f"thawed-{uuid.uuid4().hex[:10]}",
+        key=uuid.uuid4().hex,
+    )
+    assert again.status_code == 200, again.text

@@ -200,9 +200,25 @@ def test_a_calls_exchanges_share_one_deadline_however_many_they_are(kept, bounde
 def test_time_queued_before_the_call_counts_towards_its_deadline(kept, bounded_process):
     arrived = time.monotonic() - 5  # waited 5 s for a thread, with a deadline of 2
 
-    refused = pytest.raises(OperationalError, match="did not answer within")
+    refused = pytest.raises(OperationalError, match="did not answer within|too little to connect")
     with call_within(2, started=arrived), kept.cursor() as cursor, refused:
         cursor.execute("SELECT 1")
+
+
+def test_a_call_left_too_little_time_to_connect_fails_without_trying(bounded_process):
+    """libpq waits 2 s at least for a server that accepts and never answers: a call that
+    queued past its deadline, or nearly, fails at once instead of that long past it."""
+    connection = connections.create_connection(DEFAULT_DB_ALIAS)
+    started = time.monotonic()
+    refused = pytest.raises(OperationalError, match="too little to connect")
+    with call_within(1.5), refused:
+        connection.ensure_connection()
+
+    assert time.monotonic() - started < 1
+    assert connection.connection is None
+    with call_within(3):
+        connection.ensure_connection()  # enough left: connects
+    connection.close()
 
 
 def test_outside_a_bounded_process_a_call_has_no_deadline(kept):

@@ -348,14 +348,17 @@ def test_a_write_failing_as_it_commits_says_the_effect_may_have_happened(tool_cl
     assert not IdempotencyRecord.objects.exists()  # here the database refused it: retry runs
 
 
-def test_a_read_failing_on_the_database_says_nothing_of_keys(company):
+def test_a_read_failing_on_the_database_says_the_same_call_is_safe_and_nothing_happened(company):
     tool = registry.get("testapp_read_counter")
     meta = CallMeta(conversation_id="conv-1", fault="database")
 
     down = call_tool(tool, company=company, arguments={"name": "v"}, meta=meta, surface="mcp")
 
     assert down.error_type == "SYSTEM"
-    assert "retry_with_same_key" not in down.body
+    assert (down.body["retry_with_same_key"], down.body["effect_may_have_happened"]) == (
+        True,
+        False,
+    )
 
 
 def test_a_simulated_database_outage_stores_nothing_and_the_retry_executes(company):
