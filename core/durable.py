@@ -37,7 +37,7 @@ logger = logging.getLogger("garante.durable")
 
 # A call records at most a few pieces of evidence (an attempt taken, then the lock of its
 # challenge); more rounds than this means the work does not reach the same evidence twice.
-_MAX_ROUNDS = 6
+_MAX_ROUNDS = 8
 
 
 class _EvidenceFirst(BaseException):

@@ -135,6 +135,10 @@ RULE_CODES = frozenset(
         "cutoff_passed",
         "appointment_not_started",
         "nothing_to_change",
+        # a phone or email change (core.services.contact_change_request / _confirm)
+        "one_change_at_a_time",
+        "already_current",
+        "no_change_pending",
         # availability, catalogue and prices as stored
         "slot_unavailable",
         "slot_too_soon",

@@ -313,6 +313,10 @@ class SecurityEvent(models.Model):
             "verification_voided",
             _("Verification voided: another identifier at the attempts limit"),
         )
+        CONTACT_CHANGE_TAKEN = (
+            "contact_change_taken",
+            _("New phone or email proven, but another contact's"),
+        )
 
     company = models.ForeignKey(
         Company,
@@ -404,7 +408,9 @@ class SecurityEvent(models.Model):
 
 
 class VerificationChallenge(models.Model):
-    """One one-time code sent to a contact's own registered phone or email.
+    """One one-time code sent to a contact's own registered phone or email (`step_up`), or to
+    the new phone or email a contact asked to change to (`contact_change`: the change is
+    applied only once that code comes back, core.services.contact_change_confirm).
 
     Only an HMAC of the code is stored (core.verification). `status` is the code's life;
     `delivery_status` is the message's: queued -> sending -> sent, or retrying in between,
@@ -424,6 +430,10 @@ class VerificationChallenge(models.Model):
         LOCKED = "locked", _("Locked (too many attempts)")
         REVOKED = "revoked", _("Revoked")
         SUPERSEDED = "superseded", _("Superseded by a newer code")
+
+    class Purpose(models.TextChoices):
+        STEP_UP = "step_up", _("Verify the customer")
+        CONTACT_CHANGE = "contact_change", _("Confirm a new phone or email")
 
     class Delivery(models.TextChoices):
         QUEUED = "queued", _("Queued")
@@ -453,6 +463,13 @@ class VerificationChallenge(models.Model):
         blank=True,
         related_name="verification_challenges",
         verbose_name=_("conversation"),
+    )
+    purpose = models.CharField(
+        _("purpose"),
+        max_length=16,
+        choices=Purpose.choices,
+        default=Purpose.STEP_UP,
+        editable=False,
     )
     channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices)
     destination = models.CharField(_("destination"), max_length=254, editable=False)

@@ -1,19 +1,34 @@
-"""Writes of the core app: companies' contacts and gateway credentials."""
+"""Writes of the core app: contacts, changes of their phone or email, gateway credentials."""
 
 import logging
 
 from django.core.mail import EmailMessage
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 
+from core.durable import keeps_evidence
 from core.errors import ValidationFailed
+from core.identity.step_up import security_event_record
 from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
-from core.models import Company, Contact, GatewayCredential
+from core.models import (
+    Company,
+    Contact,
+    Conversation,
+    GatewayCredential,
+    SecurityEvent,
+    VerificationChallenge,
+)
 from core.normalize import normalize_document, normalize_email, normalize_phone
 from core.sms import SmsPermanentError, sms_send
+from core.verification.check import (
+    contact_change_code_check,
+    contact_change_code_spend,
+    contact_change_code_use,
+)
+from core.verification.issue import contact_change_challenge_issue
 
 logger = logging.getLogger("garante.contacts")
 
@@ -41,50 +56,114 @@ def contact_create(
     )
 
 
-@transaction.atomic
-def contact_update_details(
-    *, contact: Contact, phone: str | None = None, email: str | None = None
-) -> Contact:
-    """Change a contact's phone and/or email (normalised). Another contact of the company
-    already holding the new value is VALIDATION, without saying whose it is.
+# The Contact field a change of each channel writes, and back.
+_FIELD_OF_CHANNEL = {"sms": "phone", "email": "email"}
+_CHANNEL_OF_FIELD = {"phone": "sms", "email": "email"}
 
-    Each channel that changes is told at its old value, once the change commits (an SMS to
-    the old phone, an email to the old address, through Celery): a takeover that changes
-    them cannot go unnoticed by the customer."""
-    contact = Contact.objects.select_for_update().get(pk=contact.pk)
-    previous = {"phone": contact.phone, "email": contact.email}
-    changes: dict[str, str] = {}
-    if phone:
-        changes["phone"] = normalize_phone(phone, contact.company.country)
-    if email:
-        changes["email"] = normalize_email(email)
-    if not changes:
+
+def contact_change_destination(*, company: Company, field: str, raw: str) -> str:
+    """The new phone (E.164) or email a contact asked to change to, as a code may be sent to
+    it; ValidationFailed (invalid_phone, invalid_email) otherwise.
+
+    The one place that decides where a code for a typed destination may go: the address is
+    the caller's, so whatever a company refuses to send to (countries it does not serve,
+    premium-rate numbers) is refused here, before any message. It depends on the value alone,
+    never on who holds it: its answer must tell nothing about other customers."""
+    if field == "phone":
+        return normalize_phone(raw, company.country)
+    return normalize_email(raw)
+
+
+def contact_change_request(
+    *,
+    conversation: Conversation,
+    contact: Contact,
+    phone: str | None = None,
+    email: str | None = None,
+) -> VerificationChallenge:
+    """Ask to change the contact's phone or email (one at a time): a code goes to the NEW
+    value, and nothing changes until that code comes back (`contact_change_confirm`).
+
+    The answer is the same whoever holds the new value, another customer or nobody: looking
+    it up here made this a customer oracle that also texted any number at once. Whether it is
+    taken is told only to whoever proved they receive at it. ValidationFailed for nothing to
+    change, both at once, an invalid value (`contact_change_destination`) or the contact's
+    current one; the code's send limits and delivery are those of every code
+    (core.verification)."""
+    given = {f: v for f, v in (("phone", phone), ("email", email)) if v}
+    if not given:
         raise ValidationFailed(
             _("Indique el nuevo teléfono o el nuevo correo."), code="nothing_to_change"
         )
-    for field, value in changes.items():
-        taken = (
-            Contact.objects.filter(company_id=contact.company_id, **{field: value})
-            .exclude(pk=contact.pk)
-            .exists()
+    if len(given) > 1:
+        raise ValidationFailed(
+            _("Cambiemos un dato cada vez: primero el teléfono o el correo, y después el otro."),
+            code="one_change_at_a_time",
         )
-        if taken:
-            raise ValidationFailed(
-                _("Ese dato ya está registrado para otro cliente; no puedo usarlo."),
-                code="identifier_taken",
-            )
-        setattr(contact, field, value)
-    changed = sorted(f for f in changes if previous[f] != changes[f])
-    contact.save(update_fields=list(changes))
-    for field in changed:
-        if previous[field]:
-            _notify_old_channel_on_commit(
-                contact_id=contact.pk,
-                channel="sms" if field == "phone" else "email",
-                destination=previous[field],
-                changed=changed,
-            )
+    ((field, raw),) = given.items()
+    destination = contact_change_destination(company=contact.company, field=field, raw=raw)
+    if getattr(contact, field) == destination:
+        raise ValidationFailed(
+            _("Ese ya es el dato que tenemos registrado; no hay nada que cambiar."),
+            code="already_current",
+        )
+    return contact_change_challenge_issue(
+        contact=contact,
+        channel=_CHANNEL_OF_FIELD[field],
+        destination=destination,
+        conversation=conversation,
+    )
+
+
+@keeps_evidence
+def contact_change_confirm(*, conversation: Conversation, contact: Contact, code: str) -> Contact:
+    """Apply the conversation's pending phone or email change, if `code` is the one sent to
+    the new value; the old channel is told once the change commits.
+
+    Errors of the code are those of any code (core.verification.contact_change_code_check):
+    none pending in this conversation, wrong (attempts counted), expired, locked, or the code
+    of the customer's current channel. Only after the right code, a new value that another
+    contact holds is VALIDATION `identifier_taken`: nothing is saved, the code is spent, and
+    staff see a security event."""
+    challenge = contact_change_code_check(conversation=conversation, contact=contact, code=code)
+    field, value = _FIELD_OF_CHANNEL[challenge.channel], challenge.destination
+    contact = Contact.objects.select_for_update(no_key=True).get(pk=contact.pk)
+    others = Contact.objects.filter(company_id=contact.company_id, **{field: value})
+    holder = others.exclude(pk=contact.pk).first()
+    if holder is not None:
+        contact_change_code_spend(challenge)
+        security_event_record(
+            conversation=conversation,
+            kind=SecurityEvent.Kind.CONTACT_CHANGE_TAKEN,
+            contact=contact,
+            claimed_contact=holder,
+            detail={"field": field},
+        )
+        raise _identifier_taken()
+    contact_change_code_use(challenge)
+    previous = getattr(contact, field)
+    setattr(contact, field, value)
+    try:
+        with transaction.atomic():
+            contact.save(update_fields=[field])
+    except IntegrityError:
+        # Taken by another contact since the check above (they hold the unique index now).
+        raise _identifier_taken() from None
+    if previous and previous != value:
+        _notify_old_channel_on_commit(
+            contact_id=contact.pk,
+            channel=_CHANNEL_OF_FIELD[field],
+            destination=previous,
+            changed=[field],
+        )
     return contact
+
+
+def _identifier_taken() -> ValidationFailed:
+    return ValidationFailed(
+        _("Ese dato ya está registrado para otro cliente; no puedo usarlo."),
+        code="identifier_taken",
+    )
 
 
 def _notify_old_channel_on_commit(

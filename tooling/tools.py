@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from core.identity import identify_contact
 from core.normalize import mask_email, mask_phone
-from core.services import contact_update_details
+from core.services import contact_change_confirm, contact_change_request
 from core.verification import challenge_issue, challenge_verify
 from tooling.toolkit import ToolContext, ToolInput, ToolOutput, tool
 
@@ -170,8 +170,57 @@ def verify_code(ctx: ToolContext, params: VerifyCodeIn) -> dict:
 
 class UpdateContactDetailsIn(ToolInput):
     identifier: str = Field(min_length=1, max_length=254, description=IDENTIFIER_DESCRIPTION)
-    phone: str | None = Field(default=None, max_length=40, description="The new phone number.")
-    email: str | None = Field(default=None, max_length=254, description="The new email.")
+    phone: str | None = Field(
+        default=None, max_length=40, description="The new phone number (or give email)."
+    )
+    email: str | None = Field(
+        default=None, max_length=254, description="The new email (or give phone)."
+    )
+
+
+class ContactChangePendingOut(ToolOutput):
+    updated: bool = Field(description="Always false here: nothing changes until confirmed.")
+    channel: Literal["sms", "email"]
+    sent_to: str = Field(description="The NEW phone or email the code went to, masked.")
+    expires_in_minutes: int
+
+
+@tool(
+    name="update_contact_details",
+    title="Change the customer's phone or email",
+    description=(
+        "Starts changing the identified customer's registered phone OR email (one per call): "
+        "a code is sent to the NEW phone or email and nothing changes yet. Ask the customer "
+        "for that code and call confirm_contact_change. Needs step-up verification by "
+        "default: on verification_required, send a code with request_verification_code and "
+        "check it with verify_code first."
+    ),
+    input=UpdateContactDetailsIn,
+    output=ContactChangePendingOut,
+    write=True,
+    identified=True,
+    step_up=True,
+)
+def update_contact_details(ctx: ToolContext, params: UpdateContactDetailsIn) -> dict:
+    challenge = contact_change_request(
+        conversation=ctx.conversation, contact=ctx.contact, phone=params.phone, email=params.email
+    )
+    minutes = int(settings.GARANTE_VERIFICATION_CODE_TTL.total_seconds() // 60)
+    return {
+        "updated": False,
+        "channel": challenge.channel,
+        "sent_to": challenge.masked_destination,
+        "expires_in_minutes": minutes,
+    }
+
+
+class ConfirmContactChangeIn(ToolInput):
+    identifier: str = Field(min_length=1, max_length=254, description=IDENTIFIER_DESCRIPTION)
+    code: str = Field(
+        min_length=1,
+        max_length=20,
+        description="The code the customer received at the NEW phone or email.",
+    )
 
 
 class ContactDetailsOut(ToolOutput):
@@ -181,21 +230,23 @@ class ContactDetailsOut(ToolOutput):
 
 
 @tool(
-    name="update_contact_details",
-    title="Change the customer's phone or email",
+    name="confirm_contact_change",
+    title="Confirm the new phone or email",
     description=(
-        "Changes the identified customer's registered phone and/or email. Needs step-up "
-        "verification by default: on verification_required, send a code with "
-        "request_verification_code and check it with verify_code first."
+        "Applies the change asked for with update_contact_details in this conversation, "
+        "with the code the customer received at the NEW phone or email (not the code of "
+        "verify_code). The customer's previous phone or email is told of the change."
     ),
-    input=UpdateContactDetailsIn,
+    input=ConfirmContactChangeIn,
     output=ContactDetailsOut,
     write=True,
     identified=True,
-    step_up=True,
+    step_up="update_contact_details",
 )
-def update_contact_details(ctx: ToolContext, params: UpdateContactDetailsIn) -> dict:
-    contact = contact_update_details(contact=ctx.contact, phone=params.phone, email=params.email)
+def confirm_contact_change(ctx: ToolContext, params: ConfirmContactChangeIn) -> dict:
+    contact = contact_change_confirm(
+        conversation=ctx.conversation, contact=ctx.contact, code=params.code
+    )
     return {
         "updated": True,
         "phone": mask_phone(contact.phone, ctx.company.language) or None,

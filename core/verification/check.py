@@ -8,29 +8,28 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.durable import durably, keeps_evidence
+from core.durable import decided_once, durably, keeps_evidence
 from core.errors import PermissionRefused, ValidationFailed
 from core.metrics import CODES_LOCKED, CODES_VERIFIED, CODES_WRONG
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
 from core.verification.codes import CODE_DIGITS, code_hmac
 
+Purpose = VerificationChallenge.Purpose
 Status = VerificationChallenge.Status
 Delivery = VerificationChallenge.Delivery
 
 
-def _latest_challenge(conversation: Conversation, contact: Contact) -> VerificationChallenge:
-    challenge = (
-        VerificationChallenge.objects.filter(conversation=conversation, contact=contact)
+def _latest_challenge(
+    conversation: Conversation, contact: Contact, purpose: str
+) -> VerificationChallenge | None:
+    return (
+        VerificationChallenge.objects.filter(
+            conversation=conversation, contact=contact, purpose=purpose
+        )
         .exclude(Q(status=Status.SUPERSEDED) | Q(delivery_status=Delivery.NOT_SENT))
         .order_by("-created_at", "-pk")
         .first()
     )
-    if challenge is None:
-        raise ValidationFailed(
-            _("No hay ningún código pendiente. Primero tengo que enviarle uno."),
-            code="no_code_pending",
-        )
-    return challenge
 
 
 def verification_locked(**extras: object) -> PermissionRefused:
@@ -110,22 +109,25 @@ def _refused(status: str, *, expired: bool) -> Exception:
     return verification_locked()  # active, but out of attempts
 
 
-@keeps_evidence
-def challenge_verify(
-    *, conversation: Conversation, contact: Contact, code: str
-) -> VerificationChallenge:
-    """Check a code against the latest challenge of this conversation for this contact; on
-    success mark the conversation verified for settings.GARANTE_VERIFICATION_VALID_FOR.
-
-    Each code compared uses up one of the challenge's attempts first (`_take_attempt`); the
-    last one wrong locks the challenge."""
+def _code_format_check(code: str) -> str:
     code = "".join((code or "").split())
     if len(code) != CODE_DIGITS or not code.isdigit():
         raise ValidationFailed(
             _("El código tiene seis cifras. ¿Puede repetirlo?"), code="invalid_code_format"
         )
-    challenge = _latest_challenge(conversation, contact)
-    now = timezone.now()
+    return code
+
+
+def _code_accept(
+    challenge: VerificationChallenge,
+    conversation: Conversation,
+    contact: Contact,
+    code: str,
+    now: datetime,
+) -> None:
+    """Take one of the challenge's attempts and compare `code` with it; raise unless it is
+    the challenge's code and the challenge still takes guesses. The last wrong one locks it.
+    The challenge is not used up here (`_challenge_use`)."""
     if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
         raise _refused(challenge.status, expired=challenge.expires_at <= now)
     attempts, status = _take_attempt(challenge, now)
@@ -142,6 +144,10 @@ def challenge_verify(
         raise ValidationFailed(
             _("El código no es correcto."), code="wrong_code", attempts_left=maximum - attempts
         )
+
+
+def _challenge_use(challenge: VerificationChallenge, now: datetime) -> None:
+    """Mark the challenge used, in the caller's transaction; raise if it no longer may be."""
     # Conditional: a concurrent last wrong guess may have locked it, or a twin call used it.
     used = VerificationChallenge.objects.filter(
         pk=challenge.pk, status=Status.ACTIVE, expires_at__gt=now
@@ -154,9 +160,112 @@ def challenge_verify(
                 _("Ese código ya no es válido. Si lo necesita, le envío otro."), code="code_used"
             )
         )
+    challenge.status, challenge.verified_at = Status.VERIFIED, now
+
+
+@keeps_evidence
+def challenge_verify(
+    *, conversation: Conversation, contact: Contact, code: str
+) -> VerificationChallenge:
+    """Check a code against the latest step-up challenge of this conversation for this
+    contact; on success mark the conversation verified for
+    settings.GARANTE_VERIFICATION_VALID_FOR.
+
+    Each code compared uses up one of the challenge's attempts first (`_take_attempt`); the
+    last one wrong locks it. A code sent to a new phone or email (a contact change) never
+    verifies the conversation: it proves the new channel, not who the customer is."""
+    code = _code_format_check(code)
+    # As the call first found it: its later runs (core.durable) see what its evidence changed.
+    challenge = decided_once(lambda: _latest_challenge(conversation, contact, Purpose.STEP_UP))
+    if challenge is None:
+        raise ValidationFailed(
+            _("No hay ningún código pendiente. Primero tengo que enviarle uno."),
+            code="no_code_pending",
+        )
+    now = timezone.now()
+    _code_accept(challenge, conversation, contact, code, now)
+    _challenge_use(challenge, now)
     conversation.verified_at = now
     conversation.verified_until = now + settings.GARANTE_VERIFICATION_VALID_FOR
     conversation.save(update_fields=["verified_at", "verified_until"])
-    challenge.status, challenge.verified_at = Status.VERIFIED, now
     CODES_VERIFIED.inc()
     return challenge
+
+
+@keeps_evidence
+def contact_change_code_check(
+    *, conversation: Conversation, contact: Contact, code: str
+) -> VerificationChallenge:
+    """The conversation's pending contact change whose code this is, still unused (the
+    caller uses it with `contact_change_code_use` or `contact_change_code_spend`).
+
+    One attempt of that change's code is taken per call, as for a step-up code. A code of
+    another conversation finds no change here (or is wrong): a change is bound to the
+    conversation that asked for it. The code the customer's current channel received (their
+    step-up code, already used) is wrong too, and said so: it proves the old channel, not the
+    new one."""
+    code = _code_format_check(code)
+    # As the call first found it: its later runs (core.durable) see what its evidence changed
+    # (the code spent when the new value turns out taken).
+    challenge = decided_once(
+        lambda: _latest_challenge(conversation, contact, Purpose.CONTACT_CHANGE)
+    )
+    if challenge is None:
+        raise ValidationFailed(
+            _(
+                "No hay ningún cambio de teléfono o correo pendiente de confirmar. Primero "
+                "dígame el nuevo dato y le enviaré un código."
+            ),
+            code="no_change_pending",
+        )
+    now = timezone.now()
+    try:
+        _code_accept(challenge, conversation, contact, code, now)
+    except ValidationFailed as wrong:
+        if wrong.code == "wrong_code" and _is_used_step_up_code(conversation, contact, code):
+            raise ValidationFailed(
+                _(
+                    "Ese es el código que le enviamos a su teléfono o correo de siempre. Para "
+                    "confirmar el cambio necesito el que enviamos al nuevo."
+                ),
+                code="code_for_current_channel",
+                attempts_left=wrong.extras.get("attempts_left"),
+            ) from None
+        raise
+    return challenge
+
+
+def _is_used_step_up_code(conversation: Conversation, contact: Contact, code: str) -> bool:
+    # Only a code already used: matching it tells nothing that could verify anybody.
+    used = (
+        VerificationChallenge.objects.filter(
+            conversation=conversation,
+            contact=contact,
+            purpose=Purpose.STEP_UP,
+            status=Status.VERIFIED,
+        )
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if used is None:
+        return False
+    expected = code_hmac(nonce=used.nonce, contact_id=contact.pk, code=code)
+    return hmac.compare_digest(expected, used.code_hmac)
+
+
+def contact_change_code_use(challenge: VerificationChallenge) -> None:
+    """Use up a change's code in the caller's transaction (the change commits with it)."""
+    _challenge_use(challenge, timezone.now())
+    CODES_VERIFIED.inc()
+
+
+def contact_change_code_spend(challenge: VerificationChallenge) -> None:
+    """Use up a change's code for good, whatever the caller's transaction does: its change
+    was refused after the proof, and the same code must not ask again. Call only while the
+    caller has not written the challenge's row (core.durable)."""
+    now = timezone.now()
+    durably(
+        lambda: VerificationChallenge.objects.filter(pk=challenge.pk, status=Status.ACTIVE).update(
+            status=Status.VERIFIED, verified_at=now
+        )
+    )

@@ -36,12 +36,33 @@ class DeliveryOutcome(StrEnum):
 def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str]:
     minutes = int(settings.GARANTE_VERIFICATION_CODE_TTL.total_seconds() // 60)
     company = challenge.company
+    values = {"company": company.name, "code": code, "minutes": minutes}
     with translation.override(company.language):
-        subject = _g("Su código de verificación de %(company)s") % {"company": company.name}
-        body = _g(
-            "%(company)s: su código de verificación es %(code)s. Caduca en %(minutes)d "
-            "minutos. Si no lo ha pedido usted, ignore este mensaje."
-        ) % {"company": company.name, "code": code, "minutes": minutes}
+        if challenge.purpose == VerificationChallenge.Purpose.CONTACT_CHANGE:
+            # Received by whoever holds the new phone or email: maybe not our customer at all,
+            # so it says what the code would do, and that ignoring it changes nothing.
+            subject = _g("Confirme su nuevo dato de contacto en %(company)s") % values
+            if challenge.channel == VerificationChallenge.Channel.SMS:
+                body = _g(
+                    "%(company)s: para registrar este teléfono como su nuevo teléfono de "
+                    "contacto, su código es %(code)s. Caduca en %(minutes)d minutos. Si no lo "
+                    "ha pedido usted, ignore este mensaje: no se cambiará nada."
+                )
+            else:
+                body = _g(
+                    "%(company)s: para registrar esta dirección como su nuevo correo de "
+                    "contacto, su código es %(code)s. Caduca en %(minutes)d minutos. Si no lo "
+                    "ha pedido usted, ignore este mensaje: no se cambiará nada."
+                )
+            return subject, body % values
+        subject = _g("Su código de verificación de %(company)s") % values
+        body = (
+            _g(
+                "%(company)s: su código de verificación es %(code)s. Caduca en %(minutes)d "
+                "minutos. Si no lo ha pedido usted, ignore este mensaje."
+            )
+            % values
+        )
     return subject, body
 
 

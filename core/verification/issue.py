@@ -1,4 +1,5 @@
-"""Issuing a verification code to a contact's own channel, within the send limits; revoking one.
+"""Issuing a code to a contact's own channel or to a new one, within the send limits; revoking
+one.
 
 The challenge is committed first, in a transaction of its own (core.durable), and its delivery
 task published right after that commit, so a broker that cannot be reached is known to the
@@ -28,6 +29,7 @@ from core.verification.codes import CODE_DIGITS, MODULUS, code_hmac, seal_code
 logger = logging.getLogger("garante.verification")
 
 Channel = VerificationChallenge.Channel
+Purpose = VerificationChallenge.Purpose
 Status = VerificationChallenge.Status
 Delivery = VerificationChallenge.Delivery
 
@@ -141,6 +143,52 @@ def challenge_issue(
             _("No tenemos ese canal registrado para usted. Probemos con el otro."),
             code="channel_unavailable",
         )
+    return _issue(
+        contact=contact,
+        channel=channel,
+        destination=destination,
+        purpose=Purpose.STEP_UP,
+        conversation=conversation,
+        issued_by=issued_by,
+    )
+
+
+def contact_change_challenge_issue(
+    *,
+    contact: Contact,
+    channel: str,
+    destination: str,
+    conversation: Conversation | None,
+    issued_by=None,
+) -> VerificationChallenge:
+    """Create a code confirming that `contact` receives at `destination`, the NEW phone (sms)
+    or email they asked to change to, and hand it to the delivery task.
+
+    `destination` is typed by whoever talks to us, so it must come validated from
+    core.services.contact_change_destination. The code counts towards the same send limits
+    as a step-up code (per contact, per conversation): every code is a message we pay for and
+    somebody receives. It supersedes the conversation's earlier change codes, not its step-up
+    code. Broker failures as challenge_issue.
+    """
+    return _issue(
+        contact=contact,
+        channel=channel,
+        destination=destination,
+        purpose=Purpose.CONTACT_CHANGE,
+        conversation=conversation,
+        issued_by=issued_by,
+    )
+
+
+def _issue(
+    *,
+    contact: Contact,
+    channel: str,
+    destination: str,
+    purpose: str,
+    conversation: Conversation | None,
+    issued_by,
+) -> VerificationChallenge:
     now = timezone.now()
     # Drawn once per call: the call runs again once the challenge is committed (core.durable),
     # and what it does then (revoking the challenge the broker never got) needs the same ones.
@@ -154,7 +202,9 @@ def challenge_issue(
         # customer, and twelve codes to guess at).
         list(Contact.objects.select_for_update(no_key=True).filter(pk=contact.pk).values("pk"))
         _check_send_limits(conversation, contact, now, by_staff=issued_by is not None)
-        earlier = VerificationChallenge.objects.filter(contact=contact, status=Status.ACTIVE)
+        earlier = VerificationChallenge.objects.filter(
+            contact=contact, status=Status.ACTIVE, purpose=purpose
+        )
         if conversation is not None:
             earlier = earlier.filter(conversation=conversation)
         earlier.update(status=Status.SUPERSEDED)
@@ -162,6 +212,7 @@ def challenge_issue(
             company_id=contact.company_id,
             contact=contact,
             conversation=_committed(conversation),
+            purpose=purpose,
             channel=channel,
             destination=destination,
             masked_destination=_mask(channel, destination, contact.company.language),
@@ -211,8 +262,16 @@ def challenge_revoke(*, challenge: VerificationChallenge) -> bool:
 
 def challenge_resend(*, challenge: VerificationChallenge, issued_by=None) -> VerificationChallenge:
     """A fresh code to the same contact and channel (the old one cannot be read, and stops
-    working)."""
+    working); a change's code to the same new phone or email."""
     challenge_revoke(challenge=challenge)
+    if challenge.purpose == Purpose.CONTACT_CHANGE:
+        return contact_change_challenge_issue(
+            contact=challenge.contact,
+            channel=challenge.channel,
+            destination=challenge.destination,
+            conversation=challenge.conversation,
+            issued_by=issued_by,
+        )
     return challenge_issue(
         contact=challenge.contact,
         channel=challenge.channel,

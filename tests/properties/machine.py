@@ -56,6 +56,7 @@ WRITES = {
     "request_verification_code",
     "verify_code",
     "update_contact_details",
+    "confirm_contact_change",
     "book_appointment",
     "reschedule_appointment",
     "cancel_appointment",
@@ -93,6 +94,12 @@ REFERENCE_ARGUMENT = {
 
 # "...: su código de verificación es 123456. Caduca ..." (core.verification.delivery)
 CODE_IN_MESSAGE = re.compile(r"\b(\d{6})\. ")
+# The step-up action a tool answers to when it is not its own name.
+STEP_UP_ACTION = {"confirm_contact_change": "update_contact_details"}
+# Errors of confirm_contact_change after which its code takes no more guesses, and those that
+# took one of its attempts.
+CHANGE_CODE_GONE = {"verification_locked", "code_used", "code_expired", "code_revoked"}
+CHANGE_CODE_TRIED = {"wrong_code", "code_for_current_channel"}
 
 
 class WorkerKilled(BaseException):
@@ -118,13 +125,18 @@ class GatewayMachine(RuleBasedStateMachine):
     def make_transport(self, world: World) -> Any:  # pragma: no cover - set by subclasses
         raise NotImplementedError
 
-    def read_code(self, conversation: Conversation, channel: str, since: int) -> str | None:
-        """The code the customer received after `since` (a mark from `code_mark`)."""
+    def read_code(
+        self, conversation: Conversation, channel: str, since: int, to: str | None = None
+    ) -> str | None:
+        """The code the customer received after `since` (a mark from `code_mark`), at their
+        registered phone or email, or at `to` (a new one they asked to change to)."""
         speaker = conversation.speaker
         if channel == "sms":
-            texts = [m.body for m in LocmemBackend.outbox[since:] if m.to == speaker.phone]
+            to = to or speaker.phone
+            texts = [m.body for m in LocmemBackend.outbox[since:] if m.to == to]
         else:
-            texts = [m.body for m in mail.outbox[since:] if speaker.email in m.to]
+            to = to or speaker.email
+            texts = [m.body for m in mail.outbox[since:] if to in m.to]
         codes = [m.group(1) for t in texts if (m := CODE_IN_MESSAGE.search(t))]
         return codes[-1] if codes else None
 
@@ -247,7 +259,7 @@ class GatewayMachine(RuleBasedStateMachine):
                     # Any other refusal may or may not have dropped it; a "maybe" stays
                     # "maybe", never a certain "no".
                     conversation.verified = "maybe"
-        if ok and tool in tenant.step_up:
+        if ok and STEP_UP_ACTION.get(tool, tool) in tenant.step_up:
             check(
                 conversation.verified != "no",
                 f"{tool}: a protected action ran without a verification",
@@ -516,15 +528,59 @@ class GatewayMachine(RuleBasedStateMachine):
             entity.state = body["state"]
 
     def expect_update_contact_details(self, conversation, arguments, answer, body) -> None:
+        check(
+            answer.code != "identifier_taken",
+            "update_contact_details: said a value is taken before any code came back",
+            arguments,
+        )
         if answer.is_error:
             return
+        check(body.get("updated") is False, "update_contact_details: changed at once", body)
+        field = "phone" if arguments.get("phone") else "email"
+        value = arguments[field] if field == "phone" else arguments[field].strip().lower()
+        # A new change supersedes the conversation's earlier one; its code is read by the rule.
+        conversation.change = (field, value, None)
+        conversation.change_spent, conversation.change_attempts = False, 0
+
+    def expect_confirm_contact_change(self, conversation, arguments, answer, body) -> None:
+        change = conversation.change
+        right = change is not None and change[2] is not None and arguments["code"] == change[2]
+        if answer.is_error:
+            if answer.code == "identifier_taken":
+                check(right, "confirm_contact_change: said taken without the right code")
+                check(self._held_by_another(conversation, change), "taken, but by nobody")
+                conversation.change_spent = True
+            elif change is not None and answer.code in CHANGE_CODE_GONE:
+                conversation.change_spent = True
+            elif change is not None and answer.code in CHANGE_CODE_TRIED:
+                conversation.change_attempts += 1
+                if conversation.change_attempts >= settings.GARANTE_VERIFICATION_MAX_ATTEMPTS:
+                    conversation.change_spent = True
+            return
+        check(right, "confirm_contact_change: a code not sent to the new value changed it")
+        check(not conversation.change_spent, "confirm_contact_change: a spent code changed it")
+        check(
+            conversation.change_attempts < settings.GARANTE_VERIFICATION_MAX_ATTEMPTS,
+            "confirm_contact_change: changed past the attempts allowed",
+        )
+        check(
+            not self._held_by_another(conversation, change),
+            "confirm_contact_change: took another customer's phone or email",
+            change,
+        )
+        field, value, _code = change
         speaker = conversation.speaker
-        if arguments.get("phone"):
-            speaker.former.add(speaker.phone)
-            speaker.phone = arguments["phone"]
-        if arguments.get("email"):
-            speaker.former.add(speaker.email)
-            speaker.email = arguments["email"].lower()
+        speaker.former.add(getattr(speaker, field))
+        setattr(speaker, field, value)
+        conversation.change_spent = True
+
+    def _held_by_another(self, conversation: Conversation, change: Any) -> bool:
+        field, value, _code = change
+        return any(
+            getattr(c, field) == value
+            for c in self.customers[conversation.tenant]
+            if c != conversation.speaker
+        )
 
     def expect_request_verification_code(self, conversation, arguments, answer, body) -> None:
         if not answer.is_error:
@@ -876,6 +932,8 @@ class GatewayMachine(RuleBasedStateMachine):
 
     @rule(conversation=conversations, data=st.data())
     def change_contact_details(self, conversation: Conversation, data: Any) -> None:
+        """A new phone nobody has, another customer's phone, or a new email: answered alike,
+        each with a code to the new value."""
         self.hit("write:update_contact_details")
         arguments = {"identifier": self.identifier(data, conversation)}
         choice = data.draw(st.sampled_from(["fresh phone", "taken phone", "fresh email"]))
@@ -886,7 +944,34 @@ class GatewayMachine(RuleBasedStateMachine):
             arguments["phone"] = others[0].phone
         else:
             arguments["email"] = f"nuevo-{uuid.uuid4().hex[:8]}@example.com"
-        self.send(conversation, "update_contact_details", arguments)
+        self._ask_change(conversation, arguments)
+
+    def _ask_change(self, conversation: Conversation, arguments: dict[str, Any]) -> Answer:
+        """update_contact_details, then the code the new phone or email received, noted."""
+        channel = "sms" if arguments.get("phone") else "email"
+        mark = self.code_mark(channel) if channel in self.channels else 0
+        answer = self.send(conversation, "update_contact_details", arguments)
+        if not answer.is_error and channel in self.channels:
+            field, value, _none = conversation.change
+            code = self.read_code(conversation, channel, mark, to=value)
+            check(code is not None, "a code answered sent never reached the new value")
+            conversation.change = (field, value, code)
+        return answer
+
+    @rule(conversation=conversations, data=st.data())
+    def confirm_change(self, conversation: Conversation, data: Any) -> None:
+        """The code of the change right, wrong, the step-up code instead, or not digits."""
+        choice = data.draw(st.sampled_from(["right", "right", "wrong", "step-up code", "abc"]))
+        self.hit(f"confirm_contact_change:{choice}")
+        change_code = (conversation.change and conversation.change[2]) or "123456"
+        code = {
+            "right": change_code,
+            "wrong": f"{(int(change_code) + 1) % 10**6:06d}",
+            "step-up code": conversation.code or "654321",
+            "abc": "abc",
+        }[choice]
+        arguments = {"identifier": self.identifier(data, conversation), "code": code}
+        self.send(conversation, "confirm_contact_change", arguments)
 
     @rule(conversation=conversations, data=st.data())
     def own_follow_up(self, conversation: Conversation, data: Any) -> None:
@@ -909,9 +994,13 @@ class GatewayMachine(RuleBasedStateMachine):
                     if data.draw(st.booleans(), label="phone")
                     else {"email": f"nuevo-{uuid.uuid4().hex[:8]}@example.com"}
                 )
-                self.send(
-                    conversation, "update_contact_details", {"identifier": identifier, **change}
-                )
+                asked = self._ask_change(conversation, {"identifier": identifier, **change})
+                if not asked.is_error and conversation.change[2] is not None:
+                    self.send(
+                        conversation,
+                        "confirm_contact_change",
+                        {"identifier": identifier, "code": conversation.change[2]},
+                    )
             return
         kind, tool, field = (
             ("AP", "list_my_appointments", "appointment")
@@ -993,7 +1082,7 @@ class GatewayMachine(RuleBasedStateMachine):
                 company=self.world.tenants[conversation.tenant].company,
                 conversation__external_id=conversation.id,
             ).update(expires_at=timezone.now() - timedelta(seconds=1))
-            conversation.code_spent = True
+            conversation.code_spent = conversation.change_spent = True
         arguments = {"identifier": self.identifier(data, conversation), "code": code}
         self.send(conversation, "verify_code", arguments)
 

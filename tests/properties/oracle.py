@@ -66,6 +66,11 @@ class Conversation:
     code: str | None = None
     code_spent: bool = False  # used, expired, superseded or locked: it must never verify now
     code_attempts: int = 0
+    # The phone or email change asked for here and its code (sent to the new value), until
+    # confirmed: (field, value, code); the code None when it could not be read.
+    change: tuple[str, str, str | None] | None = None
+    change_spent: bool = False  # used, expired, superseded or locked
+    change_attempts: int = 0
 
     def saw(self, kind: str, reference: str, label: str | None = None) -> None:
         refs = self.shown.setdefault(kind, [])

@@ -63,7 +63,9 @@ def http_machine(url: str, sms_directory: Any) -> type[GatewayMachine]:
         def code_mark(self, channel: str) -> int:
             return len(list(sms_directory.glob("*.sms")))
 
-        def read_code(self, conversation: Any, channel: str, since: int) -> str | None:
+        def read_code(
+            self, conversation: Any, channel: str, since: int, to: str | None = None
+        ) -> str | None:
             from tests.properties.machine import CODE_IN_MESSAGE
 
             files = sorted(sms_directory.glob("*.sms"), key=lambda p: p.stat().st_mtime_ns)
@@ -71,7 +73,7 @@ def http_machine(url: str, sms_directory: Any) -> type[GatewayMachine]:
             for path in files[since:]:
                 text = path.read_text(encoding="utf-8")
                 found = CODE_IN_MESSAGE.search(text)
-                if text.startswith(f"To: {conversation.speaker.phone}\n") and found:
+                if text.startswith(f"To: {to or conversation.speaker.phone}\n") and found:
                     codes.append(found.group(1))
             return codes[-1] if codes else None
 

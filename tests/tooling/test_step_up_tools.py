@@ -69,7 +69,8 @@ def test_every_tool_a_policy_may_list_asks_for_the_code_before_it_acts():
         "request_verification_code",
         "verify_code",
     }
-    StepUpPolicy.objects.update_or_create(company=company, defaults={"actions": listed})
+    actions = sorted({registry.get(name).step_up for name in listed})
+    StepUpPolicy.objects.update_or_create(company=company, defaults={"actions": actions})
     before = snapshot(company)
 
     answers = {name: call(company, name, matrix[name]) for name in listed}
@@ -83,12 +84,17 @@ def test_every_tool_a_policy_may_list_asks_for_the_code_before_it_acts():
 
 def test_every_tool_acting_for_an_identified_customer_declares_a_step_up():
     """Verification tools aside, a tool that takes the customer's identifier declares the
-    step-up action the platform checks, so a policy can list it; only those can be listed."""
+    step-up action the platform checks, so a policy can list it; only those can be listed.
+    Each names itself, but for the second step of a contact change, which is the first's
+    action: a policy protecting the change protects both steps."""
     identified = {t.name for t in registry.all() if t.identified and not t.verification}
     declared = {t.name for t in registry.all() if t.step_up is not None}
     listable = {t.name for t in registry.all() if t.takes_step_up}
+    shared = {t.name: t.step_up for t in registry.all() if t.step_up not in (None, t.name)}
 
-    assert identified == declared == listable == registry.step_up_actions()
+    assert identified == declared == listable
+    assert shared == {"confirm_contact_change": "update_contact_details"}
+    assert registry.step_up_actions() == declared - set(shared)
     assert {t.name for t in registry.all() if "identifier" in t.input.model_fields} == {
         t.name for t in registry.all() if t.identified
     }

@@ -369,7 +369,8 @@ def test_every_tool_answers_what_its_output_schema_says(live_server, sandbox, mo
         await call("confirm_case_resolved", {**me, "case": cases["items"][0]["reference"]})
         await anyio_to_thread(_resolved_by_staff, opened["reference"])
         await call("report_case_not_fixed", {**me, "case": opened["reference"], "message": "Sigue"})
-        await call("update_contact_details", {**me, "email": f"ana.{mode}@example.com"})
+        await call("update_contact_details", {**me, "phone": "611 98 76 54"})
+        await call("confirm_contact_change", {**me, "code": _code()})
         return results
 
     run_sdk(f"{live_server.url}/mcp", sandbox, mode, session)
