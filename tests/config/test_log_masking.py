@@ -327,3 +327,39 @@ def test_a_uuid_is_kept_even_when_it_is_all_digits_and_dashes(json_lines):
     logging.getLogger("garante.test").warning("task %s", digits)
 
     assert json_lines.all()[0]["message"] == f"task {digits}"
+
+
+RUNSERVER_SCRIPT = """
+import logging, socket
+import django
+django.setup()
+# As django.core.servers.basehttp.WSGIRequestHandler.log_message writes an access line.
+logging.getLogger("django.server").info(
+    '"%s" %s %s',
+    "GET /api/v1/contacts?email=bruno%40example.com&phone=%2B34600333444 HTTP/1.1",
+    "401",
+    "58",
+    extra={"request": socket.socket(), "server_time": "07/Dec/2026 10:00:00", "status_code": 401},
+)
+"""
+
+
+def test_runservers_access_lines_are_the_projects_lines_masked():
+    done = subprocess.run(
+        [sys.executable, "-c", RUNSERVER_SCRIPT],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "GARANTE_LOG_FORMAT": "json",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    [line] = [json.loads(x) for x in done.stderr.splitlines() if x.startswith("{")]
+    assert line["logger"] == "django.server"
+    assert line["message"] == '"GET /api/v1/contacts?[query] HTTP/1.1" 401 58'
+    assert "bruno" not in done.stderr and "600333444" not in done.stderr
