@@ -39,7 +39,7 @@ _MASKED = "_garante_masked"
 
 def masked(value: Any, key: str = "", depth: int = 0) -> Any:
     """`value` as a log line may show it (see the module's docstring)."""
-    if value is None or value == "":
+    if value is None or (isinstance(value, str) and not value):
         return value
     if key.lower() in _HIDDEN_KEYS:
         return "[hidden]"
