@@ -5,11 +5,20 @@ tasks with `shared_task` and put their periodic ones on beat's schedule themselv
 (core.periodic), so they never import this module: it sits above them.
 """
 
+import logging
+import logging.config
 import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_failure, task_retry, task_revoked, task_success, worker_init
+from celery.signals import (
+    setup_logging,
+    task_failure,
+    task_retry,
+    task_revoked,
+    task_success,
+    worker_init,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -20,6 +29,21 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # default app of Celery's own, on its default broker.
 app.set_default()
 app.autodiscover_tasks()
+
+
+@setup_logging.connect
+def log_as_the_web_does(loglevel: int | None = None, **kwargs: Any) -> None:
+    """The worker and beat write the web's lines (settings.LOGGING, core.logs): the format
+    GARANTE_LOG_FORMAT chooses, the request or task id stamped, every field masked. Celery
+    otherwise replaces the root logger's handlers with its own, which mask nothing and ignore
+    the format (a receiver of this signal is what stops it, worker_hijack_root_logger aside).
+    The level is GARANTE_LOG_LEVEL's, or `--loglevel`'s where that says more (`-l debug`)."""
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+    root = logging.getLogger()
+    if loglevel and loglevel < root.level:
+        root.setLevel(loglevel)
 
 
 @worker_init.connect

@@ -146,10 +146,11 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / (os.environ.get("DJANGO_STATIC_ROOT") or "var/static")
 
-# The one logging configuration (core.logs): a console handler, readable lines by default (the
-# demo), one JSON object per line with GARANTE_LOG_FORMAT=json; every line masked and, within a
-# request, stamped with its id. GARANTE_LOG_LEVEL=WARNING drops the per-request and per-call
-# INFO lines (garante.requests, garante.tools).
+# The one logging configuration (core.logs), in the web, the worker and beat (config.celery): a
+# console handler, readable lines by default (the demo), one JSON object per line with
+# GARANTE_LOG_FORMAT=json; every field of every line masked and, within a request or a task,
+# stamped with its id. GARANTE_LOG_LEVEL=WARNING drops the per-request and per-call INFO lines
+# (garante.requests, garante.tools).
 GARANTE_LOG_FORMAT = os.environ.get("GARANTE_LOG_FORMAT", "plain").strip().lower() or "plain"
 if GARANTE_LOG_FORMAT not in ("plain", "json"):
     raise ValueError(f"GARANTE_LOG_FORMAT must be plain or json, not {GARANTE_LOG_FORMAT!r}")
@@ -172,6 +173,15 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("GARANTE_LOG_LEVEL", "INFO")},
+    # runserver's access lines (the demo) through the same handler and masking, rather than
+    # Django's own handler for them, which writes a request's query string as it came.
+    "loggers": {
+        "django.server": {
+            "handlers": ["console"],
+            "level": os.environ.get("GARANTE_LOG_LEVEL", "INFO"),
+            "propagate": False,
+        }
+    },
 }
 
 # Celery: Redis broker in production and CI; the demo runs tasks in process.

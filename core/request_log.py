@@ -28,11 +28,14 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 
 from core.metrics import HTTP_REQUEST_SECONDS, HTTP_REQUESTS
-from core.redaction import scrub_text
+from core.redaction import scrub_secrets
 
 logger = logging.getLogger("garante.requests")
 
 REQUEST_ID_HEADER = "X-Request-ID"
+# Route parameters that carry a credential (an opt-out link's token, a password reset's): a
+# logged path names them [token], whatever shape the credential has.
+CREDENTIAL_PARAMETERS = frozenset({"token", "signature", "key", "code", "secret", "uidb64"})
 REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
@@ -63,6 +66,19 @@ def request_id_from(header: str | None) -> str:
     if header is not None and REQUEST_ID_PATTERN.fullmatch(header):
         return header
     return secrets.token_hex(16)
+
+
+def loggable_path(request: HttpRequest, path: str | None = None) -> str:
+    """The request's `path` (its path_info unless given) as a log line writes it: never its
+    query string (where a filter may name a customer), a credential its route takes in the
+    path as [token], the rest masked (core.redaction), at most 200 characters."""
+    path = request.path_info if path is None else path
+    match = getattr(request, "resolver_match", None)
+    if match is not None:
+        for name, value in match.kwargs.items():
+            if name in CREDENTIAL_PARAMETERS and isinstance(value, str) and value:
+                path = path.replace(value, "[token]")
+    return scrub_secrets(path[:200])
 
 
 def surface_of(path: str) -> str:
@@ -119,8 +135,7 @@ class RequestLogMiddleware:
     def _log(
         self, request: HttpRequest, state: RequestState, surface: str, status: int, seconds: float
     ) -> None:
-        # The path without its query string (where a filter may name a customer), scrubbed.
-        path = scrub_text(request.path_info[:200])
+        path = loggable_path(request)
         method = request.method
         fields: dict[str, Any] = {
             "event": "request",

@@ -4,7 +4,6 @@ well-formed, answered back), the company, the tool, the conversation, the outcom
 duration; never a token, a code, a full phone, an email or a document number. Plain lines
 stay the default; error reports to Sentry carry none of the same."""
 
-import io
 import json
 import logging
 import os
@@ -12,15 +11,12 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from django.conf import settings
 from django.test import Client
 
-from core.logs import JsonFormatter, RequestContextFilter
 from core.services import contact_create
 from tooling.context import CallMeta
 from tooling.execution import call_tool
@@ -31,46 +27,6 @@ DOCUMENT, PHONE, EMAIL = "12345678Z", "600111222", "ana.garcia@example.com"
 # What a caller may send that must never be written: identifiers in the shapes a customer
 # gives them, and a conversation id that is a phone number (some gateways use one).
 PERSONAL = [DOCUMENT, "12.345.678-Z", PHONE, "600 111 222", "+34600111222", EMAIL, "ana.garcia"]
-
-
-class Lines:
-    """The JSON lines the project's formatter and filter write while a test runs."""
-
-    def __init__(self, stream: io.StringIO) -> None:
-        self.stream = stream
-
-    @property
-    def text(self) -> str:
-        return self.stream.getvalue()
-
-    def all(self) -> list[dict]:
-        return [json.loads(line) for line in self.text.splitlines() if line.strip()]
-
-    def events(self, event: str) -> list[dict]:
-        return [line for line in self.all() if line.get("event") == event]
-
-
-@pytest.fixture
-def json_lines() -> Iterator[Lines]:
-    """A handler built as settings.LOGGING builds its JSON one, on the root logger, with the
-    per-request and per-call loggers at INFO (the test settings keep the root at WARNING)."""
-    options = {k: v for k, v in settings.LOGGING["formatters"]["json"].items() if k != "()"}
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter(**options))
-    handler.addFilter(RequestContextFilter())
-    root = logging.getLogger()
-    loggers = [logging.getLogger(name) for name in ("garante.requests", "garante.tools")]
-    levels = [logger.level for logger in loggers]
-    root.addHandler(handler)
-    for logger in loggers:
-        logger.setLevel(logging.INFO)
-    try:
-        yield Lines(stream)
-    finally:
-        root.removeHandler(handler)
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
 
 
 @pytest.fixture
