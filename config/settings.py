@@ -326,7 +326,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "integration": os.environ.get("GARANTE_INTEGRATION_RATE", "1000/minute")
     },
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["integration.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
