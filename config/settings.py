@@ -259,6 +259,12 @@ GARANTE_VERIFICATION_SENDS_PER_CONTACT = (5, timedelta(hours=1))
 # sent to them through the tool API until the period has passed (staff may still send one):
 # the hourly send limit alone allows 25 guesses an hour, day after day.
 GARANTE_VERIFICATION_LOCKS_PER_CONTACT = (3, timedelta(hours=24))
+# (wrong codes, period): one contact's budget of wrong guesses, over all their codes. A guesser
+# who stops at four wrong guesses a code and asks for another never locks one, and had twenty
+# guesses an hour; once this budget is spent, the code being guessed is locked, no new code is
+# sent to the contact through the tool API until the period has passed (staff may still send
+# one), and the company's staff are emailed (core.verification.budget).
+GARANTE_VERIFICATION_WRONG_CODES_PER_CONTACT = (10, timedelta(hours=24))
 GARANTE_VERIFICATION_QUEUE = os.environ.get("GARANTE_VERIFICATION_QUEUE") or None
 GARANTE_VERIFICATION_DELIVERY_RETRIES = 5
 # Appointment confirmations and reminders (agenda.messages): the queue their send task is

@@ -313,6 +313,10 @@ class SecurityEvent(models.Model):
             "verification_voided",
             _("Verification voided: another identifier at the attempts limit"),
         )
+        WRONG_CODES_BUDGET_SPENT = (
+            "wrong_codes_budget_spent",
+            _("Daily budget of wrong verification codes spent"),
+        )
 
     company = models.ForeignKey(
         Company,

@@ -13,6 +13,7 @@ from core.durable import durably
 from core.errors import PermissionRefused, ValidationFailed
 from core.metrics import CODES_LOCKED, CODES_VERIFIED, CODES_WRONG
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
+from core.verification.budget import wrong_codes_budget_close
 from core.verification.codes import CODE_DIGITS, code_hmac
 
 Status = VerificationChallenge.Status
@@ -119,7 +120,8 @@ def challenge_verify(
     success mark the conversation verified for settings.GARANTE_VERIFICATION_VALID_FOR.
 
     Each code compared uses up one of the challenge's attempts first (`_take_attempt`); the
-    last one wrong locks the challenge."""
+    last one wrong locks the challenge, and so does the wrong guess that spends the contact's
+    budget of wrong codes (core.verification.budget), after which the code takes no guess."""
     code = "".join((code or "").split())
     if len(code) != CODE_DIGITS or not code.isdigit():
         raise ValidationFailed(
@@ -129,6 +131,10 @@ def challenge_verify(
     now = timezone.now()
     if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
         raise _refused(challenge.status, expired=challenge.expires_at <= now)
+    if wrong_codes_budget_close(
+        challenge=challenge, conversation_key=conversation.external_id, now=now
+    ):
+        raise verification_locked()  # spent by guesses at the contact's other codes
     attempts, status = _take_attempt(challenge, now)
     if attempts is None:
         raise _refused(status, expired=challenge.expires_at <= now)
@@ -136,7 +142,9 @@ def challenge_verify(
     expected = code_hmac(nonce=challenge.nonce, contact_id=contact.pk, code=code)
     if not hmac.compare_digest(expected, challenge.code_hmac):
         CODES_WRONG.inc()
-        if attempts >= maximum and _lock_challenge(challenge, conversation):
+        if wrong_codes_budget_close(
+            challenge=challenge, conversation_key=conversation.external_id, now=now
+        ) or (attempts >= maximum and _lock_challenge(challenge, conversation)):
             CODES_LOCKED.inc()
             raise verification_locked()
         raise ValidationFailed(
