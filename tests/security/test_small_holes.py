@@ -3,14 +3,25 @@ code before its fix. Answers the issue describes as HTTP answers are checked ove
 against gunicorn (tests/servers.py)."""
 
 import json
+import os
+import re
 import socket
+import time
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from django.core import mail
+from django.db import transaction
 
 from config import deployment
 from config.deployment import InsecureSettings
+from core.errors import PermissionRefused, ValidationFailed
+from core.identity import identify_contact
+from core.models import Conversation, GatewayCredential, SecurityEvent, VerificationChallenge
+from core.services import gateway_credential_issue, gateway_credential_revoke
+from core.verification import challenge_issue, challenge_verify
 from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue
 
@@ -61,6 +72,60 @@ def test_json_nested_beyond_the_parser_is_malformed_on_the_integration_api_as_on
             assert (integration.status_code, tools.status_code) == (400, 400)
             assert json_error(integration)["code"] == json_error(tools)["code"] == "malformed_json"
     assert "RecursionError" not in server.log()
+
+
+# Revocation within 1 s ----------------------------------------------------------------------
+
+REDIS_URL = "redis://127.0.0.1:6379/15"
+# The set-ups docs/operations.md and docs/scaling.md describe for gunicorn: the default one
+# (production settings, tasks through the Celery broker's Redis, no GARANTE_REDIS_URL), and one
+# with no Redis to share (tasks run in process, as in the demo; here with two workers).
+SET_UPS = {
+    "the default set-up": {
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "CELERY_BROKER_URL": REDIS_URL,
+        "CELERY_TASK_ALWAYS_EAGER": "0",
+        "GARANTE_REDIS_URL": "",
+    },
+    "no Redis to share": {"GARANTE_REDIS_URL": ""},
+}
+
+
+@pytest.mark.parametrize("set_up", SET_UPS)
+def test_a_revoked_gateway_token_is_refused_by_every_worker_within_a_second(
+    gunicorn_server, company, settings, set_up
+):
+    """Bearers of a revoked token were still served for up to 5 s by the processes that had
+    it cached, unless GARANTE_REDIS_URL was set. The revocation is made by another process
+    (this one: staff's admin runs in one process of many)."""
+    if set_up == "the default set-up":
+        if not settings.REDIS_AVAILABLE:
+            pytest.skip("needs Redis")
+        # This process is of the same set-up: its commit is told over the broker's Redis.
+        settings.CELERY_TASK_ALWAYS_EAGER, settings.CELERY_BROKER_URL = False, REDIS_URL
+    assert not os.environ.get("GARANTE_PROCESS_CACHE_SECONDS")  # the default lifetime
+    credential, token = gateway_credential_issue(company=company, name="gateway")
+    server = gunicorn_server(workers=2, threads=2, env=SET_UPS[set_up])
+
+    def call() -> int:
+        # A connection of its own each time, so the kernel spreads them over both workers.
+        return httpx.post(
+            f"{server.url}/api/tools/list_services",
+            json={},
+            headers={"Authorization": f"Bearer {token}", "X-Conversation-Id": "revoked"},
+            timeout=10,
+        ).status_code
+
+    assert [call() for _ in range(20)] == [200] * 20  # every worker has the token cached
+    gateway_credential_revoke(credential=GatewayCredential.objects.get(pk=credential.pk))
+    revoked_at = time.monotonic()
+    answers = []  # (sent, seconds after the revocation, status)
+    while (sent := time.monotonic() - revoked_at) < 2.5:
+        answers.append((sent, call()))
+
+    late = [(round(sent, 3), status) for sent, status in answers if sent >= 1.0]
+    assert len(late) >= 20 and {status for _, status in late} == {401}, late
+    assert "Traceback" not in server.log()
 
 
 # POST /metrics -------------------------------------------------------------------------------
@@ -164,3 +229,105 @@ def test_random_keys_made_the_usual_ways_are_taken(make):
     for _ in range(200):
         key = make()
         assert deployment.secret_key({"DJANGO_SECRET_KEY": key}, debug=False) == key
+
+
+# A daily budget of wrong codes per contact -------------------------------------------------
+
+
+def identified(contact, external_id: str) -> Conversation:
+    conversation = Conversation.objects.create(company=contact.company, external_id=external_id)
+    identify_contact(conversation=conversation, kind="document", value=contact.document_number)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def guess(conversation, contact, code: str) -> str:
+    """A verify_code as a tool call makes it (its transaction rolled back by an error): the
+    error's code, or "verified"."""
+    try:
+        with transaction.atomic():
+            challenge_verify(conversation=conversation, contact=contact, code=code)
+    except (ValidationFailed, PermissionRefused) as error:
+        return error.code
+    return "verified"
+
+
+def sent_code(sms_outbox) -> str:
+    return re.search(r"\b(\d{6})\b", sms_outbox[-1].body).group(1)
+
+
+def wrong(code: str, n: int = 1) -> str:
+    return f"{(int(code) + n) % 1_000_000:06d}"
+
+
+def test_four_wrong_guesses_a_code_spend_the_contacts_daily_budget_and_staff_are_told(
+    ana, make_staff, sms_outbox, settings, django_user_model
+):
+    """Four wrong guesses a code, then a new code, never locked one: twenty guesses an hour,
+    every hour. Ten wrong guesses in 24 hours, however spread over codes, now end it."""
+    budget, _ = settings.GARANTE_VERIFICATION_WRONG_CODES_PER_CONTACT
+    make_staff("recepcion", email="recepcion@example.com")
+    make_staff("gerencia", role="admin", email="gerencia@example.com")
+    answers = []
+    for n in range(5):  # five codes, the hourly send limit
+        conversation = identified(ana, f"guesser-{n}")
+        try:
+            challenge_issue(contact=ana, channel="sms", conversation=conversation)
+        except PermissionRefused as refused:
+            answers.append(refused.code)
+            retry_after = refused.extras["retry_after_seconds"]
+            break
+        code = sent_code(sms_outbox)
+        answers += [guess(conversation, ana, wrong(code, k)) for k in range(1, 5)]
+    else:
+        pytest.fail(f"every code was sent: {answers}")
+
+    # Guesses past the budget's last (at a locked code), then the next code asked for: refused.
+    assert answers[:budget] == ["wrong_code"] * (budget - 1) + ["verification_locked"]
+    assert set(answers[budget:]) == {"verification_locked"}
+    assert len(sms_outbox) == 3  # the third code took the budget's last two guesses
+    assert 23 * 3600 < retry_after <= 24 * 3600 + 1
+    wrong_guesses = sum(
+        VerificationChallenge.objects.filter(contact=ana).values_list("attempts", flat=True)
+    )
+    assert wrong_guesses == budget
+    events = SecurityEvent.objects.filter(kind=SecurityEvent.Kind.WRONG_CODES_BUDGET_SPENT)
+    assert [(e.contact_id, e.detail["wrong_codes"]) for e in events] == [(ana.pk, budget)]
+    [notice] = [m for m in mail.outbox if str(ana) in m.subject]  # in the company's Spanish
+    assert notice.subject == (
+        "Alerta de seguridad: demasiados códigos de verificación erróneos para Ana García"
+    )
+    assert sorted(notice.bcc) == ["gerencia@example.com", "recepcion@example.com"]
+    assert "10 códigos de verificación erróneos en 24 horas" in notice.body
+    assert events[0].staff_notified_at is not None
+
+    # Still refused from another conversation; staff, having checked who asks, may send one.
+    with pytest.raises(PermissionRefused) as later:
+        challenge_issue(contact=ana, channel="sms", conversation=identified(ana, "later"))
+    assert later.value.code == "verification_locked"
+    staff_user = django_user_model.objects.get(username="recepcion")
+    by_staff = challenge_issue(
+        contact=ana, channel="email", conversation=identified(ana, "desk"), issued_by=staff_user
+    )
+    assert by_staff.status == VerificationChallenge.Status.ACTIVE
+    assert SecurityEvent.objects.filter(kind=events[0].kind).count() == 1  # told once
+
+
+def test_a_code_still_active_elsewhere_takes_no_guess_once_the_budget_is_spent(
+    ana, sms_outbox, settings
+):
+    """A guesser holding codes in several conversations cannot spend the budget in one and
+    go on guessing in the others: those take no guess, the right code included."""
+    settings.GARANTE_VERIFICATION_WRONG_CODES_PER_CONTACT = (4, timedelta(hours=24))
+    waiting = identified(ana, "waiting")
+    challenge_issue(contact=ana, channel="sms", conversation=waiting)
+    waiting_code = sent_code(sms_outbox)
+    spending = identified(ana, "spending")
+    challenge_issue(contact=ana, channel="sms", conversation=spending)
+    spending_code = sent_code(sms_outbox)
+
+    answers = [guess(spending, ana, wrong(spending_code, k)) for k in range(1, 5)]
+
+    assert answers == ["wrong_code"] * 3 + ["verification_locked"]
+    assert guess(waiting, ana, waiting_code) == "verification_locked"
+    assert set(VerificationChallenge.objects.values_list("status", flat=True)) == {"locked"}
