@@ -119,12 +119,13 @@ def test_a_revoked_gateway_token_is_refused_by_every_worker_within_a_second(
     assert [call() for _ in range(20)] == [200] * 20  # every worker has the token cached
     gateway_credential_revoke(credential=GatewayCredential.objects.get(pk=credential.pk))
     revoked_at = time.monotonic()
-    answers = []  # (sent, seconds after the revocation, status)
-    while (sent := time.monotonic() - revoked_at) < 2.5:
-        answers.append((sent, call()))
+    answers = []  # (seconds from the revocation to the request, its status)
+    # Calls for a while past the bound (the old one was 5 s), however slow the machine.
+    while (sent := time.monotonic() - revoked_at) < 6 or len(answers) < 30:
+        answers.append((round(sent, 3), call()))
 
-    late = [(round(sent, 3), status) for sent, status in answers if sent >= 1.0]
-    assert len(late) >= 20 and {status for _, status in late} == {401}, late
+    late = [(sent, status) for sent, status in answers if sent >= 1.0]
+    assert len(late) >= 20 and {status for _, status in late} == {401}, answers
     assert "Traceback" not in server.log()
 
 
