@@ -33,7 +33,7 @@ from django.utils.translation import gettext as _g
 
 from agenda import clock
 from agenda.models import Appointment, AppointmentMessage
-from agenda.opt_out import opt_out_link
+from agenda.opt_out import opt_out_key_new, opt_out_link
 from core.jobs import task_named
 from core.models import Company, Contact
 from core.normalize import mask_email, mask_phone
@@ -247,7 +247,11 @@ def _claim(message_id: int, now: datetime) -> AppointmentMessage | None:
             return None
         message.status, message.claimed_at = Status.SENDING, now
         message.attempts = F("attempts") + 1
-        message.save(update_fields=["status", "claimed_at", "attempts"])
+        fields = ["status", "claimed_at", "attempts"]
+        if message.opt_out_key is None:  # a retry keeps the link its first try drew
+            message.opt_out_key, message.opt_out_until = opt_out_key_new(now)
+            fields += ["opt_out_key", "opt_out_until"]
+        message.save(update_fields=fields)
     message.refresh_from_db(fields=["attempts"])
     message.appointment, message.company = appointment, appointment.company
     return message
@@ -273,7 +277,7 @@ def appointment_message_deliver(
     message = _claim(message_id, now)
     if message is None:
         return "skipped"
-    link = opt_out_link(message.appointment.contact_id, message.channel)
+    link = opt_out_link(message)
     subject, body = message_text(message, link.url if link else "")
     to, masked = _destination(message)
     messages = AppointmentMessage.objects.filter(pk=message_id)

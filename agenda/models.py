@@ -561,6 +561,12 @@ class AppointmentMessage(models.Model):
     claimed_at = models.DateTimeField(_("sending since"), null=True, blank=True)
     sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    # The opaque key of the message's opt-out link (agenda.opt_out), drawn when the message is
+    # first claimed for sending, and when the link stops working.
+    opt_out_key = models.CharField(
+        _("opt-out link key"), max_length=32, unique=True, null=True, blank=True, editable=False
+    )
+    opt_out_until = models.DateTimeField(_("opt-out link valid until"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("appointment message")

@@ -27,7 +27,7 @@ ALL = ("MCP ping (auth + envelope, no tool)", *READS, *WRITES, *REPLAY)
 MECHANISMS: dict[str, Mechanism] = {
     "process_cache": Mechanism(
         "core/process_cache.py: the token's company and the service catalogue kept in each "
-        "process for 5 s (GARANTE_PROCESS_CACHE_SECONDS)",
+        "process for 1 s (GARANTE_PROCESS_CACHE_SECONDS)",
         ("MCP ping (auth + envelope, no tool)", *READS),
         env={"GARANTE_PROCESS_CACHE_SECONDS": "0"},
     ),

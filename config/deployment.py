@@ -12,6 +12,8 @@ otherwise. HSTS stays off until set: browsers remember it (for a year, with the 
 value), so a first deployment whose TLS is not yet right would lock its users out.
 """
 
+import math
+import string
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +24,12 @@ DEMO_SECRET_KEY = "garante-insecure-demo-key-change-me"
 # Django's own bar for a key (`check --deploy`, security.W009): long and varied enough.
 SECRET_KEY_MIN_LENGTH = 50
 SECRET_KEY_MIN_UNIQUE_CHARACTERS = 5
+# Length and variety alone let "changeme" seven times or "0123456789" five times through: the
+# key must also hold this many bits by `secret_key_entropy_bits`, which counts a repeat or a
+# run as the few bits it takes to describe, not as fresh characters. A key made as the errors
+# below suggest holds about 300 (token_urlsafe(50): 67 characters of 64); NIST's floor for an
+# HMAC key is 112 bits.
+SECRET_KEY_MIN_ENTROPY_BITS = 128
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -66,7 +74,61 @@ def secret_key(environ: Mapping[str, str], *, debug: bool) -> str:
             f"DJANGO_SECRET_KEY is too short or too uniform (DEBUG is off): at least "
             f"{SECRET_KEY_MIN_LENGTH} characters, {SECRET_KEY_MIN_UNIQUE_CHARACTERS} different"
         )
+    bits = secret_key_entropy_bits(key)
+    if bits < SECRET_KEY_MIN_ENTROPY_BITS:
+        raise InsecureSettings(
+            f"DJANGO_SECRET_KEY is patterned or low in entropy (DEBUG is off): about {bits:.0f} "
+            f"bits, at least {SECRET_KEY_MIN_ENTROPY_BITS} needed (repeats and runs such as "
+            "'abcabc' or '12345' count for little); set a random one, e.g. "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`"
+        )
     return key
+
+
+# Stretches shorter than this are taken as chance and paid for character by character.
+_PATTERN_MIN_LENGTH = 3
+# A run steps through neighbouring characters: "aaaa" (0), "abcd" or "4321" (1), "02468" (2).
+_RUN_MAX_STEP = 2
+_CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits)
+
+
+def secret_key_entropy_bits(key: str) -> float:
+    """An estimate of the bits a guesser must cover to find `key`, the way zxcvbn counts a
+    password's guesses: the key is read left to right as pieces, each at the cost of saying
+    it. A character costs log2 of the alphabet of the classes the key uses (lower case, upper
+    case, digits, anything else: 33); a repeat of an earlier stretch of 3 characters or more
+    costs where it starts and how long it is; a run of 3 or more steps of one size (at most 2)
+    costs its first character, its step and its length. The cheapest reading wins
+    (dynamic programming over the key, quadratic in its length: nothing at a key's sizes)."""
+    size = sum(len(chars) for chars in _CLASSES if any(c in chars for c in key))
+    size += 33 if any(not any(c in chars for chars in _CLASSES) for c in key) else 0
+    literal = math.log2(max(size, 2))
+    n = len(key)
+    cost = [0.0] + [math.inf] * n  # cost[i]: the cheapest reading of key[:i]
+    for i in range(n):
+        if cost[i] == math.inf:
+            continue
+        cost[i + 1] = min(cost[i + 1], cost[i] + literal)
+        # A repeat: key[i:i+length] equal to a stretch starting earlier (it may overlap).
+        for start in range(i):
+            length = 0
+            while i + length < n and key[start + length] == key[i + length]:
+                length += 1
+            if length >= _PATTERN_MIN_LENGTH:
+                price = math.log2(i) + math.log2(n)
+                for end in range(i + _PATTERN_MIN_LENGTH, i + length + 1):
+                    cost[end] = min(cost[end], cost[i] + price)
+        # A run: key[i], key[i] + step, key[i] + 2 * step, ...
+        if i + 1 < n:
+            step = ord(key[i + 1]) - ord(key[i])
+            if abs(step) <= _RUN_MAX_STEP:
+                end = i + 2
+                while end < n and ord(key[end]) - ord(key[end - 1]) == step:
+                    end += 1
+                price = literal + math.log2(2 * _RUN_MAX_STEP + 1) + math.log2(n)
+                for stop in range(i + _PATTERN_MIN_LENGTH, end + 1):
+                    cost[stop] = min(cost[stop], cost[i] + price)
+    return cost[n]
 
 
 def allowed_hosts(environ: Mapping[str, str], *, debug: bool) -> list[str]:

@@ -221,8 +221,9 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("GARANTE_CELERY_QUEUE", "").strip() o
 
 # State every web node must see alike (docs/scaling.md): the integration API's throttle
 # counters, the process caches' invalidations, the periodic sweeps' claims. With
-# GARANTE_REDIS_URL set they live in that Redis; unset (one process group: the demo, most
-# tests) the throttle counts in process memory and the process caches expire on their own.
+# GARANTE_REDIS_URL set they live in that Redis; unset, the throttle counts in process memory
+# and the process caches' invalidations go through the Celery broker's Redis (none where tasks
+# run in process: the demo, the tests).
 GARANTE_REDIS_URL = os.environ.get("GARANTE_REDIS_URL", "").strip()
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
@@ -266,6 +267,12 @@ GARANTE_VERIFICATION_SENDS_PER_CONTACT = (5, timedelta(hours=1))
 # sent to them through the tool API until the period has passed (staff may still send one):
 # the hourly send limit alone allows 25 guesses an hour, day after day.
 GARANTE_VERIFICATION_LOCKS_PER_CONTACT = (3, timedelta(hours=24))
+# (wrong codes, period): one contact's budget of wrong guesses, over all their codes. A guesser
+# who stops at four wrong guesses a code and asks for another never locks one, and had twenty
+# guesses an hour; once this budget is spent, the code being guessed is locked, no new code is
+# sent to the contact through the tool API until the period has passed (staff may still send
+# one), and the company's staff are emailed (core.verification.budget).
+GARANTE_VERIFICATION_WRONG_CODES_PER_CONTACT = (10, timedelta(hours=24))
 GARANTE_VERIFICATION_QUEUE = os.environ.get("GARANTE_VERIFICATION_QUEUE") or None
 GARANTE_VERIFICATION_DELIVERY_RETRIES = 5
 # Appointment confirmations and reminders (agenda.messages): the queue their send task is
@@ -293,8 +300,12 @@ GARANTE_MCP_ALLOWED_ORIGINS = [
 GARANTE_OUTPUT_MAX_CHARS = 3000
 # Read-mostly values (a gateway token's company, the service catalogue) are kept per process
 # this many seconds (core.process_cache; 0: read the database every time). A change takes
-# effect at once in the process that makes it and within this many seconds in the others.
-GARANTE_PROCESS_CACHE_SECONDS = float(os.environ.get("GARANTE_PROCESS_CACHE_SECONDS", "5"))
+# effect at once in the process that makes it; in the others at their next request where the
+# processes share a Redis (GARANTE_REDIS_URL, else the Celery broker's), and within this many
+# seconds whatever happens (a change made in SQL, a Redis lost): so a revoked gateway token is
+# refused everywhere within 1 s. Each process then reads a token's row once a second at most
+# (docs/performance.md, "What revocation within 1 s costs").
+GARANTE_PROCESS_CACHE_SECONDS = float(os.environ.get("GARANTE_PROCESS_CACHE_SECONDS", "1"))
 GARANTE_IDEMPOTENCY_REPLAY_WINDOW = timedelta(
     days=float(os.environ.get("GARANTE_IDEMPOTENCY_REPLAY_DAYS", "7"))
 )
@@ -340,7 +351,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "integration": os.environ.get("GARANTE_INTEGRATION_RATE", "1000/minute")
     },
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["integration.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

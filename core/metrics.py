@@ -20,6 +20,7 @@ import os
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -119,9 +120,14 @@ def metrics_exposition() -> bytes:
     return generate_latest(exposed_registry())
 
 
+# A scraper authenticates by its bearer token, never by a cookie, so a forged cross-site POST
+# has nothing to ride on; and CSRF's check, run first, answered a POST with the right token
+# with Django's HTML 403 page instead of this view's 405.
+@csrf_exempt
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """GET /metrics. Off (404, as any unknown path) unless settings.GARANTE_METRICS_TOKEN is
-    set; then only for `Authorization: Bearer <that token>` (401 otherwise)."""
+    set; then only for `Authorization: Bearer <that token>` (401 otherwise), and only GET or
+    HEAD (405 otherwise)."""
     expected = settings.GARANTE_METRICS_TOKEN
     if not expected:
         return HttpResponse("Not Found\n", status=404, content_type="text/plain")

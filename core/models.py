@@ -317,6 +317,10 @@ class SecurityEvent(models.Model):
             "contact_change_taken",
             _("New phone or email proven, but another contact's"),
         )
+        WRONG_CODES_BUDGET_SPENT = (
+            "wrong_codes_budget_spent",
+            _("Daily budget of wrong verification codes spent"),
+        )
 
     company = models.ForeignKey(
         Company,

@@ -9,14 +9,17 @@ takes effect at once in its own process, and everywhere else within
 
 Entries carry a tag (the company they belong to), so a change forgets a whole company at once.
 
-Several processes, several web nodes (docs/scaling.md): with `GARANTE_REDIS_URL` set, `forget`
-after a commit is also published on a Redis channel, and every process listens to it in a
-thread of its own and forgets the same tag when told, milliseconds later: a gateway token
-revoked on one node is refused on the others by the next request. A process keeps entries
-only while it is subscribed: before its subscription is confirmed, and from the moment it
-is lost until it is confirmed again (every entry forgotten then, since messages may have been
-missed), each read goes to the database. A change that sends no signal (an UPDATE in SQL) is
-still seen within `GARANTE_PROCESS_CACHE_SECONDS`.
+Several processes, several web nodes (docs/scaling.md): where the processes share a Redis,
+`forget` after a commit is also published on a Redis channel, and every process listens to it in
+a thread of its own and forgets the same tag when told, milliseconds later: a gateway token
+revoked in one process is refused by every other from its next request. The Redis is
+`GARANTE_REDIS_URL`, or else the Celery broker's (`CELERY_BROKER_URL`), which every deployment
+that runs a worker already has (`broadcast_url`); only where tasks run in the web process
+(`CELERY_TASK_ALWAYS_EAGER`: the demo, one process) is there none, and none is needed. A process
+keeps entries only while it is subscribed: before its subscription is confirmed, and from the
+moment it is lost until it is confirmed again (every entry forgotten then, since messages may
+have been missed), each read goes to the database. A change that sends no signal (an UPDATE in
+SQL, a process without Redis) is still seen within `GARANTE_PROCESS_CACHE_SECONDS` (1 s).
 """
 
 import json
@@ -114,6 +117,18 @@ class ProcessCache:
                 del self._entries[key]
 
 
+def broadcast_url() -> str:
+    """The Redis on which processes tell each other what to forget, or "" for none (module
+    doc): GARANTE_REDIS_URL, else the Celery broker when it is a Redis that tasks go through."""
+    url = getattr(settings, "GARANTE_REDIS_URL", "")
+    if url:
+        return url
+    broker = getattr(settings, "CELERY_BROKER_URL", "") or ""
+    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
+        return ""
+    return broker if broker.startswith(("redis://", "rediss://", "unix://")) else ""
+
+
 def change_seen_everywhere() -> str:
     """When every process sees a change staff made (for the admin's messages), worded in the
     active language: from the next request where changes are broadcast, else within the
@@ -145,7 +160,7 @@ class _Broadcast:
         self.generation = 0
 
     def _url(self) -> str:
-        return settings.GARANTE_REDIS_URL if hasattr(settings, "GARANTE_REDIS_URL") else ""
+        return broadcast_url()
 
     def _channel(self) -> str:
         # One channel per database: processes of another database (another cluster, another

@@ -1,5 +1,6 @@
 """Telling a company's staff about a security event that needs them: a burst of failed
-identifications on one of its gateway credentials (core.identity)."""
+identifications on one of its gateway credentials (core.identity), a contact whose daily budget
+of wrong verification codes is spent (core.verification.budget)."""
 
 import logging
 from datetime import datetime, timedelta
@@ -18,8 +19,12 @@ from core.transactions import one_at_a_time
 
 logger = logging.getLogger("garante.security")
 
-# The events staff are emailed about.
-NOTIFIED_KINDS = (SecurityEvent.Kind.IDENTIFICATION_BURST,)
+# The events staff are emailed about, each with its email's template.
+_TEMPLATES = {
+    SecurityEvent.Kind.IDENTIFICATION_BURST: "core/email/identification_burst.txt",
+    SecurityEvent.Kind.WRONG_CODES_BUDGET_SPENT: "core/email/wrong_codes_budget_spent.txt",
+}
+NOTIFIED_KINDS = tuple(_TEMPLATES)
 # A notice still unsent this long after its event is taken for lost (the broker was down at
 # commit) and enqueued again by the sweep, for as long as the window lasts.
 NOTICE_GRACE = timedelta(minutes=2)
@@ -72,10 +77,8 @@ def security_event_staff_notify(*, event_id: int) -> int:
             _notified(event)
             return 0
         with translation.override(event.company.language):
-            subject = _("Security alert: failed identifications on %(credential)s") % {
-                "credential": event.credential.name if event.credential else "-"
-            }
-            body = render_to_string("core/email/identification_burst.txt", {"event": event})
+            subject = _subject(event)
+            body = render_to_string(_TEMPLATES[event.kind], {"event": event})
         subject = " ".join(subject.split())[:200]
         message = EmailMessage(
             subject=subject,
@@ -94,6 +97,16 @@ def security_event_staff_notify(*, event_id: int) -> int:
             return 0
         _notified(event)
         return sent
+
+
+def _subject(event: SecurityEvent) -> str:
+    if event.kind == SecurityEvent.Kind.WRONG_CODES_BUDGET_SPENT:
+        return _("Security alert: too many wrong verification codes for %(contact)s") % {
+            "contact": str(event.contact) if event.contact else "-"
+        }
+    return _("Security alert: failed identifications on %(credential)s") % {
+        "credential": event.credential.name if event.credential else "-"
+    }
 
 
 def _notified(event: SecurityEvent, *, error: str = "") -> None:

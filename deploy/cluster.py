@@ -49,6 +49,13 @@ READY_SECONDS = 90
 NODES = 2
 
 
+# nginx's answer to a header line past its buffers (its 494, sent as 431): the APIs' error.
+HEADERS_TOO_LARGE_JSON = (
+    '{"error_type": "VALIDATION", "code": "request_headers_too_large", '
+    '"user_message": "Las cabeceras de la petición son demasiado grandes."}'
+)
+
+
 @dataclass
 class Cluster:
     """The cluster's layout; `start()` brings it up, `stop()` ends what it started."""
@@ -324,6 +331,10 @@ http {{
     uwsgi_temp_path {directory / "uwsgi"};
     scgi_temp_path {directory / "scgi"};
     client_max_body_size 2m;
+    # Header lines up to 16 kB reach the nodes, so gunicorn's own limit (8190 bytes a line)
+    # answers its JSON 431 (gunicorn.conf.py); longer ones are refused here, in JSON too
+    # (docs/operations.md, "Oversized requests").
+    large_client_header_buffers 4 16k;
     # Round robin over the nodes. A node that refuses the connection is skipped for that
     # request; a request already sent is never sent again by nginx (POST is not idempotent
     # to it): the client retries with the same Idempotency-Key and the engine joins it.
@@ -333,6 +344,12 @@ http {{
     }}
     server {{
         listen 127.0.0.1:{self.nginx_port};
+        error_page 494 =431 /_garante/request_headers_too_large.json;
+        location = /_garante/request_headers_too_large.json {{
+            internal;
+            default_type application/json;
+            return 431 '{HEADERS_TOO_LARGE_JSON}';
+        }}
         location / {{
             proxy_pass http://garante;
             proxy_http_version 1.1;

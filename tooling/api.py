@@ -26,10 +26,11 @@ from core.errors import (
 from core.idempotency import HTTP_KEY_PATTERN, check_http_key
 from core.models import Company, Conversation
 from core.outcome import error_response, json_response, outcome_response
+from core.request_json import loads
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
 from tooling.execution import call_tool, database_unavailable
-from tooling.http import is_json_media_type, loads
+from tooling.http import is_json_media_type
 from tooling.registry import Tool, ToolErrorOut, registry
 
 logger = logging.getLogger("garante.tools")
@@ -52,7 +53,7 @@ class UnsupportedMediaType(ValidationFailed):
 
 
 class StrictJSONParser(Parser):
-    """Bodies parsed as MCP's are (tooling.http.loads): NaN and Infinity are malformed JSON,
+    """Bodies parsed as MCP's are (core.request_json.loads): NaN and Infinity are malformed JSON,
     and only a body sent as application/json (UTF-8) is read at all."""
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:

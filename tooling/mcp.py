@@ -64,10 +64,11 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIO
 from core.errors import PermissionRefused, SystemUnavailable
 from core.models import Company
 from core.outcome import Outcome, dumps, error_outcome, json_response, text_response
+from core.request_json import loads
 from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
 from tooling.execution import call_tool, company_language, database_unavailable
-from tooling.http import is_json_media_type, loads
+from tooling.http import is_json_media_type
 from tooling.registry import registry
 
 logger = logging.getLogger("garante.mcp")
@@ -187,7 +188,7 @@ def _receive(request: HttpRequest) -> HttpResponse | JSONRPCRequest | JSONRPCNot
         return body
     try:
         decoded = loads(body)
-    except (ValueError, RecursionError):
+    except ValueError:
         return _error_response(None, RpcError(PARSE_ERROR, "Parse error"))
     try:
         return _envelope(decoded)

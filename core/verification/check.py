@@ -12,6 +12,7 @@ from core.durable import decided_once, durably, keeps_evidence
 from core.errors import PermissionRefused, ValidationFailed
 from core.metrics import CODES_LOCKED, CODES_VERIFIED, CODES_WRONG
 from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
+from core.verification.budget import wrong_codes_budget_close, wrong_codes_spent
 from core.verification.codes import CODE_DIGITS, code_hmac
 
 Purpose = VerificationChallenge.Purpose
@@ -126,17 +127,29 @@ def _code_accept(
     now: datetime,
 ) -> None:
     """Take one of the challenge's attempts and compare `code` with it; raise unless it is
-    the challenge's code and the challenge still takes guesses. The last wrong one locks it.
-    The challenge is not used up here (`_challenge_use`)."""
+    the challenge's code and the challenge still takes guesses. The last wrong one locks it,
+    and so does the wrong guess that spends the contact's budget of wrong codes
+    (core.verification.budget), after which the code takes no guess. The challenge is not
+    used up here (`_challenge_use`)."""
     if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
         raise _refused(challenge.status, expired=challenge.expires_at <= now)
+    # As the call first found it: its later runs (core.durable) count its own attempt.
+    spent = decided_once(
+        lambda: challenge.issued_by_id is None and wrong_codes_spent(challenge.contact_id, now)
+    )
+    if spent and wrong_codes_budget_close(
+        challenge=challenge, conversation_key=conversation.external_id, now=now
+    ):
+        raise verification_locked()  # spent by guesses at the contact's other codes
     attempts, status = _take_attempt(challenge, now)
     if attempts is None:
         raise _refused(status, expired=challenge.expires_at <= now)
     maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
     expected = code_hmac(nonce=challenge.nonce, contact_id=contact.pk, code=code)
     if not hmac.compare_digest(expected, challenge.code_hmac):
-        locked = attempts >= maximum and _lock_challenge(challenge, conversation)
+        locked = wrong_codes_budget_close(
+            challenge=challenge, conversation_key=conversation.external_id, now=now
+        ) or (attempts >= maximum and _lock_challenge(challenge, conversation))
         CODES_WRONG.inc()
         if locked:
             CODES_LOCKED.inc()

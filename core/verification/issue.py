@@ -23,6 +23,7 @@ from core.jobs import task_named
 from core.metrics import CODES_ISSUED
 from core.models import Contact, Conversation, VerificationChallenge
 from core.normalize import mask_email, mask_phone
+from core.verification.budget import wrong_codes_retry_after
 from core.verification.check import verification_locked
 from core.verification.codes import CODE_DIGITS, MODULUS, code_hmac, seal_code
 
@@ -74,6 +75,8 @@ def _check_send_limits(
         limit, period = settings.GARANTE_VERIFICATION_LOCKS_PER_CONTACT
         locked = challenges.filter(contact=contact, status=Status.LOCKED)
         retry_after = _send_limit_retry_after(locked, limit, period, now)
+        if retry_after is None:
+            retry_after = wrong_codes_retry_after(contact.pk, now)
         if retry_after is not None:
             raise verification_locked(retry_after_seconds=retry_after)
     checks = [(challenges.filter(contact=contact), settings.GARANTE_VERIFICATION_SENDS_PER_CONTACT)]

@@ -8,6 +8,7 @@ from datetime import timedelta
 from email.header import decode_header, make_header
 
 import pytest
+from django.core import signing
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.test import Client
@@ -22,6 +23,7 @@ from agenda.messages import (
     appointment_messages_sweep,
 )
 from agenda.models import AgendaSettings, Appointment, AppointmentMessage
+from agenda.opt_out import LEGACY_LINKS_HONOURED_UNTIL, OPT_OUT_LINK_LIFETIME
 from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
 from config.celery import app
 from core.identity import identify_contact
@@ -486,12 +488,15 @@ def test_an_altered_opt_out_link_is_refused_and_changes_nothing(
     settings.GARANTE_PUBLIC_URL = "https://citas.example.com"
     book()
     path = opt_out_path(sms_outbox[0].body)
-    signed = path.rsplit("/", 1)[1]
-    value, signature = signed.split(":")
+    key = path.rsplit("/", 1)[1]
+    legacy_signature = signing.Signer(salt="garante.agenda.opt-out").sign(f"{ana.pk}.s")
     forged = [
-        f"/messages/opt-out/{bruno.pk}.s:{signature}",  # another contact, the same signature
-        f"/messages/opt-out/{value}:{signature[:-1]}{'A' if signature[-1] != 'A' else 'B'}",
-        f"/messages/opt-out/{value.replace('.s', '.e')}:{signature}",  # the other channel
+        f"/messages/opt-out/{key[:-1]}{'A' if key[-1] != 'A' else 'B'}",  # one character off
+        f"/messages/opt-out/{'A' * len(key)}",
+        f"/messages/opt-out/{key}x",
+        # The first format: another contact, or the other channel, under a real signature.
+        f"/messages/opt-out/{bruno.pk}.s:{legacy_signature.split(':')[1]}",
+        f"/messages/opt-out/{ana.pk}.e:{legacy_signature.split(':')[1]}",
         "/messages/opt-out/nothing-signed",
     ]
 
@@ -502,6 +507,74 @@ def test_an_altered_opt_out_link_is_refused_and_changes_nothing(
 
     assert Contact.objects.filter(sms_opt_out=True).count() == 0
     assert Contact.objects.filter(email_opt_out=True).count() == 0
+
+
+def test_an_opt_out_link_carries_an_opaque_key_of_its_message_not_a_row_id(
+    book, ana, sms_outbox, client, settings
+):
+    """The first links held the contact's sequential id: whoever got one knew roughly how many
+    customers the company had, and which id was theirs."""
+    settings.GARANTE_PUBLIC_URL = "https://citas.example.com"
+    first = book()
+    book(starts_at=WEDNESDAY_11)
+
+    keys = [opt_out_path(sms.body).rsplit("/", 1)[1] for sms in sms_outbox]
+
+    assert len(keys) == 2 and keys[0] != keys[1]
+    for key in keys:
+        assert re.fullmatch(r"[A-Za-z0-9_-]{24}", key)  # 144 random bits, nothing else
+    sent_keys = [
+        m.opt_out_key
+        for m in AppointmentMessage.objects.filter(kind=Kind.BOOKED).order_by("created_at")
+    ]
+    assert sent_keys == keys
+    # Nothing of a row id left in the link: the first format's "<contact id>.<channel>:".
+    assert not any(str(first.contact_id) + "." in key or ":" in key for key in keys)
+    assert client.post(f"/messages/opt-out/{keys[1]}").status_code == 200
+    ana.refresh_from_db()
+    assert ana.sms_opt_out
+
+
+def test_an_opt_out_link_works_for_its_lifetime_then_shows_the_expired_page(
+    book, ana, sms_outbox, client, settings, now
+):
+    settings.GARANTE_PUBLIC_URL = "https://citas.example.com"
+    book()
+    path = opt_out_path(sms_outbox[0].body)
+    sent_at = now["at"]
+
+    now["at"] = sent_at + OPT_OUT_LINK_LIFETIME - timedelta(minutes=1)
+    assert client.get(path).status_code == 200
+    now["at"] = sent_at + OPT_OUT_LINK_LIFETIME
+    asked, posted = client.get(path), client.post(path)
+
+    for response in (asked, posted):
+        assert response.status_code == 410
+        assert "Este enlace ha caducado." in response.content.decode()
+    ana.refresh_from_db()
+    assert (ana.sms_opt_out, ana.email_opt_out) == (False, False)
+
+
+def test_a_link_of_the_first_format_works_until_the_documented_date_then_expires(
+    ana, bruno, client, now
+):
+    """Links already sent held the contact's id, signed, and never expired: they are honoured
+    until LEGACY_LINKS_HONOURED_UNTIL (docs/appointment-messages.md), then expire."""
+    signer = signing.Signer(salt="garante.agenda.opt-out")
+    ana_link, bruno_link = (
+        f"/messages/opt-out/{signer.sign(f'{contact.pk}.s')}" for contact in (ana, bruno)
+    )
+
+    now["at"] = LEGACY_LINKS_HONOURED_UNTIL - timedelta(minutes=1)
+    assert client.post(ana_link).status_code == 200
+    now["at"] = LEGACY_LINKS_HONOURED_UNTIL
+    expired = client.post(bruno_link)
+
+    assert expired.status_code == 410
+    assert "Este enlace ha caducado." in expired.content.decode()
+    ana.refresh_from_db()
+    bruno.refresh_from_db()
+    assert (ana.sms_opt_out, bruno.sms_opt_out) == (True, False)
 
 
 def test_the_opt_out_page_is_in_the_companys_language(book_in_lisbon, sms_outbox, client, settings):

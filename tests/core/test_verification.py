@@ -313,6 +313,9 @@ def test_after_three_codes_locked_in_a_day_the_customer_gets_no_code_but_staff_c
     day after day; a third locked code in 24 hours stops it until a person steps in."""
     settings.GARANTE_VERIFICATION_SENDS_PER_CONVERSATION = (10, timedelta(minutes=15))
     settings.GARANTE_VERIFICATION_SENDS_PER_CONTACT = (10, timedelta(hours=1))
+    # The daily budget of wrong codes (tests/security) would stop this first: this is the rule
+    # on locked codes alone.
+    settings.GARANTE_VERIFICATION_WRONG_CODES_PER_CONTACT = (100, timedelta(hours=24))
     for n in range(3):
         conversation = make_identified(ana, f"conv-guess-{n}")
         challenge_issue(contact=ana, channel="sms", conversation=conversation)
