@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from django.core import mail
-from django.db import transaction
 
 from config import deployment
 from config.deployment import InsecureSettings
+from core.durable import keeping_evidence
 from core.errors import PermissionRefused, ValidationFailed
 from core.identity import identify_contact
 from core.models import Conversation, GatewayCredential, SecurityEvent, VerificationChallenge
@@ -243,11 +243,12 @@ def identified(contact, external_id: str) -> Conversation:
 
 
 def guess(conversation, contact, code: str) -> str:
-    """A verify_code as a tool call makes it (its transaction rolled back by an error): the
-    error's code, or "verified"."""
+    """A verify_code as a tool call makes it (its unit of work rolled back by an error, its
+    evidence kept: core.durable): the error's code, or "verified"."""
     try:
-        with transaction.atomic():
-            challenge_verify(conversation=conversation, contact=contact, code=code)
+        keeping_evidence(
+            lambda: challenge_verify(conversation=conversation, contact=contact, code=code)
+        )
     except (ValidationFailed, PermissionRefused) as error:
         return error.code
     return "verified"
