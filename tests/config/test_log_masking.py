@@ -12,7 +12,7 @@ import logging
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,10 +20,13 @@ import pytest
 from celery.app.trace import LOG_FAILURE, LOG_RECEIVED, LOG_SUCCESS
 from django.conf import settings
 from django.test import Client, RequestFactory
+from django.utils import timezone
 
-from agenda.opt_out import opt_out_link
+from agenda.models import Appointment, AppointmentMessage
+from agenda.opt_out import opt_out_key_new, opt_out_link
 from config.celery import app as celery_app
 from core.logs import PlainFormatter, RequestContextFilter
+from tests import factories
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_ID = "5f0c8f43-9d1e-4b7a-8c2e-1a2b3c4d5e6f"
@@ -196,9 +199,38 @@ def test_a_link_with_a_credential_is_written_without_it(json_lines, credential):
 
 
 @pytest.mark.django_db
-def test_an_opt_out_links_requests_never_write_its_token(request_lines, ana, settings):
+def sent_message(company, contact) -> AppointmentMessage:
+    """A booking's SMS as it stands once claimed for sending: with its opt-out key."""
+    service = factories.service(company)
+    starts = timezone.now() + timedelta(days=2)
+    appointment = Appointment.objects.create(
+        company=company,
+        reference="AP-LOGS01",
+        contact=contact,
+        service=service,
+        professional=factories.marta(company, service),
+        starts_at=starts,
+        ends_at=starts + timedelta(minutes=30),
+        blocked_from=starts,
+        blocked_until=starts + timedelta(minutes=30),
+        created_via="staff",
+    )
+    key, until = opt_out_key_new(timezone.now())
+    return AppointmentMessage.objects.create(
+        company=company,
+        appointment=appointment,
+        kind=AppointmentMessage.Kind.BOOKED,
+        channel=AppointmentMessage.Channel.SMS,
+        starts_at=starts,
+        due_at=timezone.now(),
+        opt_out_key=key,
+        opt_out_until=until,
+    )
+
+
+def test_an_opt_out_links_requests_never_write_its_token(request_lines, company, ana, settings):
     settings.GARANTE_PUBLIC_URL = "https://citas.example.com"
-    path = urlsplit(opt_out_link(ana.pk, "sms").url).path
+    path = urlsplit(opt_out_link(sent_message(company, ana)).url).path
     token = path.rsplit("/", 1)[1]
 
     assert Client().get(path).status_code == 200
