@@ -104,12 +104,12 @@ cluster-stop:
 # One part stopped gracefully and started again: NAME=node1, node2, worker1, worker2, beat,
 # pgbouncer or nginx.
 cluster-restart:
-	@test -n "$(NAME)" || { echo "usage: make cluster-restart NAME=node1|node2|worker1|worker2|beat|pgbouncer|nginx" >&2; exit 2; }
+	$(if $(NAME),,$(error usage: make cluster-restart NAME=node1|node2|worker1|worker2|beat|pgbouncer|nginx))
 	$(BIN)/python -m deploy.cluster restart $(NAME)
 
 # manage.py against the cluster's database, with its settings: make cluster-manage ARGS="shell".
 cluster-manage:
-	@test -n "$(ARGS)" || { echo 'usage: make cluster-manage ARGS="createsuperuser"' >&2; exit 2; }
+	$(if $(ARGS),,$(error usage: make cluster-manage ARGS="createsuperuser"))
 	$(BIN)/python -m deploy.cluster manage $(ARGS)
 
 # The cluster's tests (tests/cluster): they start their own cluster on free ports and drive

@@ -541,6 +541,8 @@ http {{
         once it serves (a node's /readyz, a worker's ready line, a listening port)."""
         if name not in self.part_names:
             raise SystemExit(f"no part {name!r} in this cluster: {', '.join(self.part_names)}")
+        if not any(p.alive() for p in self.processes):
+            raise SystemExit(f"no part of the cluster in {self.directory} runs: `make cluster`")
         running = next((p for p in self.processes if p.name == name and p.alive()), None)
         if running is not None:
             stop_started(running)

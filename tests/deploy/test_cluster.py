@@ -118,6 +118,9 @@ def test_restart_and_manage_need_a_cluster_and_name_the_parts(tmp_path):
     done = cluster_command(tmp_path, "restart", "node3")
     assert done.returncode == 1
     assert "pgbouncer, node1, node2, worker1, worker2, beat, nginx" in done.stderr
+    done = cluster_command(tmp_path, "restart", "node1")  # a stopped cluster: nothing runs
+    assert done.returncode == 1
+    assert "no part of the cluster" in done.stderr and "runs: `make cluster`" in done.stderr
     done = cluster_command(tmp_path, "restart")
     assert done.returncode == 2
     assert "restart NAME" in done.stderr
