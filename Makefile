@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SPEEDUPS_STAMP := $(VENV)/.speedups-stamp
 
 .PHONY: install speedups demo test test-fast lint format bench clean conformance \
-	conformance-install cluster cluster-stop cluster-test soak
+	conformance-install cluster cluster-stop cluster-restart cluster-manage cluster-test soak
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -91,13 +91,26 @@ bench: install
 
 # A scaled-out Garante on local ports (deploy/cluster.py, docs/scaling.md): PgBouncer in
 # transaction pooling in front of the machine's PostgreSQL, two gunicorn nodes behind nginx, a
-# Celery worker per node and one beat on Redis. Prints the URLs and a gateway token; files and
-# logs in var/cluster/. `make cluster-stop` ends exactly what it started.
+# Celery worker per node and one beat on Redis. Prints the URLs and a gateway token (kept from
+# one start to the next); files and logs in var/cluster/. It reads variables of its own
+# (GARANTE_CLUSTER_DATABASE_URL, default database garante_cluster), never DATABASE_URL.
+# `make cluster-stop` ends exactly what it started.
 cluster: install
 	$(BIN)/python -m deploy.cluster start
 
 cluster-stop:
 	$(BIN)/python -m deploy.cluster stop
+
+# One part stopped gracefully and started again: NAME=node1, node2, worker1, worker2, beat,
+# pgbouncer or nginx.
+cluster-restart:
+	$(if $(NAME),,$(error usage: make cluster-restart NAME=node1|node2|worker1|worker2|beat|pgbouncer|nginx))
+	$(BIN)/python -m deploy.cluster restart $(NAME)
+
+# manage.py against the cluster's database, with its settings: make cluster-manage ARGS="shell".
+cluster-manage:
+	$(if $(ARGS),,$(error usage: make cluster-manage ARGS="createsuperuser"))
+	$(BIN)/python -m deploy.cluster manage $(ARGS)
 
 # The cluster's tests (tests/cluster): they start their own cluster on free ports and drive
 # it over HTTP. Not part of `make test` (a few minutes of their own); CI runs them after it.

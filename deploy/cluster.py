@@ -1,4 +1,4 @@
-"""A small scaled-out Garante on this machine (`make cluster`, `make cluster-stop`).
+"""A small scaled-out Garante on this machine (`make cluster`, `make cluster-stop`, ...).
 
 See docs/scaling.md.
 
@@ -7,20 +7,30 @@ the machine's PostgreSQL; PgBouncer in transaction pooling mode in front of it; 
 (gunicorn, two workers each) that reach PostgreSQL only through PgBouncer; nginx round-robin in
 front of them; one Celery worker per node and one beat, with Redis as broker and as the
 nodes' shared state (GARANTE_REDIS_URL). Configuration files, logs, pid files and the state
-file (which processes were started, by pid) are written under the cluster's directory
-(var/cluster/ unless GARANTE_CLUSTER_DIR says otherwise); `stop` ends exactly the processes the
-state file names, and only if each is still the process that was started.
+file (which processes were started, by pid; the secret key and the gateway token: readable by
+its owner only) are written under the cluster's directory (var/cluster/ unless
+GARANTE_CLUSTER_DIR says otherwise); `stop` ends exactly the processes the state file names,
+and only if each is still the process that was started.
 
-    python -m deploy.cluster start     start, migrate, seed the sandbox; print URLs and a token
-    python -m deploy.cluster stop      stop what `start` started
-    python -m deploy.cluster status    what runs, as JSON
+    python -m deploy.cluster start            start, migrate, seed the sandbox; print URLs and a
+                                              token (a start after a stop keeps the token)
+    python -m deploy.cluster stop             stop what `start` started
+    python -m deploy.cluster status           what runs, as JSON
+    python -m deploy.cluster restart NAME     stop one part and start it again (node1, node2,
+                                              worker1, worker2, beat, pgbouncer, nginx)
+    python -m deploy.cluster manage ARGS...   manage.py against the cluster's database
 
-From the environment: DATABASE_URL (the database the cluster uses, created if absent; default
+Its processes get an environment of the cluster's own: nothing of the caller's but the
+system's basics (PATH, HOME, the locale), so an exported DATABASE_URL or GARANTE_* setting
+never reaches them. From the environment, the cluster's own variables:
+GARANTE_CLUSTER_DATABASE_URL (the database the cluster uses, created if absent; default
 postgres://postgres@127.0.0.1:5432/garante_cluster), GARANTE_CLUSTER_REDIS_URL (default
 redis://127.0.0.1:6379/9), GARANTE_CLUSTER_PORT (a base port: nginx on it, the nodes on the next
 two, PgBouncer on the third; default: free ports), GARANTE_CLUSTER_POOL_SIZE (PgBouncer's
-server connections for the database, default 8), GARANTE_CLUSTER_SETTINGS (the nodes'
-DJANGO_SETTINGS_MODULE, default config.settings). Tests and the bench use `Cluster` directly.
+server connections; default: docs/scaling.md's model for this machine's cores),
+GARANTE_CLUSTER_LOG_LEVEL (the processes' GARANTE_LOG_LEVEL, default INFO),
+GARANTE_CLUSTER_SETTINGS (the nodes' DJANGO_SETTINGS_MODULE, default config.settings). Tests and
+the bench use `Cluster` directly.
 """
 
 import json
@@ -39,14 +49,35 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from deploy.pgbouncer import pgbouncer_command, pgbouncer_configure
-from deploy.processes import Started, executable, free_port, stop_started, with_children
+from deploy.pgbouncer import DIRECT_CONNECTIONS, PoolModel, pgbouncer_command, pgbouncer_configure
+from deploy.processes import (
+    Started,
+    executable,
+    free_port,
+    stop_started,
+    with_children,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/garante_cluster"
 READY_SECONDS = 90
 NODES = 2
+# What the processes keep of the caller's environment: the system's basics, nothing of Garante's.
+PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME")
+# nginx closes a kept-alive upstream connection idle this long; each node keeps one idle
+# KEEPALIVE_MARGIN_SECONDS longer. The side that closes an idle connection is nginx, always:
+# a node that closed one first could do it while nginx was sending a request on it, which
+# nginx answers 502 without resending (a POST is not idempotent to it). The margin covers
+# gunicorn's once-a-second check and the request's way (docs/scaling.md).
+UPSTREAM_KEEPALIVE_SECONDS = 60
+KEEPALIVE_MARGIN_SECONDS = 5
+# The per-call deadline the nodes and workers are given (GARANTE_CALL_DEADLINE_SECONDS, and
+# GARANTE_DB_ANSWER_SECONDS for each exchange outside a call) and the
+# longest wait on an idempotency record's lock (GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS), from which
+# PgBouncer's queue wait follows (deploy.pgbouncer.PoolModel).
+DB_ANSWER_SECONDS = 10.0
+LOCK_WAIT_SECONDS = 5.0
 
 
 # nginx's answer to a header line past its buffers (its 494, sent as 431): the APIs' error.
@@ -66,13 +97,26 @@ class Cluster:
     nginx_port: int
     node_ports: list[int]
     pgbouncer_port: int
-    pool_size: int = 8
+    # PgBouncer's server connections; None: the pool model's for this machine.
+    pool_size: int | None = None
     settings_module: str = "config.settings"
+    workers: int = 2
+    threads: int = 4
+    upstream_keepalive_seconds: int = UPSTREAM_KEEPALIVE_SECONDS
+    node_keepalive_seconds: int | None = None
+    db_answer_seconds: float = DB_ANSWER_SECONDS
+    lock_wait_seconds: float = LOCK_WAIT_SECONDS
+    log_level: str = "INFO"
     queue: str = field(default_factory=lambda: f"cluster-{uuid.uuid4().hex[:8]}")
     secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(50))
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: list[Started] = field(default_factory=list)
     token: str = ""
+
+    def __post_init__(self) -> None:
+        if self.node_keepalive_seconds is None:
+            self.node_keepalive_seconds = self.upstream_keepalive_seconds + KEEPALIVE_MARGIN_SECONDS
+        self.pool_size = self.pool_model().server_connections
 
     # --- layout -------------------------------------------------------------------------
 
@@ -83,18 +127,31 @@ class Cluster:
             ports = [int(base) + n for n in range(NODES + 2)]
         else:
             ports = [free_port() for _ in range(NODES + 2)]
+        pool = os.environ.get("GARANTE_CLUSTER_POOL_SIZE", "").strip()
         values: dict[str, Any] = {
-            "directory": Path(os.environ.get("GARANTE_CLUSTER_DIR") or ROOT / "var" / "cluster"),
-            "database_url": os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL,
+            "directory": cluster_directory(),
+            "database_url": os.environ.get("GARANTE_CLUSTER_DATABASE_URL") or DEFAULT_DATABASE_URL,
             "redis_url": os.environ.get("GARANTE_CLUSTER_REDIS_URL") or "redis://127.0.0.1:6379/9",
             "nginx_port": ports[0],
             "node_ports": ports[1 : NODES + 1],
             "pgbouncer_port": ports[NODES + 1],
-            "pool_size": int(os.environ.get("GARANTE_CLUSTER_POOL_SIZE", "8")),
+            "pool_size": int(pool) if pool else None,
             "settings_module": os.environ.get("GARANTE_CLUSTER_SETTINGS") or "config.settings",
+            "log_level": os.environ.get("GARANTE_CLUSTER_LOG_LEVEL") or "INFO",
         }
         values.update(overrides)
         return cls(**values)
+
+    def pool_model(self) -> PoolModel:
+        return PoolModel.plan(
+            server_cores=os.cpu_count() or 1,  # the machine's PostgreSQL: this machine's cores
+            web_processes=len(self.node_ports) * self.workers,
+            threads_per_process=self.threads,
+            celery_processes=len(self.node_ports),  # one solo worker per node
+            db_answer_seconds=self.db_answer_seconds,
+            lock_wait_seconds=self.lock_wait_seconds,
+            server_connections=self.pool_size,
+        )
 
     @property
     def url(self) -> str:
@@ -119,10 +176,17 @@ class Cluster:
     def state_file(self) -> Path:
         return self.directory / "state.json"
 
+    @property
+    def part_names(self) -> list[str]:
+        """The parts `restart` knows, in the order `start` starts them."""
+        nodes = range(1, len(self.node_ports) + 1)
+        workers = [f"worker{n}" for n in nodes]
+        return ["pgbouncer", *(f"node{n}" for n in nodes), *workers, "beat", "nginx"]
+
     def environment(self, **extra: str) -> dict[str, str]:
-        """The environment of the nodes, workers and beat (production settings)."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-        env.pop("CELERY_TASK_ALWAYS_EAGER", None)
+        """The environment of the nodes, workers and beat (production settings): the cluster's
+        own, whatever the caller exported."""
+        env = {name: os.environ[name] for name in PASSED_THROUGH if name in os.environ}
         env.update(
             {
                 "DJANGO_SETTINGS_MODULE": self.settings_module,
@@ -136,12 +200,16 @@ class Cluster:
                 # The fallback bound of the process caches, for a change that sends no signal
                 # (docs/scaling.md); signalled changes reach every node at once.
                 "GARANTE_PROCESS_CACHE_SECONDS": "1",
+                # PgBouncer's queue wait is set below the first, above the second (PoolModel).
+                "GARANTE_DB_ANSWER_SECONDS": f"{self.db_answer_seconds:g}",
+                "GARANTE_CALL_DEADLINE_SECONDS": f"{self.db_answer_seconds:g}",
+                "GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS": str(round(self.lock_wait_seconds * 1000)),
                 "DJANGO_SECRET_KEY": self.secret_key,
                 "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
                 "DJANGO_SECURE_SSL_REDIRECT": "0",
                 "DJANGO_SECURE_COOKIES": "0",
                 "DJANGO_STATIC_ROOT": str(self.directory / "static"),
-                "GARANTE_LOG_LEVEL": os.environ.get("GARANTE_LOG_LEVEL", "WARNING"),
+                "GARANTE_LOG_LEVEL": self.log_level,
                 "GARANTE_SMS_BACKEND": "file",
                 "GARANTE_SMS_FILE_PATH": str(self.directory / "sms"),
                 "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
@@ -152,31 +220,54 @@ class Cluster:
         env.update(extra)
         return env
 
+    def direct_environment(self, **extra: str) -> dict[str, str]:
+        """The processes' environment, straight to PostgreSQL rather than through PgBouncer:
+        for migrations (session locks of their own) and manage.py commands."""
+        env = self.environment(DATABASE_URL=self.database_url, **extra)
+        env.pop("GARANTE_PGBOUNCER")
+        return env
+
     # --- start --------------------------------------------------------------------------
 
     def start(self, *, seed: bool = True, static: bool = True) -> "Cluster":
-        if self.state_file.exists() and any(p.alive() for p in load(self.state_file).processes):
+        previous = load(self.state_file) if self.state_file.exists() else None
+        if previous is not None and any(p.alive() for p in previous.processes):
             raise SystemExit(
-                f"a cluster already runs from {self.directory} (make cluster-stop first)"
+                f"a cluster already runs from {self.directory} (`make cluster-stop` first, or"
+                " `make cluster-restart NAME=...` for one part)"
             )
+        kept_token = ""
+        if previous is not None and previous.database_url == self.database_url:
+            # The same database again: its sandbox token and its sessions stay valid.
+            self.secret_key, kept_token = previous.secret_key, previous.token
         self.directory.mkdir(parents=True, exist_ok=True)
         self.processes = []
+        self.token = ""
         try:
             self._database_create()
+            self._database_room_check()
             self._manage("migrate", "--no-input", "-v", "0", direct=True)
             if static:  # the admin's styles and scripts, served by WhiteNoise
                 self._manage("collectstatic", "--no-input", "-v", "0", direct=True)
             self._start_pgbouncer()
             if seed:
-                output = self._manage("seed_sandbox", "--base-url", self.url, direct=False)
+                output = self._manage(
+                    "seed_sandbox",
+                    "--base-url",
+                    self.url,
+                    "--keep-token",
+                    direct=False,
+                    env={"GARANTE_SANDBOX_TOKEN": kept_token},
+                )
                 self.token = next(
                     line.split(":", 1)[1].strip()
                     for line in output.splitlines()
                     if line.strip().startswith("Gateway token:")
                 )
+                self.save()
             for n, port in enumerate(self.node_ports, start=1):
                 self.start_node(n, port)
-            for n in range(1, NODES + 1):
+            for n in range(1, len(self.node_ports) + 1):
                 self.start_worker(n)
             self.start_beat()
             self._start_nginx()
@@ -200,38 +291,62 @@ class Cluster:
                 start_new_session=True,  # outlives `make cluster`; signalled by pid only
             )
         started = Started(name=name, pid=process.pid, command=command, log=str(log), popen=process)
+        self.processes = [p for p in self.processes if p.name != name]
         self.processes.append(started)
         self.save()
         return started
 
     def save(self) -> None:
+        """Write the state file, readable by its owner only: it holds the secret key and the
+        gateway token."""
         self.directory.mkdir(parents=True, exist_ok=True)
         state = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "processes"}
         state["processes"] = [p.to_json() for p in self.processes]
         state["directory"] = str(self.directory)
-        self.state_file.write_text(json.dumps(state, indent=2))
+        written = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}")
+        descriptor = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            os.fchmod(out.fileno(), 0o600)  # a leftover file keeps its mode through O_CREAT
+            out.write(json.dumps(state, indent=2))
+        os.replace(written, self.state_file)
 
     def _database_create(self) -> None:
         import psycopg
 
-        parts = urlsplit(self.database_url)
-        admin = urlunsplit(parts._replace(path="/postgres"))
-        with psycopg.connect(admin, autocommit=True) as connection:
+        with psycopg.connect(self._server_url(), autocommit=True) as connection:
             exists = connection.execute(
                 "SELECT 1 FROM pg_database WHERE datname = %s", [self.database_name]
             ).fetchone()
             if not exists:
                 connection.execute(f'CREATE DATABASE "{self.database_name}"')
 
-    def _manage(self, *args: str, direct: bool) -> str:
-        env = self.environment()
-        if direct:  # migrations take session locks of their own: straight to PostgreSQL
-            env["DATABASE_URL"] = self.database_url
-            env.pop("GARANTE_PGBOUNCER")
+    def _database_room_check(self) -> None:
+        """PgBouncer's pool must fit in PostgreSQL's max_connections, with room for the direct
+        connections (migrations, manage.py, psql)."""
+        import psycopg
+
+        with psycopg.connect(self._server_url(), autocommit=True) as connection:
+            limit = int(connection.execute("SHOW max_connections").fetchone()[0])
+            reserved = int(connection.execute("SHOW superuser_reserved_connections").fetchone()[0])
+        room = limit - reserved - DIRECT_CONNECTIONS
+        if (self.pool_size or 0) > room:
+            raise SystemExit(
+                f"PgBouncer's pool of {self.pool_size} server connections does not fit"
+                f" PostgreSQL's max_connections ({limit}, {reserved} reserved for superusers,"
+                f" {DIRECT_CONNECTIONS} kept for direct connections): set"
+                " GARANTE_CLUSTER_POOL_SIZE lower or raise max_connections (docs/scaling.md)"
+            )
+
+    def _server_url(self) -> str:
+        return urlunsplit(urlsplit(self.database_url)._replace(path="/postgres"))
+
+    def _manage(self, *args: str, direct: bool, env: dict[str, str] | None = None) -> str:
+        extra = env or {}
+        environment = self.direct_environment(**extra) if direct else self.environment(**extra)
         result = subprocess.run(
             [str(BIN / "python"), "manage.py", *args],
             cwd=ROOT,
-            env=env,
+            env=environment,
             capture_output=True,
             text=True,
             timeout=300,
@@ -240,49 +355,61 @@ class Cluster:
             raise SystemExit(f"manage.py {args[0]} failed:\n{result.stdout}\n{result.stderr}")
         return result.stdout
 
-    def _start_pgbouncer(self) -> None:
+    def _start_pgbouncer(self) -> Started:
+        model = self.pool_model()
         command = pgbouncer_configure(
-            self.directory / "pgbouncer", self.database_url, self.pgbouncer_port, self.pool_size
+            self.directory / "pgbouncer",
+            self.database_url,
+            self.pgbouncer_port,
+            model.server_connections,
+            query_wait_timeout=model.query_wait_timeout,
+            max_client_conn=model.client_connections,
         )
-        self._run("pgbouncer", command)
-        self._wait_port(self.pgbouncer_port)
+        started = self._run("pgbouncer", command)
+        self._wait_port(self.pgbouncer_port, [started])
+        return started
 
     def start_pgbouncer_again(self) -> Started:
         """Start PgBouncer again with the configuration it had (after a fault test stopped it)."""
-        self.processes = [p for p in self.processes if p.name != "pgbouncer"]
         started = self._run("pgbouncer", pgbouncer_command(self.directory / "pgbouncer"))
-        self._wait_port(self.pgbouncer_port)
+        self._wait_port(self.pgbouncer_port, [started])
         return started
 
+    def node_environment(self, n: int) -> dict[str, str]:
+        """Node `n`'s environment: the processes' own, and its gunicorn's metrics folder."""
+        return self.environment(PROMETHEUS_MULTIPROC_DIR=str(self.directory / f"node{n}-metrics"))
+
     def start_node(self, n: int, port: int) -> Started:
-        self.processes = [p for p in self.processes if p.name != f"node{n}"]
-        metrics = self.directory / f"node{n}-metrics"
-        metrics.mkdir(exist_ok=True)
-        env = self.environment(PROMETHEUS_MULTIPROC_DIR=str(metrics), GARANTE_NODE=f"node{n}")
+        env = self.node_environment(n)
+        Path(env["PROMETHEUS_MULTIPROC_DIR"]).mkdir(exist_ok=True)
         command = [
             str(BIN / "gunicorn"),
             "config.wsgi:application",
             "--worker-class",
             "gthread",
             "--workers",
-            "2",
+            str(self.workers),
             "--threads",
-            "4",
+            str(self.threads),
             "--bind",
             f"127.0.0.1:{port}",
             # A listening socket per worker: the kernel spreads nginx's connections over both.
             "--reuse-port",
+            # Longer than nginx keeps them (UPSTREAM_KEEPALIVE_SECONDS): nginx closes idle ones.
+            "--keep-alive",
+            str(self.node_keepalive_seconds),
             "--graceful-timeout",
             "20",
+            # gunicorn's control socket defaults to one path per user, which the second node
+            # would find taken; the cluster signals its processes by pid and needs none.
+            "--no-control-socket",
             "--log-level",
             "warning",
         ]
-        started = self._run(f"node{n}", command, env)
-        return started
+        return self._run(f"node{n}", command, env)
 
     def start_worker(self, n: int, env: dict[str, str] | None = None) -> Started:
         """Celery worker `n` (worker1 serves node 1's tasks, ...; all consume one queue)."""
-        self.processes = [p for p in self.processes if p.name != f"worker{n}"]
         command = [
             str(BIN / "celery"),
             "-A",
@@ -295,7 +422,7 @@ class Cluster:
             f"node{n}-{self.queue}@%h",
             "--without-gossip",
             "--without-mingle",
-            "--loglevel=INFO",
+            f"--loglevel={self.log_level}",
         ]
         return self._run(f"worker{n}", command, self.environment(**(env or {})))
 
@@ -308,11 +435,11 @@ class Cluster:
             "beat",
             "--schedule",
             str(schedule),
-            "--loglevel=INFO",
+            f"--loglevel={self.log_level}",
         ]
         return self._run(name, command)
 
-    def _start_nginx(self) -> None:
+    def _start_nginx(self) -> Started:
         directory = self.directory / "nginx"
         for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (directory / sub).mkdir(parents=True, exist_ok=True)
@@ -335,12 +462,19 @@ http {{
     # answers its JSON 431 (gunicorn.conf.py); longer ones are refused here, in JSON too
     # (docs/operations.md, "Oversized requests").
     large_client_header_buffers 4 16k;
+    # Clients' idle connections: a client (the Gateway) keeping one idle longer may find it
+    # closed while it sends; it retries with the same Idempotency-Key.
+    keepalive_timeout 75s;
     # Round robin over the nodes. A node that refuses the connection is skipped for that
     # request; a request already sent is never sent again by nginx (POST is not idempotent
     # to it): the client retries with the same Idempotency-Key and the engine joins it.
     upstream garante {{
 {upstreams}
         keepalive 16;
+        # Shorter than the nodes' --keep-alive ({self.node_keepalive_seconds} s): nginx, not a
+        # node, closes an idle connection, so nginx never sends a request on one a node is
+        # closing (docs/scaling.md).
+        keepalive_timeout {self.upstream_keepalive_seconds}s;
     }}
     server {{
         listen 127.0.0.1:{self.nginx_port};
@@ -376,21 +510,22 @@ http {{
             "-g",
             "daemon off;",
         ]
-        self._run("nginx", command)
-        self._wait_port(self.nginx_port)
+        started = self._run("nginx", command)
+        self._wait_port(self.nginx_port, [started])
+        return started
 
-    def _wait_port(self, port: int) -> None:
+    def _wait_port(self, port: int, watching: list[Started] | None = None) -> None:
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                     return
             except OSError:
-                self._check_alive()
+                self._check_alive(watching)
                 time.sleep(0.1)
         raise SystemExit(f"nothing listens on port {port}; see {self.directory}/*.log")
 
-    def _wait_http(self, url: str) -> None:
+    def _wait_http(self, url: str, watching: list[Started] | None = None) -> None:
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             try:
@@ -398,16 +533,59 @@ http {{
                     return
             except httpx.HTTPError:
                 pass
-            self._check_alive()
+            self._check_alive(watching)
             time.sleep(0.2)
         raise SystemExit(f"{url} is not ready; see {self.directory}/*.log")
 
-    def _check_alive(self) -> None:
-        for process in self.processes:
+    def _wait_log(self, started: Started, text: str, since: int) -> None:
+        log = Path(started.log)
+        deadline = time.monotonic() + READY_SECONDS
+        while time.monotonic() < deadline:
+            with log.open("rb") as read:
+                read.seek(since)
+                if text.encode() in read.read():
+                    return
+            self._check_alive([started])
+            time.sleep(0.2)
+        raise SystemExit(f"{started.name} did not log {text!r}; see {log}")
+
+    def _check_alive(self, watching: list[Started] | None = None) -> None:
+        for process in self.processes if watching is None else watching:
             if not process.alive():
                 log = Path(process.log)
                 tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
                 raise SystemExit(f"{process.name} exited:\n{tail}")
+
+    # --- one part -----------------------------------------------------------------------
+
+    def restart(self, name: str) -> Started:
+        """Stop one part gracefully (if it runs) and start it again as `start` did; return it
+        once it serves (a node's /readyz, a worker's ready line, a listening port)."""
+        if name not in self.part_names:
+            raise SystemExit(f"no part {name!r} in this cluster: {', '.join(self.part_names)}")
+        if not any(p.alive() for p in self.processes):
+            raise SystemExit(f"no part of the cluster in {self.directory} runs: `make cluster`")
+        running = next((p for p in self.processes if p.name == name and p.alive()), None)
+        if running is not None:
+            stop_started(running)
+        if name == "pgbouncer":
+            return self.start_pgbouncer_again()
+        if name == "nginx":
+            return self._start_nginx()
+        log = self.directory / f"{name}.log"
+        since = log.stat().st_size if log.exists() else 0
+        if name == "beat":
+            started = self.start_beat()
+            self._wait_log(started, "beat: Starting", since)
+            return started
+        n = int(name.removeprefix("node").removeprefix("worker"))
+        if name.startswith("node"):
+            started = self.start_node(n, self.node_ports[n - 1])
+            self._wait_http(f"{self.node_urls[n - 1]}/readyz", [started])
+            return started
+        started = self.start_worker(n)
+        self._wait_log(started, " ready.", since)
+        return started
 
     # --- stop ---------------------------------------------------------------------------
 
@@ -450,19 +628,36 @@ def redis_queue_delete(url: str, queue: str) -> None:
         pass
 
 
+def cluster_directory() -> Path:
+    return Path(os.environ.get("GARANTE_CLUSTER_DIR") or ROOT / "var" / "cluster")
+
+
 def load(state_file: Path) -> Cluster:
     state = json.loads(state_file.read_text())
     state["directory"] = Path(state["directory"])
     state["processes"] = [Started(**p) for p in state["processes"]]
-    return Cluster(**state)
+    known = {f.name for f in fields(Cluster)}
+    return Cluster(**{name: value for name, value in state.items() if name in known})
+
+
+def loaded_or_exit(directory: Path) -> Cluster:
+    state_file = directory / "state.json"
+    if not state_file.exists():
+        raise SystemExit(f"no cluster state in {directory}: `make cluster` first")
+    return load(state_file)
+
+
+USAGE = "usage: python -m deploy.cluster start|stop|status|restart NAME|manage ARGS..."
 
 
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else ""
-    directory = Path(os.environ.get("GARANTE_CLUSTER_DIR") or ROOT / "var" / "cluster")
+    directory = cluster_directory()
     state_file = directory / "state.json"
     if command == "start":
+        previous_token = load(state_file).token if state_file.exists() else ""
         cluster = Cluster.from_environment().start()
+        kept = " (the previous start's, kept)" if cluster.token == previous_token else ""
         print(
             "\n".join(
                 [
@@ -478,9 +673,13 @@ def main(argv: list[str]) -> int:
                     f"  PostgreSQL:    {cluster.database_url}",
                     f"  Redis:         {cluster.redis_url}   (queue {cluster.queue})",
                     f"  MCP endpoint:  {cluster.url}/mcp",
-                    f"  Gateway token: {cluster.token}",
-                    f"  Admin:         {cluster.url}/admin/",
+                    f"  Gateway token: {cluster.token}{kept}",
+                    f"  Admin:         {cluster.url}/admin/   (user 'admin', password 'admin'"
+                    " unless changed)",
                     f"  Logs:          {cluster.directory}/*.log",
+                    "  One part again: make cluster-restart NAME=node1|node2|worker1|worker2|"
+                    "beat|pgbouncer|nginx",
+                    '  manage.py:      make cluster-manage ARGS="createsuperuser"',
                     "",
                 ]
             )
@@ -502,7 +701,19 @@ def main(argv: list[str]) -> int:
         cluster = load(state_file)
         print(json.dumps({p.name: {"pid": p.pid, "alive": p.alive()} for p in cluster.processes}))
         return 0 if cluster.processes and all(p.alive() for p in cluster.processes) else 1
-    print("usage: python -m deploy.cluster start|stop|status", file=sys.stderr)
+    if command == "restart" and len(argv) == 2:
+        cluster = loaded_or_exit(directory)
+        started = cluster.restart(argv[1])
+        print(f"restarted: {started.name} (pid {started.pid}, log {started.log})")
+        return 0
+    if command == "manage" and len(argv) > 1:
+        cluster = loaded_or_exit(directory)
+        return subprocess.call(
+            [str(BIN / "python"), "manage.py", *argv[1:]],
+            cwd=ROOT,
+            env=cluster.direct_environment(),
+        )
+    print(USAGE, file=sys.stderr)
     return 2
 
 

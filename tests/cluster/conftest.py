@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import psycopg
@@ -33,12 +34,10 @@ class ClusterUnderTest(Cluster):
     def shell(self, code: str) -> str:
         """Run Python in Django's shell against the cluster's database (not through PgBouncer),
         returning what it printed."""
-        env = self.environment(DATABASE_URL=self.database_url)
-        env.pop("GARANTE_PGBOUNCER")
         result = subprocess.run(
             [sys.executable, "manage.py", "shell", "-c", code],
             cwd=ROOT,
-            env=env,
+            env=self.direct_environment(),
             capture_output=True,
             text=True,
             timeout=120,
@@ -67,7 +66,12 @@ def cluster() -> Iterator[ClusterUnderTest]:
             if os.environ.get("GARANTE_REQUIRE_SERVICES"):
                 raise
             pytest.skip(f"{program} is not installed (apt-get install -y {program})")
-    name = f"garante_cluster_{uuid.uuid4().hex[:8]}"
+    # Named after DATABASE_URL's database, as pytest-django names the test database after it:
+    # runs of several checkouts on one server stay apart.
+    named = urlsplit(os.environ.get("DATABASE_URL", ""))
+    prefix = named.path.lstrip("/") if named.scheme.startswith("postgres") else ""
+    prefix = prefix or "garante"
+    name = f"{prefix}_cluster_{uuid.uuid4().hex[:8]}"
     directory = ROOT / "var" / f"cluster-test-{uuid.uuid4().hex[:8]}"
     with scratch_database(SERVER_URL, name) as database_url:
         running = ClusterUnderTest.from_environment(
@@ -77,7 +81,11 @@ def cluster() -> Iterator[ClusterUnderTest]:
             nginx_port=_free(),
             node_ports=[_free(), _free()],
             pgbouncer_port=_free(),
+            # Fewer server connections than the nodes' 16 threads: calls queue in PgBouncer.
             pool_size=6,
+            # Short idle limits (the production margin between them kept): the keep-alive
+            # test's idle gaps reach both in seconds (test_keepalive.py).
+            upstream_keepalive_seconds=2,
             # A day's window: the throttle test's count never straddles a window's end.
             extra_env={
                 "GARANTE_INTEGRATION_RATE": "20/day",

@@ -11,23 +11,31 @@ compose's health checks and an operator rely on, and stops everything again:
   served, and plain HTTP is redirected to HTTPS; WhiteNoise serves the collected files;
 - the worker answers a Celery ping through the broker, and `bin/garante ready` (the worker's
   and beat's health check) exits 0;
-- beat starts and writes its schedule file.
+- beat starts and writes its schedule file;
+- a verification code asked for through the web leaves the worker by email, to the SMTP
+  server the operator's EMAIL_HOST and EMAIL_PORT name (a local one here), and is marked sent.
 
     python -m tests.config.packaging     # DATABASE_URL names the PostgreSQL server to use
 """
 
+import email
 import os
+import re
 import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
+import psycopg
+from aiosmtpd.controller import Controller
 
 from tests.config.compose_env import garante_environment
 from tests.script_support import scratch_database, stop_process
@@ -110,6 +118,72 @@ def check_web(url: str, host: str, log_path: Path) -> None:
             raise PackagingFailed(f"WhiteNoise did not serve the admin's CSS: {css.status_code}")
 
 
+class Inbox:
+    """An aiosmtpd handler keeping the messages it accepts."""
+
+    def __init__(self) -> None:
+        self.messages: list[email.message.Message] = []
+
+    async def handle_DATA(self, server, session, envelope) -> str:
+        self.messages.append(email.message_from_bytes(envelope.content))
+        return "250 Message accepted"
+
+
+@contextmanager
+def smtp_server() -> Iterator[tuple[int, Inbox]]:
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    try:
+        yield controller.port, inbox
+    finally:
+        controller.stop()
+
+
+def check_email_code(
+    env: dict[str, str], url: str, host: str, database_url: str, inbox: Inbox, log_path: Path
+) -> None:
+    """A code asked for through the web, for the sandbox's Bruno by email: the worker hands it
+    to the SMTP server and marks it sent."""
+    seeded = run(env, GARANTE, "manage", "seed_sandbox", "--base-url", f"https://{host}")
+    token = re.search(r"Gateway token:\s+(\S+)", seeded)
+    if token is None:
+        raise PackagingFailed(f"seed_sandbox printed no token:\n{seeded}")
+    conversation = f"packaging-{uuid.uuid4().hex[:8]}"
+    headers = {
+        "Host": host,
+        "X-Forwarded-Proto": "https",
+        "Authorization": f"Bearer {token.group(1)}",
+        "X-Conversation-Id": conversation,
+    }
+    bruno = "bruno@example.com"
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
+        for name, body in [
+            ("identify_contact", {"email": bruno}),
+            ("request_verification_code", {"identifier": bruno, "channel": "email"}),
+        ]:
+            answer = http.post(
+                f"/api/tools/{name}", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}
+            )
+            if answer.status_code != 200:
+                raise PackagingFailed(f"{name}: {answer.status_code} {answer.text}")
+
+    def delivered() -> tuple[str, str] | None:
+        with psycopg.connect(database_url) as connection:
+            row = connection.execute(
+                "SELECT c.delivery_status, c.provider_message_id"
+                " FROM core_verificationchallenge c JOIN core_conversation v"
+                " ON v.id = c.conversation_id WHERE v.external_id = %s",
+                (conversation,),
+            ).fetchone()
+        return row if row and row[0] == "sent" else None
+
+    _status, message_id = wait_for("the code marked sent", delivered, log_path)
+    received = [(m["To"], m["Message-ID"]) for m in inbox.messages]
+    if received != [(bruno, message_id)]:
+        raise PackagingFailed(f"the SMTP server received {received}, not the code's message")
+
+
 def main() -> int:
     server = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
     if not server.startswith("postgres"):
@@ -119,7 +193,12 @@ def main() -> int:
     port = free_port()
     host = "garante.example.com"
     with ExitStack() as stack:
-        database_url = stack.enter_context(scratch_database(server, "garante_packaging"))
+        # Named after DATABASE_URL's database, so that runs of several checkouts stay apart.
+        named = urlsplit(server).path.lstrip("/")
+        database_url = stack.enter_context(
+            scratch_database(server, f"{named or 'garante'}_packaging")
+        )
+        smtp_port, inbox = stack.enter_context(smtp_server())
         # What an operator's .env provides, and the compose network's hosts and the image's
         # paths replaced by this machine's.
         operator = {
@@ -127,6 +206,8 @@ def main() -> int:
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "DJANGO_ALLOWED_HOSTS": f"{host},127.0.0.1,localhost",
             "DJANGO_CSRF_TRUSTED_ORIGINS": f"https://{host}",
+            "EMAIL_HOST": "127.0.0.1",
+            "EMAIL_PORT": str(smtp_port),
         }
         overrides = {
             "DATABASE_URL": database_url,
@@ -137,7 +218,9 @@ def main() -> int:
             "GARANTE_WEB_THREADS": "2",
             "DJANGO_STATIC_ROOT": str(WORK / "static"),
             "GARANTE_SMS_BACKEND": "console",
-            "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+            # A queue of this run's own on the shared Redis: no other run's worker takes its
+            # tasks.
+            "GARANTE_CELERY_QUEUE": f"packaging-{uuid.uuid4().hex[:8]}",
         }
         compose = garante_environment(operator, overrides)
         env = {
@@ -162,6 +245,7 @@ def main() -> int:
             worker,
         )
         run(env, GARANTE, "ready")
+        check_email_code(env, f"http://127.0.0.1:{port}", host, database_url, inbox, worker)
         schedule = WORK / "beat"
         wait_for(
             "beat's schedule file",
@@ -170,7 +254,7 @@ def main() -> int:
         )
         print(
             f"packaging: migrate, web, worker and beat ran from bin/garante with compose.yaml's "
-            f"environment ({time.monotonic() - started:.1f} s)"
+            f"environment, and an email code left by SMTP ({time.monotonic() - started:.1f} s)"
         )
     return 0
 

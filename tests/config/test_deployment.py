@@ -168,9 +168,26 @@ def test_check_deploy_still_warns_without_the_https_settings():
 # .env.example ----------------------------------------------------------------------------
 
 _READ = re.compile(
-    r"""(?:environ(?:\.get)?\(|environ\[|env_bool\(|env_(?:flag|list)\(\w+,\s*)"([A-Z][A-Z0-9_]+)\""""
+    r"""(?:environ(?:\.get)?\(\s*|environ\[|env_bool\(\s*|env_(?:flag|list)\(\s*\w+,\s*)"""
+    r'"([A-Z][A-Z0-9_]+)"'
 )
 NOT_FOR_OPERATORS = {"DJANGO_SETTINGS_MODULE", "GARANTE_TEST_DB_NAME"}
+# Read by Python and Django themselves.
+READ_BY_PYTHON_AND_DJANGO = {"PYTHONPATH", "PYTHONUNBUFFERED", "DJANGO_SETTINGS_MODULE"}
+
+
+def variables_read() -> set[str]:
+    """The environment variables Garante's processes read: the settings and the rest of
+    config/, gunicorn's configuration, the management commands, bin/garante, and the ones
+    Python and Django read. A variable given to a process but not in here changes nothing."""
+    sources = [
+        *(ROOT / "config").glob("*.py"),
+        ROOT / "gunicorn.conf.py",
+        *(ROOT / "core" / "management" / "commands").glob("*.py"),
+    ]
+    read = {name for path in sources for name in _READ.findall(path.read_text())}
+    read |= set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", (ROOT / "bin" / "garante").read_text()))
+    return read | READ_BY_PYTHON_AND_DJANGO
 
 
 def test_the_env_example_lists_every_setting_with_a_comment():

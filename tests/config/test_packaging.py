@@ -16,7 +16,7 @@ from tests.config.compose_env import (
     garante_environment,
     interpolate,
 )
-from tests.config.test_deployment import documented_environment
+from tests.config.test_deployment import documented_environment, variables_read
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
@@ -65,6 +65,14 @@ def test_the_compose_environment_is_documented():
         {"DJANGO_SECRET_KEY": "k", "DJANGO_ALLOWED_HOSTS": "h", "POSTGRES_PASSWORD": "p"}
     )
     assert sorted(set(block) - set(documented_environment())) == []
+
+
+def test_every_variable_compose_gives_the_processes_is_read_by_them():
+    block = garante_environment(
+        {"DJANGO_SECRET_KEY": "k", "DJANGO_ALLOWED_HOSTS": "h", "POSTGRES_PASSWORD": "p"}
+    )
+    assert "EMAIL_HOST" in block and "DATABASE_URL" in block  # the block is read
+    assert sorted(set(block) - variables_read()) == []
 
 
 def test_the_image_is_slim_non_root_and_collects_its_static_files_at_build():

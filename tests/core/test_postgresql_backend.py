@@ -200,7 +200,7 @@ def test_a_calls_exchanges_share_one_deadline_however_many_they_are(kept, bounde
 def test_time_queued_before_the_call_counts_towards_its_deadline(kept, bounded_process):
     arrived = time.monotonic() - 5  # waited 5 s for a thread, with a deadline of 2
 
-    refused = pytest.raises(OperationalError, match="did not answer within|too little to connect")
+    refused = pytest.raises(OperationalError, match=r"did not answer within|too little to connect")
     with call_within(2, started=arrived), kept.cursor() as cursor, refused:
         cursor.execute("SELECT 1")
 

@@ -6,6 +6,7 @@ sandbox grows with the apps without this command knowing them.
 
 import importlib
 import importlib.util
+import os
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
@@ -50,6 +51,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--base-url", default="http://127.0.0.1:8000", help="Where the server will listen."
         )
+        parser.add_argument(
+            "--keep-token",
+            action="store_true",
+            help="Keep the gateway token given in the GARANTE_SANDBOX_TOKEN environment "
+            "variable (not an argument, which every local user can list) while it is the "
+            "sandbox's and not revoked; otherwise issue a new one as without this option.",
+        )
 
     @transaction.atomic
     def handle(self, *args: object, **options: object) -> None:
@@ -83,12 +91,16 @@ class Command(BaseCommand):
             module_name = f"{app.name}.sandbox"
             if importlib.util.find_spec(module_name) is not None:
                 importlib.import_module(module_name).seed(company)
-        # A token is shown only once, so each run issues a fresh one and revokes the old.
-        for old in GatewayCredential.objects.filter(
+        active = GatewayCredential.objects.filter(
             company=company, name=SANDBOX_CREDENTIAL, revoked_at__isnull=True
-        ):
-            gateway_credential_revoke(credential=old)
-        _, token = gateway_credential_issue(company=company, name=SANDBOX_CREDENTIAL)
+        )
+        token = os.environ.get("GARANTE_SANDBOX_TOKEN", "") if options["keep_token"] else ""
+        if not token or not active.filter(token_hash=GatewayCredential.hash_token(token)).exists():
+            # A token is shown only once, so without one to keep each run issues a fresh one
+            # and revokes the old.
+            for old in active:
+                gateway_credential_revoke(credential=old)
+            _, token = gateway_credential_issue(company=company, name=SANDBOX_CREDENTIAL)
         base = str(options["base_url"]).rstrip("/")
         self.stdout.write(
             "\n".join(
