@@ -34,6 +34,38 @@ def _latest_challenge(conversation: Conversation, contact: Contact) -> Verificat
     return challenge
 
 
+def pending_identification_challenge(conversation: Conversation) -> VerificationChallenge | None:
+    """The latest code of an identification in verified mode in this conversation, whether
+    it went to a customer, was withheld or belongs to nobody: they answer alike."""
+    return (
+        VerificationChallenge.objects.filter(
+            conversation=conversation, purpose=VerificationChallenge.Purpose.IDENTIFICATION
+        )
+        .exclude(status=Status.SUPERSEDED)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def _voided_by_an_alarm(challenge: VerificationChallenge, conversation: Conversation) -> bool:
+    """Whether an identity alarm of the conversation came after the code was issued (and so,
+    as for a verification, the code no longer counts): durable events, which the refused
+    call's rollback leaves, decide it; the code is then marked revoked, durably."""
+    voided = SecurityEvent.objects.filter(
+        company_id=conversation.company_id,
+        conversation_key=conversation.external_id,
+        kind__in=SecurityEvent.VERIFICATION_DROPPING,
+        created_at__gte=challenge.created_at,
+    ).exists()
+    if voided:
+        durably(
+            lambda: VerificationChallenge.objects.filter(
+                pk=challenge.pk, status=Status.ACTIVE
+            ).update(status=Status.REVOKED)
+        )
+    return voided
+
+
 def verification_locked(**extras: object) -> PermissionRefused:
     return PermissionRefused(
         _(
@@ -111,6 +143,16 @@ def _refused(status: str, *, expired: bool) -> Exception:
     return verification_locked()  # active, but out of attempts
 
 
+def code_well_formed(code: str) -> str:
+    """The code as typed, without spaces: ValidationFailed unless it is six digits."""
+    code = "".join((code or "").split())
+    if len(code) != CODE_DIGITS or not code.isdigit():
+        raise ValidationFailed(
+            _("El código tiene seis cifras. ¿Puede repetirlo?"), code="invalid_code_format"
+        )
+    return code
+
+
 @transaction.atomic
 def challenge_verify(
     *, conversation: Conversation, contact: Contact, code: str
@@ -119,22 +161,35 @@ def challenge_verify(
     success mark the conversation verified for settings.GARANTE_VERIFICATION_VALID_FOR.
 
     Each code compared uses up one of the challenge's attempts first (`_take_attempt`); the
-    last one wrong locks the challenge."""
-    code = "".join((code or "").split())
-    if len(code) != CODE_DIGITS or not code.isdigit():
-        raise ValidationFailed(
-            _("El código tiene seis cifras. ¿Puede repetirlo?"), code="invalid_code_format"
-        )
+    last one wrong locks the challenge. A code issued before an identity alarm of the
+    conversation takes no guess (`code_revoked`)."""
+    code = code_well_formed(code)
     challenge = _latest_challenge(conversation, contact)
     now = timezone.now()
+    _code_checked(challenge, conversation, code, now)
+    conversation.verified_at = now
+    conversation.verified_until = now + settings.GARANTE_VERIFICATION_VALID_FOR
+    conversation.save(update_fields=["verified_at", "verified_until"])
+    return challenge
+
+
+def _code_checked(
+    challenge: VerificationChallenge, conversation: Conversation, code: str, now: datetime
+) -> None:
+    """Compare the code with the challenge's, one attempt used up first, and mark the
+    challenge verified when it is right; the typed refusal otherwise. A challenge of nobody
+    (an identification in verified mode) goes through every step alike and never matches."""
     if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
         raise _refused(challenge.status, expired=challenge.expires_at <= now)
+    if _voided_by_an_alarm(challenge, conversation):
+        raise _refused(Status.REVOKED, expired=False)
     attempts, status = _take_attempt(challenge, now)
     if attempts is None:
         raise _refused(status, expired=challenge.expires_at <= now)
     maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
-    expected = code_hmac(nonce=challenge.nonce, contact_id=contact.pk, code=code)
-    if not hmac.compare_digest(expected, challenge.code_hmac):
+    expected = code_hmac(nonce=challenge.nonce, contact_id=challenge.contact_id or 0, code=code)
+    matched = hmac.compare_digest(expected, challenge.code_hmac)
+    if not matched or challenge.contact_id is None:
         CODES_WRONG.inc()
         if attempts >= maximum and _lock_challenge(challenge, conversation):
             CODES_LOCKED.inc()
@@ -154,9 +209,16 @@ def challenge_verify(
                 _("Ese código ya no es válido. Si lo necesita, le envío otro."), code="code_used"
             )
         )
-    conversation.verified_at = now
-    conversation.verified_until = now + settings.GARANTE_VERIFICATION_VALID_FOR
-    conversation.save(update_fields=["verified_at", "verified_until"])
     challenge.status, challenge.verified_at = Status.VERIFIED, now
     CODES_VERIFIED.inc()
+
+
+@transaction.atomic
+def identification_challenge_verify(
+    *, conversation: Conversation, challenge: VerificationChallenge, code: str
+) -> VerificationChallenge:
+    """Check a code against a verified-mode identification's challenge
+    (`pending_identification_challenge`), as `challenge_verify` checks a step-up code; the
+    caller binds the conversation to the challenge's contact when it is right."""
+    _code_checked(challenge, conversation, code_well_formed(code), timezone.now())
     return challenge
