@@ -204,6 +204,7 @@ class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
     list_display = [
         "created_at",
         "contact",
+        "purpose",
         "channel",
         "masked_destination",
         "status",
@@ -212,13 +213,16 @@ class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
         "expires_at",
         "sent_at",
     ]
-    list_filter = ["status", "delivery_status", "channel", "company", "created_at"]
+    list_filter = ["purpose", "status", "delivery_status", "channel", "company", "created_at"]
     search_fields = ["conversation__external_id", "contact__first_name", "contact__last_name"]
     list_select_related = ["contact"]
     fields = [
         "company",
         "contact",
         "conversation",
+        "purpose",
+        "credential",
+        "identifier_kind",
         "channel",
         "masked_destination",
         "status",
