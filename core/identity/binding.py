@@ -107,26 +107,21 @@ def _identify_locked(
     with verification_voided_when_limited(conversation):
         # Decided before the lookup, so that a refusal, and the choice of verified mode, are
         # the same, statement for statement, whether the identifier exists or not.
-        standing = _standing_refused_or_not(conversation, attempt, now)
+        verified_mode = _standing_refused_or_not(conversation, attempt, now).verified_mode
         contact = _contact_with(company_id=conversation.company_id, identifier=identifier)
-        if standing.verified_mode:
+        if not verified_mode:
+            try:
+                contact = _contact_checked(conversation, attempt, identifier, contact, now)
+            except VerifiedModeStands:
+                # Failures arriving at once reached a shared limit while this miss was being
+                # recorded: it is answered as the next ones will be.
+                verified_mode = True
+        if verified_mode:
             identification_code_send(
                 conversation=conversation,
                 attempt=attempt,
                 identifier=identifier,
                 contact=contact,
-                now=now,
-            )
-            return None
-        try:
-            contact = _contact_checked(conversation, attempt, identifier, contact, now)
-        except VerifiedModeStands:
-            # Failures arriving at once reached a shared limit while this one was recorded.
-            identification_code_send(
-                conversation=conversation,
-                attempt=attempt,
-                identifier=identifier,
-                contact=None,
                 now=now,
             )
             return None

@@ -265,6 +265,9 @@ def identification_challenge_issue(
     The conversation is not bound: verify_code binds it with the right code. Earlier codes of
     the conversation stop working."""
     channel, destination = _identification_channel(contact, identifier_kind)
+    # Settled at once when there is nowhere to send it (the same INSERT, other values): its
+    # delivery task then finds nothing to do, and writes nothing, under an enumeration.
+    unsendable = _unsendable(contact.pk if contact else None, destination)
     code = f"{secrets.randbelow(MODULUS):0{CODE_DIGITS}d}"
     nonce = secrets.token_hex(16)
     VerificationChallenge.objects.filter(conversation=conversation, status=Status.ACTIVE).update(
@@ -285,6 +288,8 @@ def identification_challenge_issue(
         code_hmac=code_hmac(nonce=nonce, contact_id=contact.pk if contact else 0, code=code),
         expires_at=now + settings.GARANTE_VERIFICATION_CODE_TTL,
         created_at=now,
+        delivery_status=Delivery.NOT_SENT if unsendable else Delivery.QUEUED,
+        delivery_error=unsendable,
     )
     sealed = seal_code(code, nonce)
 
@@ -298,7 +303,9 @@ def identification_challenge_issue(
                 "identification code %s not queued: broker unreachable (%s)", challenge.pk, exc
             )
 
-    transaction.on_commit(publish)
+    # robust: whatever befalls the publication (an eager task's error in the demo), the
+    # answer stays the one every identifier gets; it is logged.
+    transaction.on_commit(publish, robust=True)
     return challenge
 
 
@@ -306,13 +313,21 @@ def identification_challenge_issue(
 _BUDGET_LOCK_SPACE = int32(zlib.crc32(b"garante.verification.credential-budget"))
 
 
+def _unsendable(contact_id: int | None, destination: str) -> str:
+    """Why an identification's code can go nowhere ("" if it can)."""
+    if contact_id is None:
+        return "nobody has that identifier"
+    if not destination:
+        return "no phone or email on record"
+    return ""
+
+
 def _withheld_because(challenge: VerificationChallenge, now: datetime) -> str:
     """Why an identification's code may not go now ("" if it may): called holding the
     credential's budget lock and the contact's row."""
-    if challenge.contact_id is None:
-        return "nobody has that identifier"
-    if not challenge.destination:
-        return "no phone or email on record"
+    unsendable = _unsendable(challenge.contact_id, challenge.destination)
+    if unsendable:
+        return unsendable
     company = challenge.company
     challenges = VerificationChallenge.objects.exclude(pk=challenge.pk)
     limit, period = settings.GARANTE_VERIFICATION_LOCKS_PER_CONTACT
