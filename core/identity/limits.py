@@ -108,7 +108,10 @@ class Standing:
         return max((w for w in (self.conversation_wait, self.shared_wait) if w), default=None)
 
 
-def _standing(recent: dict[int, list[datetime]], limits: dict[int, _Limit], now: datetime):
+def _standing(
+    recent: dict[int, list[datetime]], limits: dict[int, _Limit], now: datetime
+) -> Standing:
+    """The limits reached by these recent failures (`_recent_failures`), each with its wait."""
     waits: dict[int, int] = {}
     for scope, failures in recent.items():
         limit = limits[scope]
