@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Model, QuerySet
+from django.db.models import Count, Model, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.models import Company, SecurityEvent, VerificationChallenge
+from core.models import Company, GatewayCredential, SecurityEvent, VerificationChallenge
 
 PANEL_ROWS = 10
 
@@ -150,13 +150,107 @@ def codes_locked(request: HttpRequest, company_ids: list[int] | None, now: datet
                 "company": c.company.name,
                 "cells": [
                     local_datetime(c.created_at, c.company),
-                    str(c.contact),
+                    str(c.contact) if c.contact_id else "—",
                     c.get_channel_display(),
                     c.masked_destination,
                 ],
             }
         )
     return panel
+
+
+@dashboard_panel(position=85)
+def verified_mode_codes(request: HttpRequest, company_ids: list[int] | None, now: datetime):
+    """What identification in verified mode cost in the last hour, per gateway credential,
+    against the company's budgets: codes sent (of the credential's hourly budget), codes
+    withheld past a budget or limit, and the most codes one customer received (of the
+    customer's hourly limit); and whether the credential is in verified mode now."""
+    if not can_view(request, VerificationChallenge):
+        return None
+    Delivery = VerificationChallenge.Delivery
+    hour_ago = now - timedelta(hours=1)
+    unsent = [Delivery.QUEUED, Delivery.NOT_SENT]
+    identifications = scoped(VerificationChallenge.objects.all(), company_ids).filter(
+        purpose=VerificationChallenge.Purpose.IDENTIFICATION,
+        created_at__gte=hour_ago,
+        credential__isnull=False,
+    )
+    per_credential = {
+        row["credential"]: row
+        for row in identifications.values("credential").annotate(
+            asked=Count("pk"),
+            sent=Count("pk", filter=~Q(delivery_status__in=unsent)),
+            withheld=Count(
+                "pk", filter=Q(delivery_status=Delivery.NOT_SENT, contact__isnull=False)
+            ),
+        )
+    }
+    most_to_one: dict[int, int] = {}
+    for row in (
+        identifications.exclude(delivery_status__in=unsent)
+        .values("credential", "contact")
+        .annotate(sent=Count("pk"))
+    ):
+        most_to_one[row["credential"]] = max(most_to_one.get(row["credential"], 0), row["sent"])
+    credentials = scoped(GatewayCredential.objects.all(), company_ids).select_related("company")
+    # Those with failures lately are checked one by one, each against its company's window.
+    failing = scoped(SecurityEvent.objects.all(), company_ids).filter(
+        kind__in=SecurityEvent.IDENTIFICATION_FAILURES,
+        created_at__gt=now - timedelta(days=1),
+        credential__isnull=False,
+    )
+    candidates = credentials.filter(
+        revoked_at__isnull=True, pk__in=failing.values("credential").distinct()
+    )
+    limited = [c for c in candidates if _in_verified_mode(c, now)]
+    shown = {c.pk: c for c in credentials.filter(pk__in=list(per_credential))}
+    shown.update({c.pk: c for c in limited})
+    panel = Panel(
+        key="verified_mode",
+        title=_("Codes of identifications in verified mode (last hour)"),
+        columns=[
+            _("verified mode now"),
+            _("credential"),
+            _("codes sent / budget"),
+            _("withheld"),
+            _("most to one customer / limit"),
+        ],
+        total=sum(row["sent"] for row in per_credential.values()),
+        more_url=changelist_url(VerificationChallenge, "purpose__exact=identification"),
+        empty=_(
+            "No gateway credential is in verified mode, and none sent a code in the last hour."
+        ),
+    )
+    for credential in sorted(shown.values(), key=lambda c: (c.company.name, c.name))[:PANEL_ROWS]:
+        company, row = credential.company, per_credential.get(credential.pk, {})
+        panel.rows.append(
+            {
+                "url": change_url(credential),
+                "company": company.name,
+                "cells": [
+                    _("yes") if credential in limited else _("no"),
+                    str(credential),
+                    f"{row.get('sent', 0)} / {company.verified_mode_codes_per_credential_per_hour}",
+                    row.get("withheld", 0),
+                    f"{most_to_one.get(credential.pk, 0)} / "
+                    f"{company.verification_codes_per_contact_per_hour}",
+                ],
+            }
+        )
+    return panel
+
+
+def _in_verified_mode(credential: GatewayCredential, now: datetime) -> bool:
+    """Whether the credential's failed identifications in its window reach its limit."""
+    company = credential.company
+    failures = SecurityEvent.objects.filter(
+        credential=credential,
+        kind__in=SecurityEvent.IDENTIFICATION_FAILURES,
+        created_at__gt=now - timedelta(minutes=company.identify_credential_window_minutes),
+    )
+    return failures[: company.identify_failures_per_credential].count() >= (
+        company.identify_failures_per_credential
+    )
 
 
 def staff_dashboard(request: HttpRequest, company_ids: list[int] | None) -> dict[str, Any]:

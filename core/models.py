@@ -74,6 +74,24 @@ class Company(models.Model):
     identify_identifier_window_minutes = models.PositiveIntegerField(
         _("identifier window (minutes)"), default=60, validators=[MinValueValidator(1)]
     )
+    # What codes may cost: past the credential's or the identifier's limit, identification
+    # goes on in verified mode, a code to the customer's registered channel binding the
+    # conversation (docs/identity-limits.md). Past a budget the same answer is given and
+    # nothing is sent.
+    verified_mode_codes_per_credential_per_hour = models.PositiveIntegerField(
+        _("codes per gateway credential per hour in verified mode"),
+        default=200,
+        help_text=_(
+            "Codes that verified-mode identifications of one gateway token may send in an "
+            "hour, to all customers together."
+        ),
+    )
+    verification_codes_per_contact_per_hour = models.PositiveSmallIntegerField(
+        _("codes per customer per hour"),
+        default=5,
+        validators=[MinValueValidator(1)],
+        help_text=_("Every code sent to one customer in an hour, whatever asked for it."),
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     # Not a column: the gateway credential that authenticated the request this instance
@@ -374,6 +392,13 @@ class SecurityEvent(models.Model):
         Kind.IDENTITY_SWITCH,
         Kind.IDENTIFIER_MISMATCH,
     )
+    # The identity alarms: after one, a conversation's earlier verification and the codes it
+    # was sent before it no longer count (core.identity.step_up, core.verification.check).
+    VERIFICATION_DROPPING = (
+        Kind.IDENTITY_SWITCH,
+        Kind.IDENTIFIER_MISMATCH,
+        Kind.VERIFICATION_VOIDED,
+    )
 
     class Meta:
         verbose_name = _("security event")
@@ -438,6 +463,7 @@ class VerificationChallenge(models.Model):
     class Purpose(models.TextChoices):
         STEP_UP = "step_up", _("Verify the customer")
         CONTACT_CHANGE = "contact_change", _("Confirm a new phone or email")
+        IDENTIFICATION = "identification", _("Identification in verified mode")
 
     class Delivery(models.TextChoices):
         QUEUED = "queued", _("Queued")
@@ -454,9 +480,13 @@ class VerificationChallenge(models.Model):
         related_name="verification_challenges",
         verbose_name=_("company"),
     )
+    # None only for an identification in verified mode whose identifier is nobody's: a code
+    # that goes nowhere and that no guess matches, so that it answers as a customer's does.
     contact = models.ForeignKey(
         Contact,
         on_delete=models.CASCADE,
+        null=True,
+        blank=True,
         related_name="verification_challenges",
         verbose_name=_("contact"),
     )
@@ -474,6 +504,21 @@ class VerificationChallenge(models.Model):
         choices=Purpose.choices,
         default=Purpose.STEP_UP,
         editable=False,
+    )
+    # Identification in verified mode: the gateway credential of the call (its hourly budget
+    # of codes), and the kind and HMAC (core.identity.limits.identifier_digest) of the
+    # identifier typed, which verify_code must repeat. Empty for a step-up code.
+    credential = models.ForeignKey(
+        GatewayCredential,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("gateway credential"),
+    )
+    identifier_kind = models.CharField(_("identified via"), max_length=16, blank=True)
+    identifier_digest = models.CharField(
+        max_length=64, blank=True, editable=False, verbose_name=_("identifier digest")
     )
     channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices)
     destination = models.CharField(_("destination"), max_length=254, editable=False)
@@ -511,6 +556,12 @@ class VerificationChallenge(models.Model):
         indexes = [
             models.Index(fields=["conversation", "status"], name="challenge_conversation"),
             models.Index(fields=["contact", "created_at"], name="challenge_contact_sends"),
+            # A credential's codes in verified mode in the last hour (its budget).
+            models.Index(
+                fields=["credential", "created_at"],
+                name="challenge_credential_sends",
+                condition=Q(purpose="identification"),
+            ),
             # The deliveries still under way: few, whatever the table's size (the sweep's).
             models.Index(
                 fields=["expires_at"],

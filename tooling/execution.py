@@ -275,10 +275,11 @@ def database_unavailable(failure: DatabaseError | None = None) -> SystemUnavaila
 
 def handled(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, Any]:
     """The handler's answer, behind what the tool declares, in this order: the identity
-    (`identifier` checked, ctx.contact), then the company's step-up policy for its action.
+    (`identifier` checked, ctx.contact; left to a `confirms_identity` handler while the
+    conversation is not identified), then the company's step-up policy for its action.
     A handler that defers the step-up and returns without having asked it is a bug, and
     fails the call (a write is then rolled back) rather than act unverified."""
-    if tool.identified:
+    if tool.identified and not (tool.confirms_identity and ctx.conversation.contact_id is None):
         ctx.identify(params.identifier)
     if tool.step_up is not None and not tool.step_up_deferred:
         ctx.require_step_up()

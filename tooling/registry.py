@@ -106,6 +106,10 @@ class Tool:
     # It acts for the identified customer: its `identifier` argument is checked against the
     # conversation's identified contact before the handler runs, which reads it as ctx.contact.
     identified: bool = False
+    # verify_code: in a conversation not identified yet, `identifier` is the one its pending
+    # identification in verified mode was typed with, and the handler checks it (and binds the
+    # conversation with the right code); the platform checks it once identified.
+    confirms_identity: bool = False
     # The step-up action a company's policy may list for it (None: none), checked after the
     # identity and before the handler, unless `step_up_deferred`: then the handler asks it
     # (ctx.require_step_up) where its own order needs, and a call that never did fails.
@@ -134,6 +138,10 @@ class Tool:
             )
         if self.step_up_deferred and self.step_up is None:
             raise ValueError(f"tool {self.name!r}: step_up_deferred without a step_up action")
+        if self.confirms_identity and not (self.identified and self.verification):
+            raise ValueError(
+                f"tool {self.name!r}: confirms_identity is for identified verification tools"
+            )
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -224,6 +232,7 @@ def tool(
     identified: bool = False,
     step_up: bool | str = False,
     step_up_deferred: bool = False,
+    confirms_identity: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register the decorated function as a tool handler: `handler(ctx, params) -> dict`.
 
@@ -231,7 +240,9 @@ def tool(
     argument; the platform checks it and the handler reads `ctx.contact`. `step_up`: the
     action a company's step-up policy may list (True: the tool's name), checked by the
     platform after the identity; with `step_up_deferred=True` the handler calls
-    `ctx.require_step_up()` itself, for a tool whose checks must come first."""
+    `ctx.require_step_up()` itself, for a tool whose checks must come first.
+    `confirms_identity=True` (verify_code): in a conversation not identified yet, the platform
+    leaves `identifier` to the handler, which confirms a pending identification with it."""
 
     def decorator(handler: Handler) -> Handler:
         registry.register(
@@ -247,6 +258,7 @@ def tool(
                 idempotent=idempotent,
                 verification=verification,
                 identified=identified,
+                confirms_identity=confirms_identity,
                 step_up=name if step_up is True else step_up or None,
                 step_up_deferred=step_up_deferred,
             )

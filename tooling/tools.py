@@ -7,9 +7,10 @@ core.identity and core.verification.
 from typing import Any, Literal
 
 from django.conf import settings
+from django.utils.translation import gettext_lazy as _
 from pydantic import Field, model_validator
 
-from core.identity import identify_contact
+from core.identity import identification_confirm, identify_contact
 from core.normalize import mask_email, mask_phone
 from core.services import contact_change_confirm, contact_change_request
 from core.verification import challenge_issue, challenge_verify
@@ -56,13 +57,37 @@ class IdentifyContactIn(ToolInput):
 
 
 class IdentifiedOut(ToolOutput):
-    identified: bool
-    first_name: str
+    identified: bool = Field(
+        description=(
+            "True: the conversation is now the customer's. False (verified mode): nobody is "
+            "identified yet; see awaiting_code."
+        )
+    )
+    first_name: str | None
     phone: str | None = Field(description="The registered phone, masked.")
     email: str | None = Field(description="The registered email, masked.")
     verification_channels: list[Literal["sms", "email"]] = Field(
         description="Where a verification code can be sent."
     )
+    awaiting_code: bool | None = Field(
+        default=None,
+        description=(
+            "Verified mode: if these data belong to a customer, a 6-digit code was sent to "
+            "the phone or email on their record. The answer is the same whoever the data "
+            "belong to. Ask the customer for the code and call verify_code with the same "
+            "identifier and the code: that identifies them."
+        ),
+    )
+    user_message: str | None = Field(
+        default=None, description="Verified mode: what to tell the customer, in their language."
+    )
+
+
+# What every identification in verified mode answers, for every identifier.
+_AWAITING_CODE = _(
+    "Si esos datos corresponden a un cliente, le hemos enviado un código al teléfono o al "
+    "correo que tenemos registrados. Dígame el código cuando lo reciba."
+)
 
 
 @tool(
@@ -72,7 +97,9 @@ class IdentifiedOut(ToolOutput):
         "Identifies the customer of this conversation by ONE of: document number, phone or "
         "email, as registered. Call it before any tool that takes `identifier`. Answers only "
         "the first name and masked channels. The identity cannot change later in the "
-        "conversation."
+        "conversation. When it answers identified=false with awaiting_code=true (verified "
+        "mode), the customer is identified by the code sent to their registered phone or "
+        "email: ask for it and call verify_code with the same identifier."
     ),
     input=IdentifyContactIn,
     output=IdentifiedOut,
@@ -88,6 +115,16 @@ def identify_contact_tool(ctx: ToolContext, params: IdentifyContactIn) -> dict:
         value=value,
         new_conversation=ctx.conversation_is_new,
     )
+    if contact is None:  # verified mode: one answer for every identifier
+        return {
+            "identified": False,
+            "first_name": None,
+            "phone": None,
+            "email": None,
+            "verification_channels": [],
+            "awaiting_code": True,
+            "user_message": str(_AWAITING_CODE),
+        }
     channels = [c for c, present in (("sms", contact.phone), ("email", contact.email)) if present]
     return {
         "identified": True,
@@ -153,17 +190,25 @@ class VerifiedOut(ToolOutput):
     name="verify_code",
     title="Check a verification code",
     description=(
-        "Checks the code the customer received after request_verification_code. On success "
-        "the conversation is verified for a short time and protected actions can proceed."
+        "Checks the code the customer received after request_verification_code, or after "
+        "identify_contact answered awaiting_code (then it also identifies the customer: give "
+        "the same identifier). On success the conversation is verified for a short time and "
+        "protected actions can proceed."
     ),
     input=VerifyCodeIn,
     output=VerifiedOut,
     write=True,
     verification=True,
     identified=True,
+    confirms_identity=True,
 )
 def verify_code(ctx: ToolContext, params: VerifyCodeIn) -> dict:
-    challenge_verify(conversation=ctx.conversation, contact=ctx.contact, code=params.code)
+    if ctx.conversation.contact_id is None:
+        identification_confirm(
+            conversation=ctx.conversation, identifier=params.identifier, code=params.code
+        )
+    else:
+        challenge_verify(conversation=ctx.conversation, contact=ctx.contact, code=params.code)
     minutes = int(settings.GARANTE_VERIFICATION_VALID_FOR.total_seconds() // 60)
     return {"verified": True, "valid_for_minutes": minutes}
 

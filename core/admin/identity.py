@@ -213,7 +213,7 @@ class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
         "expires_at",
         "sent_at",
     ]
-    list_filter = ["status", "purpose", "delivery_status", "channel", "company", "created_at"]
+    list_filter = ["purpose", "status", "delivery_status", "channel", "company", "created_at"]
     search_fields = ["conversation__external_id", "contact__first_name", "contact__last_name"]
     list_select_related = ["contact"]
     fields = [
@@ -221,6 +221,8 @@ class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
         "contact",
         "conversation",
         "purpose",
+        "credential",
+        "identifier_kind",
         "channel",
         "masked_destination",
         "status",

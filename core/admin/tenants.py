@@ -33,14 +33,30 @@ class CompanyAdmin(CompanyScopedAdmin):
             _("Limits on failed identifications"),
             {
                 "description": _(
-                    "Each limit counts failed identifications in a sliding window. Past "
-                    "one, identification answers 'too many attempts' with the seconds to "
-                    "wait, the same for every identifier."
+                    "Each limit counts failed identifications in a sliding window. Past a "
+                    "conversation's, that conversation is told to wait. Past a gateway "
+                    "credential's or an identifier's, nobody is refused: identification goes "
+                    "on in verified mode, the same answer for every identifier and a code to "
+                    "the phone or email on the customer's record, until the failures leave "
+                    "the window."
                 ),
                 "fields": [
                     ("identify_failures_per_conversation", "identify_conversation_window_minutes"),
                     ("identify_failures_per_credential", "identify_credential_window_minutes"),
                     ("identify_failures_per_identifier", "identify_identifier_window_minutes"),
+                ],
+            },
+        ),
+        (
+            _("Budgets of verification codes"),
+            {
+                "description": _(
+                    "What codes may cost in an hour. Past a budget the customer's answer is "
+                    "the same and no code is sent; the dashboard shows the last hour's."
+                ),
+                "fields": [
+                    "verified_mode_codes_per_credential_per_hour",
+                    "verification_codes_per_contact_per_hour",
                 ],
             },
         ),

@@ -5,8 +5,9 @@ The Gateway sends no authenticated end user. A conversation becomes bound to one
 identifier as a parameter and calls `contact_for_conversation`, then `check_owner` on its
 target entity (core.identity.ownership), and, when the company's policy says so,
 `require_step_up` (core.identity.step_up). Failed identifications are limited
-(core.identity.limits). Callers outside core import these names from here; core's own
-modules import them from the module that defines them.
+(core.identity.limits); past a limit shared with other conversations, identification goes on
+in verified mode (core.identity.verified_mode). Callers outside core import these names from
+here; core's own modules import them from the module that defines them.
 """
 
 from core.identity.binding import identify_contact
@@ -18,11 +19,13 @@ from core.identity.step_up import (
     step_up_actions,
     step_up_policies,
 )
+from core.identity.verified_mode import identification_confirm
 
 __all__ = [
     "check_owner",
     "contact_for_conversation",
     "conversation_is_verified",
+    "identification_confirm",
     "identified_contact",
     "identify_contact",
     "require_step_up",

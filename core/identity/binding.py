@@ -1,4 +1,5 @@
-"""Binding a conversation to the contact it identifies as, and refusing an identity switch."""
+"""Binding a conversation to the contact it identifies as, and refusing an identity switch;
+past a limit shared with other conversations, identifying in verified mode instead."""
 
 from datetime import datetime
 from functools import cache
@@ -8,10 +9,19 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.durable import keeping_evidence
-from core.errors import NotFound, PermissionRefused
+from core.errors import NotFound
 from core.identity.identifiers import CONTACT_FIELD, Identifier, normalize_identifier
-from core.identity.limits import Attempt, failure_record, refuse_when_too_many_failures
+from core.identity.limits import (
+    Attempt,
+    Standing,
+    VerifiedModeStands,
+    attempt_standing,
+    failure_record,
+    too_many_attempts,
+)
+from core.identity.ownership import identity_changed
 from core.identity.step_up import verification_drop, verification_voided_when_limited
+from core.identity.verified_mode import identification_code_send
 from core.models import Contact, Conversation, SecurityEvent
 from core.sql import column, selected, update_fields
 
@@ -49,17 +59,22 @@ def _contact_with_sql(vendor: str, kind: str) -> str:
 
 def identify_contact(
     *, conversation: Conversation, kind: str, value: str, new_conversation: bool = False
-) -> Contact:
+) -> Contact | None:
     """Bind the conversation to the company's contact with this document, phone or email.
 
     NotFound if nobody has it; PermissionRefused if the conversation already identified as
     someone else (a SecurityEvent, and any verification is dropped) or, `too_many_attempts`
-    with `retry_after_seconds`, if a limit on failed identifications stands: the
-    conversation's, its gateway credential's (all its conversations) or the identifier
-    value's (all conversations of the company), each a sliding window set per company.
-    Failures are counted in the database, durably, so every app node sees them and the
-    call's rollback does not erase them. A conversation naming its own identified customer
-    again is never refused.
+    with `retry_after_seconds`, if the conversation's own limit on failed identifications
+    stands (or, for a conversation identified already, any limit). Failures are counted in
+    the database, durably, so every app node sees them and the call's rollback does not
+    erase them; each limit is a sliding window set per company. A conversation naming its
+    own identified customer again is never refused.
+
+    Verified mode: while the limit of the conversation's gateway credential (all its
+    conversations) or of the identifier value (all conversations of the company) stands, a
+    conversation not identified yet is not bound and None is returned, the same for every
+    well-formed identifier: a code goes to the registered channel of the customer with that
+    identifier, if any (core.identity.verified_mode), and verify_code binds it.
 
     `new_conversation`: the caller inserted the conversation in the transaction this runs in
     (ToolContext.conversation_is_new). Its row is then this transaction's until it ends and
@@ -72,7 +87,9 @@ def identify_contact(
     )
 
 
-def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: bool) -> Contact:
+def _identify_locked(
+    *, conversation: Conversation, kind: str, value: str, new: bool
+) -> Contact | None:
     now = timezone.now()
     if not new:
         # Serialise identifications of one conversation so concurrent guesses are counted in
@@ -90,7 +107,26 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
             return own
     attempt = Attempt.of(conversation, [identifier.value])
     with verification_voided_when_limited(conversation):
-        contact = _contact_checked(conversation, attempt, identifier, now)
+        # Decided before the lookup, so that a refusal, and the choice of verified mode, are
+        # the same, statement for statement, whether the identifier exists or not.
+        verified_mode = _standing_refused_or_not(conversation, attempt, now).verified_mode
+        contact = _contact_with(company_id=conversation.company_id, identifier=identifier)
+        if not verified_mode:
+            try:
+                contact = _contact_checked(conversation, attempt, identifier, contact, now)
+            except VerifiedModeStands:
+                # Failures arriving at once reached a shared limit while this miss was being
+                # recorded: it is answered as the next ones will be.
+                verified_mode = True
+        if verified_mode:
+            identification_code_send(
+                conversation=conversation,
+                attempt=attempt,
+                identifier=identifier,
+                contact=contact,
+                now=now,
+            )
+            return None
     if conversation.contact_id is None:
         conversation.contact = contact
         conversation.identified_via = kind
@@ -105,16 +141,32 @@ def _identify_locked(*, conversation: Conversation, kind: str, value: str, new: 
     return contact
 
 
+def _standing_refused_or_not(
+    conversation: Conversation, attempt: Attempt, now: datetime
+) -> Standing:
+    """The limits the attempt meets; TooManyAttempts when they refuse it: the conversation's
+    own limit (with its own wait), or, for a conversation identified already (which can
+    only be naming somebody else), any limit."""
+    standing = attempt_standing(attempt, now)
+    identified = conversation.contact_id is not None
+    wait = standing.longest_wait if identified else standing.conversation_wait
+    if wait is not None:
+        raise too_many_attempts(wait)
+    return standing
+
+
 def _contact_checked(
-    conversation: Conversation, attempt: Attempt, identifier: Identifier, now: datetime
+    conversation: Conversation,
+    attempt: Attempt,
+    identifier: Identifier,
+    contact: Contact | None,
+    now: datetime,
 ) -> Contact:
-    """The company's contact with the identifier, if the conversation may identify as them:
-    NotFound when nobody has it, PermissionRefused when the conversation is someone else's
-    or a limit on failed identifications stands (each failure recorded durably)."""
-    # Checked before the lookup, so a refusal is the same, statement for statement, whether
-    # the identifier exists or not.
-    refuse_when_too_many_failures(attempt, now)
-    contact = _contact_with(company_id=conversation.company_id, identifier=identifier)
+    """The company's contact with the identifier (`contact`, looked up), if the
+    conversation may identify as them: NotFound when nobody has it, PermissionRefused when
+    the conversation is someone else's or a limit on failed identifications was reached
+    meanwhile (each failure recorded durably); VerifiedModeStands when that limit is one
+    shared with other conversations and this one is not identified yet."""
     if contact is None:
         failure_record(
             attempt,
@@ -122,6 +174,7 @@ def _contact_checked(
             kind=SecurityEvent.Kind.IDENTIFICATION_FAILED,
             contact=conversation.contact,
             detail={"via": identifier.kind},
+            verified_mode=conversation.contact_id is None,
         )
         raise NotFound(
             _("No encontré ningún cliente con ese dato. ¿Puede comprobarlo?"),
@@ -137,15 +190,5 @@ def _contact_checked(
             detail={"via": identifier.kind, "during": "identify_contact"},
         )
         verification_drop(conversation)
-        raise _identity_changed()
+        raise identity_changed()
     return contact
-
-
-def _identity_changed() -> PermissionRefused:
-    return PermissionRefused(
-        _(
-            "En esta conversación ya se identificó otra persona. Por seguridad no puedo "
-            "cambiar de cliente; le paso con una persona del equipo."
-        ),
-        code="identity_switch",
-    )

@@ -2,7 +2,10 @@
 
 Each limit (Company's identify_* fields) is a sliding window, counted in the database so that
 every process of every node sees the same counts: per conversation, per gateway credential
-and per identifier value. A burst on one credential raises a security event.
+and per identifier value. The conversation's limit refuses that conversation; the
+credential's and the identifier's put identification in verified mode instead (a code to the
+customer's registered channel binds the conversation: core.identity.binding), so that nobody's
+failures lock a customer out. A burst on one credential raises a security event.
 """
 
 import zlib
@@ -17,7 +20,14 @@ from django.utils.translation import gettext_lazy as _
 
 from core.durable import decided_once, durably
 from core.errors import PermissionRefused
-from core.models import Company, Contact, Conversation, GatewayCredential, SecurityEvent
+from core.models import (
+    Company,
+    Contact,
+    Conversation,
+    GatewayCredential,
+    SecurityEvent,
+    VerificationChallenge,
+)
 from core.security import security_event_notify_on_commit
 from core.sql import column, selected
 from core.transactions import advisory_keys, int32
@@ -26,8 +36,9 @@ from core.transactions import advisory_keys, int32
 # caller that the identifier exists, so it is an enumeration attempt as much as a miss.
 _IDENTIFICATION_FAILURES = SecurityEvent.IDENTIFICATION_FAILURES
 
-# The scopes a failure counts in, one limit each.
-_CONVERSATION, _CREDENTIAL, _IDENTIFIER = 1, 2, 3
+# The scopes a failure counts in, one limit each; and the conversation's identifications in
+# verified mode, which count towards its own limit with its failures (each is a guess too).
+_CONVERSATION, _CREDENTIAL, _IDENTIFIER, _PENDING = 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -77,25 +88,55 @@ class Attempt:
         return cls(conversation, company.gateway_credential_id, digests)
 
 
-def _retry_after(attempt: Attempt, now: datetime) -> int | None:
-    """Seconds until this attempt may be made, or None if it may be made now: the longest
-    wait of the limits (conversation, credential, identifier) it has reached."""
-    limits = _limits(attempt.conversation.company)
-    waits = []
-    for scope, failures in _recent_failures(attempt, limits, now).items():
+@dataclass(frozen=True)
+class Standing:
+    """The limits an attempt meets: the seconds until the conversation's own limit lets it
+    try again, and until the credential's or the identifier value's does (None: not
+    reached)."""
+
+    conversation_wait: int | None
+    shared_wait: int | None
+
+    @property
+    def verified_mode(self) -> bool:
+        """Identification goes on by code only: a limit shared with other conversations
+        stands (the credential's or the identifier's), not the conversation's own."""
+        return self.conversation_wait is None and self.shared_wait is not None
+
+    @property
+    def longest_wait(self) -> int | None:
+        return max((w for w in (self.conversation_wait, self.shared_wait) if w), default=None)
+
+
+def _standing(
+    recent: dict[int, list[datetime]], limits: dict[int, _Limit], now: datetime
+) -> Standing:
+    """The limits reached by these recent failures (`_recent_failures`), each with its wait."""
+    waits: dict[int, int] = {}
+    for scope, failures in recent.items():
         limit = limits[scope]
         if len(failures) >= limit.failures:
             # The oldest of the last `limit` failures must leave the window first.
-            waits.append(max(1, int((failures[-1] + limit.window - now).total_seconds()) + 1))
-    return max(waits, default=None)
+            waits[scope] = max(1, int((failures[-1] + limit.window - now).total_seconds()) + 1)
+    shared = [waits[s] for s in (_CREDENTIAL, _IDENTIFIER) if s in waits]
+    return Standing(waits.get(_CONVERSATION), max(shared, default=None))
+
+
+def attempt_standing(attempt: Attempt, now: datetime) -> Standing:
+    """Which limits this attempt meets, read in one statement. Decided once per call: the
+    call's runs after its failure is recorded (core.durable) must not count that failure
+    against the attempt that made it."""
+    limits = _limits(attempt.conversation.company)
+    return decided_once(lambda: _standing(_recent_failures(attempt, limits, now), limits, now))
 
 
 class TooManyAttempts(PermissionRefused):
     """A limit on failed identifications stands: PERMISSION too_many_attempts."""
 
 
-def _too_many_attempts(retry_after: int) -> TooManyAttempts:
-    # One answer for every limit, whether the identifier exists or not: it tells nothing.
+def too_many_attempts(retry_after: int) -> TooManyAttempts:
+    """The refusal at a limit: one answer for every limit, whether the identifier exists or
+    not, so that it tells nothing."""
     return TooManyAttempts(
         _(
             "Hubo demasiados intentos de identificación. Por seguridad, espere un poco antes "
@@ -106,12 +147,17 @@ def _too_many_attempts(retry_after: int) -> TooManyAttempts:
     )
 
 
+class VerifiedModeStands(Exception):
+    """A limit shared with other conversations was reached while a failure was being recorded
+    (failures arriving at once): the caller answers in verified mode. Not counted."""
+
+
 def refuse_when_too_many_failures(attempt: Attempt, now: datetime) -> None:
-    # Decided before the failure is recorded, once: the call's run after that record (see
-    # core.durable) must not count its own failure against it.
-    retry_after = decided_once(lambda: _retry_after(attempt, now))
+    """TooManyAttempts when any limit stands: for guesses that have no verified mode (an
+    identifier given to a tool, another customer named by an identified conversation)."""
+    retry_after = attempt_standing(attempt, now).longest_wait
     if retry_after is not None:
-        raise _too_many_attempts(retry_after)
+        raise too_many_attempts(retry_after)
 
 
 def _recent_failures(
@@ -120,7 +166,10 @@ def _recent_failures(
     """When the attempt's latest failures happened, per limit, newest first, at most as many
     as each limit allows: the conversation's, the credential's and the identifier values'.
 
-    One statement for the three, as every identification asks: SQL built from the model's
+    The conversation's count includes its identifications in verified mode (its codes of
+    purpose identification), which are guesses as much as its failures are.
+
+    One statement for them all, as every identification asks: SQL built from the model's
     metadata (core.sql), the ORM's compilation of it costing several times the query.
     """
     conversation = attempt.conversation
@@ -136,6 +185,9 @@ def _recent_failures(
         conversation.external_id,
         since(_CONVERSATION),
         limits[_CONVERSATION].failures,
+        conversation.pk,
+        since(_CONVERSATION),
+        limits[_CONVERSATION].failures,
     ]
     if attempt.credential_id is not None:
         params += [attempt.credential_id, since(_CREDENTIAL), limits[_CREDENTIAL].failures]
@@ -149,13 +201,20 @@ def _recent_failures(
     sql = _recent_failures_sql(
         connection.vendor, attempt.credential_id is not None, len(attempt.digests)
     )
-    found: dict[int, list[datetime]] = {_CONVERSATION: [], _CREDENTIAL: [], _IDENTIFIER: []}
+    found: dict[int, list[datetime]] = {
+        _CONVERSATION: [],
+        _CREDENTIAL: [],
+        _IDENTIFIER: [],
+        _PENDING: [],
+    }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         for scope, *row in cursor.fetchall():
             found[scope].append(created_at.values(row)[0])
+    found[_CONVERSATION] += found.pop(_PENDING)
     for failures in found.values():
         failures.sort(reverse=True)
+    del found[_CONVERSATION][limits[_CONVERSATION].failures :]
     return found
 
 
@@ -177,12 +236,22 @@ def _recent_failures_sql(vendor: str, with_credential: bool, digests: int) -> st
             f"AND {created_at} > %s ORDER BY {created_at} DESC LIMIT %s"
         )
 
+    challenges = connection.ops.quote_name(VerificationChallenge._meta.db_table)
+    challenge_created_at = column(VerificationChallenge, "created_at")
+    identification = VerificationChallenge.Purpose.IDENTIFICATION
+    assert identification.isidentifier()
     branches = [
         branch(
             _CONVERSATION,
             f"{column(SecurityEvent, 'company')} = %s "
             f"AND {column(SecurityEvent, 'conversation_key')} = %s",
-        )
+        ),
+        (
+            f"SELECT {_PENDING} AS scope, {challenges}.{challenge_created_at} FROM {challenges} "
+            f"WHERE {column(VerificationChallenge, 'conversation')} = %s "
+            f"AND {column(VerificationChallenge, 'purpose')} = '{identification}' "
+            f"AND {challenge_created_at} > %s ORDER BY {challenge_created_at} DESC LIMIT %s"
+        ),
     ]
     if with_credential:
         branches.append(branch(_CREDENTIAL, f"{column(SecurityEvent, 'credential')} = %s"))
@@ -209,6 +278,7 @@ def failure_record(
     contact: Contact | None = None,
     claimed_contact: Contact | None = None,
     detail: dict[str, Any],
+    verified_mode: bool = False,
 ) -> None:
     """Record a failed identification, durably (the call's rollback keeps it), and raise the
     credential's burst event when this failure reaches its limit.
@@ -216,22 +286,20 @@ def failure_record(
     Checked again and written in one transaction that waits for the others of the same
     credential and identifier values (PostgreSQL's advisory locks; SQLite has one writer), so
     failures arriving at once from many conversations cannot pass a limit together: one that
-    finds a limit reached meanwhile is answered as limited (PermissionRefused) and not counted.
+    finds a limit reached meanwhile is not counted, and is answered as limited
+    (TooManyAttempts), or, with `verified_mode` when only a limit shared with other
+    conversations stands, raises VerifiedModeStands for the caller to answer in that mode.
     """
     conversation = attempt.conversation
     company = conversation.company
     limits = _limits(company)
 
-    def record() -> int | None:
+    def record() -> Standing | None:
         _serialise_failures(attempt)
         recent = _recent_failures(attempt, limits, now)
-        waits = [
-            max(1, int((failures[-1] + limits[scope].window - now).total_seconds()) + 1)
-            for scope, failures in recent.items()
-            if len(failures) >= limits[scope].failures
-        ]
-        if waits:
-            return max(waits)
+        standing = _standing(recent, limits, now)
+        if standing.longest_wait is not None:
+            return standing
         SecurityEvent.objects.create(
             company_id=conversation.company_id,
             conversation_key=conversation.external_id,
@@ -248,9 +316,14 @@ def failure_record(
             _burst_record(attempt, limits[_CREDENTIAL], now)
         return None
 
-    retry_after = durably(record)
-    if retry_after is not None:
-        raise _too_many_attempts(retry_after)
+    standing = durably(record)
+    if standing is None:
+        return
+    if not verified_mode:
+        raise too_many_attempts(standing.longest_wait or 1)
+    if standing.conversation_wait is not None:
+        raise too_many_attempts(standing.conversation_wait)
+    raise VerifiedModeStands()
 
 
 def _serialise_failures(attempt: Attempt) -> None:

@@ -10,13 +10,28 @@ from core.identity.step_up import verification_drop, verification_voided_when_li
 from core.models import Contact, Conversation, SecurityEvent
 
 
+def identification_required() -> PermissionRefused:
+    return PermissionRefused(
+        _("Antes necesito identificarle con su documento, teléfono o correo."),
+        code="identification_required",
+    )
+
+
+def identity_changed() -> PermissionRefused:
+    """The refusal of a conversation identified as one customer naming another."""
+    return PermissionRefused(
+        _(
+            "En esta conversación ya se identificó otra persona. Por seguridad no puedo "
+            "cambiar de cliente; le paso con una persona del equipo."
+        ),
+        code="identity_switch",
+    )
+
+
 def identified_contact(conversation: Conversation) -> Contact:
     """The contact this conversation identified as; PermissionRefused if it has not yet."""
     if conversation.contact_id is None:
-        raise PermissionRefused(
-            _("Antes necesito identificarle con su documento, teléfono o correo."),
-            code="identification_required",
-        )
+        raise identification_required()
     return conversation.contact
 
 

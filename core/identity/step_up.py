@@ -16,15 +16,8 @@ from django.utils.translation import gettext_lazy as _
 from core.durable import durably
 from core.errors import PermissionRefused
 from core.identity.limits import TooManyAttempts
-from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy
+from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy, VerificationChallenge
 from core.process_cache import ProcessCache
-
-# Events after which a conversation's earlier verification no longer counts.
-VERIFICATION_DROPPING_EVENTS = (
-    SecurityEvent.Kind.IDENTITY_SWITCH,
-    SecurityEvent.Kind.IDENTIFIER_MISMATCH,
-    SecurityEvent.Kind.VERIFICATION_VOIDED,
-)
 
 
 def security_event_record(
@@ -49,9 +42,11 @@ def security_event_record(
 
 
 def verification_drop(conversation: Conversation) -> None:
-    """Void the conversation's verification, after an identity alarm."""
-    # The durable event already makes any earlier verification void (see
-    # conversation_is_verified); clearing the fields keeps the row honest when this commits.
+    """Void the conversation's verification, after an identity alarm.
+
+    The alarm's durable event is what voids it, and the codes sent to the conversation before
+    it (conversation_is_verified; core.verification.check refuses such a code, `code_revoked`):
+    the refusal that follows the alarm rolls the call's own writes back."""
     Conversation.objects.filter(pk=conversation.pk).update(verified_until=None)
     conversation.verified_until = None
 
@@ -59,7 +54,8 @@ def verification_drop(conversation: Conversation) -> None:
 @contextmanager
 def verification_voided_when_limited(conversation: Conversation) -> Iterator[None]:
     """Around a conversation naming an identifier that is not its customer's: should a limit
-    on failed identifications refuse it, void the conversation's verification durably.
+    on failed identifications refuse it, void the conversation's verification, and the code
+    it is waiting for, durably.
 
     Under the limits the failure's own event (an identity switch or a mismatch) voids it. At a
     limit the refusal answers before the identifier is looked up, so that it tells nothing,
@@ -69,7 +65,8 @@ def verification_voided_when_limited(conversation: Conversation) -> Iterator[Non
     try:
         yield
     except TooManyAttempts:
-        if conversation_is_verified(conversation):
+        identified = conversation.contact_id is not None
+        if identified and (conversation_is_verified(conversation) or _code_pending(conversation)):
             security_event_record(
                 conversation=conversation,
                 kind=SecurityEvent.Kind.VERIFICATION_VOIDED,
@@ -78,6 +75,15 @@ def verification_voided_when_limited(conversation: Conversation) -> Iterator[Non
             )
             verification_drop(conversation)
         raise
+
+
+def _code_pending(conversation: Conversation) -> bool:
+    """Whether a code sent to the conversation may still be typed."""
+    return VerificationChallenge.objects.filter(
+        conversation_id=conversation.pk,
+        status=VerificationChallenge.Status.ACTIVE,
+        expires_at__gt=timezone.now(),
+    ).exists()
 
 
 def conversation_is_verified(conversation: Conversation, *, now: datetime | None = None) -> bool:
@@ -90,7 +96,7 @@ def conversation_is_verified(conversation: Conversation, *, now: datetime | None
     return not SecurityEvent.objects.filter(
         company_id=conversation.company_id,
         conversation_key=conversation.external_id,
-        kind__in=VERIFICATION_DROPPING_EVENTS,
+        kind__in=SecurityEvent.VERIFICATION_DROPPING,
         created_at__gte=conversation.verified_at
         or conversation.verified_until - settings.GARANTE_VERIFICATION_VALID_FOR,
     ).exists()

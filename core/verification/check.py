@@ -33,6 +33,38 @@ def _latest_challenge(
     )
 
 
+def pending_identification_challenge(conversation: Conversation) -> VerificationChallenge | None:
+    """The latest code of an identification in verified mode in this conversation, whether
+    it went to a customer, was withheld or belongs to nobody: they answer alike."""
+    return (
+        VerificationChallenge.objects.filter(
+            conversation=conversation, purpose=VerificationChallenge.Purpose.IDENTIFICATION
+        )
+        .exclude(status=Status.SUPERSEDED)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def _voided_by_an_alarm(challenge: VerificationChallenge, conversation: Conversation) -> bool:
+    """Whether an identity alarm of the conversation came after the code was issued (and so,
+    as for a verification, the code no longer counts): durable events, which the refused
+    call's rollback leaves, decide it; the code is then marked revoked, durably."""
+    voided = SecurityEvent.objects.filter(
+        company_id=conversation.company_id,
+        conversation_key=conversation.external_id,
+        kind__in=SecurityEvent.VERIFICATION_DROPPING,
+        created_at__gte=challenge.created_at,
+    ).exists()
+    if voided:
+        durably(
+            lambda: VerificationChallenge.objects.filter(
+                pk=challenge.pk, status=Status.ACTIVE
+            ).update(status=Status.REVOKED)
+        )
+    return voided
+
+
 def verification_locked(**extras: object) -> PermissionRefused:
     return PermissionRefused(
         _(
@@ -110,7 +142,8 @@ def _refused(status: str, *, expired: bool) -> Exception:
     return verification_locked()  # active, but out of attempts
 
 
-def _code_format_check(code: str) -> str:
+def code_well_formed(code: str) -> str:
+    """The code as typed, without spaces: ValidationFailed unless it is six digits."""
     code = "".join((code or "").split())
     if len(code) != CODE_DIGITS or not code.isdigit():
         raise ValidationFailed(
@@ -122,7 +155,6 @@ def _code_format_check(code: str) -> str:
 def _code_accept(
     challenge: VerificationChallenge,
     conversation: Conversation,
-    contact: Contact,
     code: str,
     now: datetime,
 ) -> None:
@@ -130,12 +162,20 @@ def _code_accept(
     the challenge's code and the challenge still takes guesses. The last wrong one locks it,
     and so does the wrong guess that spends the contact's budget of wrong codes
     (core.verification.budget), after which the code takes no guess. The challenge is not
-    used up here (`_challenge_use`)."""
+    used up here (`_challenge_use`). A code issued before an identity alarm of the
+    conversation takes no guess (`code_revoked`). A challenge of nobody (an identification in
+    verified mode) goes through every step alike and never matches."""
     if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
         raise _refused(challenge.status, expired=challenge.expires_at <= now)
+    if _voided_by_an_alarm(challenge, conversation):
+        raise _refused(Status.REVOKED, expired=False)
     # As the call first found it: its later runs (core.durable) count its own attempt.
     spent = decided_once(
-        lambda: challenge.issued_by_id is None and wrong_codes_spent(challenge.contact_id, now)
+        lambda: (
+            challenge.issued_by_id is None
+            and challenge.contact_id is not None
+            and wrong_codes_spent(challenge.contact_id, now)
+        )
     )
     if spent and wrong_codes_budget_close(
         challenge=challenge, conversation_key=conversation.external_id, now=now
@@ -145,11 +185,13 @@ def _code_accept(
     if attempts is None:
         raise _refused(status, expired=challenge.expires_at <= now)
     maximum = settings.GARANTE_VERIFICATION_MAX_ATTEMPTS
-    expected = code_hmac(nonce=challenge.nonce, contact_id=contact.pk, code=code)
-    if not hmac.compare_digest(expected, challenge.code_hmac):
-        locked = wrong_codes_budget_close(
+    expected = code_hmac(nonce=challenge.nonce, contact_id=challenge.contact_id or 0, code=code)
+    matched = hmac.compare_digest(expected, challenge.code_hmac)
+    if not matched or challenge.contact_id is None:
+        closed = challenge.contact_id is not None and wrong_codes_budget_close(
             challenge=challenge, conversation_key=conversation.external_id, now=now
-        ) or (attempts >= maximum and _lock_challenge(challenge, conversation))
+        )
+        locked = closed or (attempts >= maximum and _lock_challenge(challenge, conversation))
         CODES_WRONG.inc()
         if locked:
             CODES_LOCKED.inc()
@@ -187,7 +229,7 @@ def challenge_verify(
     Each code compared uses up one of the challenge's attempts first (`_take_attempt`); the
     last one wrong locks it. A code sent to a new phone or email (a contact change) never
     verifies the conversation: it proves the new channel, not who the customer is."""
-    code = _code_format_check(code)
+    code = code_well_formed(code)
     # As the call first found it: its later runs (core.durable) see what its evidence changed.
     challenge = decided_once(lambda: _latest_challenge(conversation, contact, Purpose.STEP_UP))
     if challenge is None:
@@ -196,7 +238,7 @@ def challenge_verify(
             code="no_code_pending",
         )
     now = timezone.now()
-    _code_accept(challenge, conversation, contact, code, now)
+    _code_accept(challenge, conversation, code, now)
     _challenge_use(challenge, now)
     conversation.verified_at = now
     conversation.verified_until = now + settings.GARANTE_VERIFICATION_VALID_FOR
@@ -217,7 +259,7 @@ def contact_change_code_check(
     conversation that asked for it. The code the customer's current channel received (their
     step-up code, already used) is wrong too, and said so: it proves the old channel, not the
     new one."""
-    code = _code_format_check(code)
+    code = code_well_formed(code)
     # As the call first found it: its later runs (core.durable) see what its evidence changed
     # (the code spent when the new value turns out taken).
     challenge = decided_once(
@@ -233,7 +275,7 @@ def contact_change_code_check(
         )
     now = timezone.now()
     try:
-        _code_accept(challenge, conversation, contact, code, now)
+        _code_accept(challenge, conversation, code, now)
     except ValidationFailed as wrong:
         if wrong.code == "wrong_code" and _is_used_step_up_code(conversation, contact, code):
             raise ValidationFailed(
@@ -282,3 +324,17 @@ def contact_change_code_spend(challenge: VerificationChallenge) -> None:
             status=Status.VERIFIED, verified_at=now
         )
     )
+
+
+@keeps_evidence
+def identification_challenge_verify(
+    *, conversation: Conversation, challenge: VerificationChallenge, code: str
+) -> VerificationChallenge:
+    """Check a code against a verified-mode identification's challenge
+    (`pending_identification_challenge`), as `challenge_verify` checks a step-up code; the
+    caller binds the conversation to the challenge's contact when it is right."""
+    now = timezone.now()
+    _code_accept(challenge, conversation, code_well_formed(code), now)
+    _challenge_use(challenge, now)
+    CODES_VERIFIED.inc()
+    return challenge

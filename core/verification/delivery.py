@@ -19,6 +19,7 @@ from core.outbound import (
     message_send,
 )
 from core.verification.codes import unseal_code
+from core.verification.issue import identification_code_admit
 
 logger = logging.getLogger("garante.verification")
 
@@ -78,15 +79,24 @@ def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: boo
     """
     challenge = VerificationChallenge.objects.select_related("company").filter(pk=challenge_id)
     challenge = challenge.first()
-    if challenge is None:
+    if challenge is None or challenge.contact_id is None:
+        # Gone, or the code of an identification of nobody: published only so that it is
+        # published alike, settled when it was written.
         return DeliveryOutcome.SKIPPED
     subject, body = _message_text(challenge, unseal_code(sealed_code, challenge.nonce))
     claimable = VerificationChallenge.objects.filter(
         pk=challenge_id, delivery_status__in=[Delivery.QUEUED, Delivery.RETRYING]
     )
-    claimed = claimable.filter(status=Status.ACTIVE, expires_at__gt=timezone.now()).update(
-        delivery_status=Delivery.SENDING, delivery_attempts=F("delivery_attempts") + 1
-    )
+    first_try = challenge.delivery_status == Delivery.QUEUED
+    if challenge.purpose == VerificationChallenge.Purpose.IDENTIFICATION and first_try:
+        # Issued alike for every identifier: the send limits and budgets are checked here.
+        claimed = identification_code_admit(challenge_id=challenge_id)
+        if not claimed:
+            return DeliveryOutcome.SKIPPED
+    else:
+        claimed = claimable.filter(status=Status.ACTIVE, expires_at__gt=timezone.now()).update(
+            delivery_status=Delivery.SENDING, delivery_attempts=F("delivery_attempts") + 1
+        )
     if not claimed:
         unsent = claimable.update(
             delivery_status=Delivery.NOT_SENT, delivery_error="no longer valid"

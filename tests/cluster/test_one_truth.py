@@ -248,7 +248,8 @@ def test_failed_identifications_count_across_nodes(cluster):
 
 def test_the_identifier_wide_limit_counts_across_nodes_and_conversations(cluster):
     # The same unknown document tried from many conversations, spread over the nodes: the
-    # sandbox allows 10 failures per identifier value, whatever the conversation.
+    # sandbox allows 10 failures per identifier value, whatever the conversation; past them
+    # that value is answered in verified mode (docs/identity-limits.md), on either node.
     document = f"Z{uuid.uuid4().int % 10**7:07d}X"
     answers = []
     for n in range(12):
@@ -260,10 +261,11 @@ def test_the_identifier_wide_limit_counts_across_nodes_and_conversations(cluster
             conversation=f"conv-{uuid.uuid4().hex[:10]}",
             key=uuid.uuid4().hex,
         )
-        answers.append(response.json().get("code"))
+        body = response.json()
+        answers.append(body.get("code") or ("awaiting_code" if body.get("awaiting_code") else ""))
 
     assert answers[:10] == ["contact_not_found"] * 10, answers
-    assert answers[10:] == ["too_many_attempts"] * 2
+    assert answers[10:] == ["awaiting_code"] * 2
 
 
 def test_code_sends_and_wrong_codes_count_across_nodes(cluster):

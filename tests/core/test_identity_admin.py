@@ -163,3 +163,59 @@ def test_a_policy_lists_only_tools_that_act_for_an_identified_customer(
     assert response.status_code == 200
     assert name in str(response.context["adminform"].form.errors["actions_text"])
     assert not StepUpPolicy.objects.filter(company=company).exists()
+
+
+def identify_through(company, credential, value):
+    """identify_contact by phone in a new conversation, as a call through `credential` makes
+    it; the contact bound, or None in verified mode (NotFound propagates)."""
+    from django.db import transaction
+
+    from core.identity import identify_contact
+
+    gateway_company = type(company).objects.get(pk=company.pk)
+    gateway_company.gateway_credential_id = credential.pk
+    conversation = Conversation.objects.create(
+        company=company, external_id=f"conv-{VerificationChallenge.objects.count()}-{value}"
+    )
+    conversation.company = gateway_company
+    with transaction.atomic():
+        return identify_contact(conversation=conversation, kind="phone", value=value)
+
+
+def test_the_dashboard_shows_what_verified_mode_cost_per_credential(
+    client, staff, company, ana, sms_outbox
+):
+    from core.errors import NotFound
+    from core.services import gateway_credential_issue
+
+    company.identify_failures_per_credential = 2
+    company.verification_codes_per_contact_per_hour = 1
+    company.save()
+    credential = gateway_credential_issue(company=company, name="web chat")[0]
+    for phone in ("699000001", "699000002"):
+        with pytest.raises(NotFound):
+            identify_through(company, credential, phone)
+    # Verified mode: Ana twice (the second over her hourly limit), and nobody once.
+    for phone in ("600111222", "600111222", "699000003"):
+        assert identify_through(company, credential, phone) is None
+    client.force_login(staff)
+
+    panels = {p.key: p for p in client.get("/admin/").context["dashboard_panels"]}
+
+    panel = panels["verified_mode"]
+    assert len(sms_outbox) == 1
+    assert panel.total == 1
+    assert [[str(cell) for cell in row["cells"]] for row in panel.rows] == [
+        ["sí", str(credential), "1 / 200", "1", "1 / 1"]
+    ]
+    listed = client.get(panel.more_url)
+    assert listed.status_code == 200
+    assert len(listed.context["cl"].result_list) == 3
+
+
+def test_staff_set_the_budgets_of_codes_on_the_company_page(client, staff, company):
+    client.force_login(staff)
+    page = client.get(f"/admin/core/company/{company.pk}/change/").content.decode()
+
+    assert 'name="verified_mode_codes_per_credential_per_hour"' in page
+    assert 'name="verification_codes_per_contact_per_hour"' in page

@@ -1,6 +1,6 @@
 """The limits on failed identifications per credential and per identifier value, in process:
-what a limited answer sends to the database, failures at once, the sliding window, one burst
-event per burst and its staff email."""
+what a limited answer and an answer in verified mode send to the database, failures at once,
+the sliding window, one burst event per burst and its staff email."""
 
 import itertools
 from datetime import timedelta
@@ -49,20 +49,21 @@ def events(company):
 
 def attempt(company, value=None, conversation_id=None):
     """identify_contact as a tool call makes it: in a unit of work an error rolls back, keeping
-    its evidence (core.durable)."""
+    its evidence (core.durable). "verified_mode" when it answers by sending a code (if the
+    phone is anyone's)."""
     conversation, _ = Conversation.objects.get_or_create(
         company=company, external_id=conversation_id or f"conv-{next(_conversations)}"
     )
     conversation.company = company
     try:
-        keeping_evidence(
+        contact = keeping_evidence(
             lambda: identify_contact(
                 conversation=conversation, kind="phone", value=value or str(next(_phones))
             )
         )
     except (NotFound, PermissionRefused) as refused:
         return refused.code
-    return "identified"
+    return "verified_mode" if contact is None else "identified"
 
 
 def test_failures_at_once_from_many_conversations_do_not_pass_the_credential_limit(
@@ -73,7 +74,8 @@ def test_failures_at_once_from_many_conversations_do_not_pass_the_credential_lim
 
     answers = at_once(*[partial(attempt, gateway_company) for _ in range(12)])
 
-    assert sorted(answers) == ["contact_not_found"] * 5 + ["too_many_attempts"] * 7
+    # Those finding the limit reached while recording answer in verified mode, not counted.
+    assert sorted(answers) == ["contact_not_found"] * 5 + ["verified_mode"] * 7
     assert events(gateway_company).filter(kind=Kind.IDENTIFICATION_FAILED).count() == 5
     assert events(gateway_company).filter(kind=Kind.IDENTIFICATION_BURST).count() == 1
 
@@ -82,7 +84,7 @@ def test_failures_older_than_the_window_no_longer_count(gateway_company, ana):
     gateway_company.identify_failures_per_credential = 3
     for _ in range(3):
         attempt(gateway_company)
-    assert attempt(gateway_company, "600111222") == "too_many_attempts"
+    assert attempt(gateway_company, "600111222") == "verified_mode"
 
     events(gateway_company).update(created_at=timezone.now() - timedelta(minutes=61))
 
@@ -140,15 +142,16 @@ def test_failures_without_a_credential_count_per_conversation_and_identifier_onl
     tried = "699999999"
     answers = [attempt(company, tried) for _ in range(3)]
 
-    assert answers == ["contact_not_found"] * 2 + ["too_many_attempts"]
+    assert answers == ["contact_not_found"] * 2 + ["verified_mode"]
     assert not events(company).filter(kind=Kind.IDENTIFICATION_BURST).exists()
 
 
 @pytest.mark.postgres
-def test_a_limited_answer_sends_the_same_statements_for_a_customer_and_for_nobody(
-    gateway_company, ana
+def test_in_verified_mode_a_customer_and_nobody_send_the_same_statements(
+    gateway_company, ana, sms_outbox
 ):
-    """Refused before the lookup: the database work, and so its timing, is the same."""
+    """The lookup is made for both, and both write a code (nobody's goes nowhere): the same
+    answer, the same statements in the same order, so the same database work and time."""
     gateway_company.identify_failures_per_credential = 2
     for _ in range(2):
         attempt(gateway_company)
@@ -160,7 +163,32 @@ def test_a_limited_answer_sends_the_same_statements_for_a_customer_and_for_nobod
         gateway_company, "identify_contact", {"phone": "699888777"}, conversation_id="conv-b"
     )
 
+    assert customer.body == nobody.body
+    assert customer.body["awaiting_code"] is True
+    shapes = [shape(sql) for sql in customer_sql]
+    assert shapes == [shape(sql) for sql in nobody_sql]
+    assert "SELECT core_contact" in shapes
+    assert shapes.index("SELECT core_securityevent") < shapes.index("SELECT core_contact")
+    assert "INSERT core_verificationchallenge" in shapes
+    assert "UPDATE core_conversation" not in shapes  # bound by verify_code only
+    assert [m.to for m in sms_outbox] == ["+34600111222"]
+    assert connection.vendor == "postgresql"
+
+
+@pytest.mark.postgres
+def test_the_conversations_own_limit_is_decided_before_the_lookup(gateway_company, ana):
+    """Refused before the lookup: the database work, and so its timing, is the same."""
+    gateway_company.identify_failures_per_conversation = 2
+    for _ in range(2):
+        attempt(gateway_company, conversation_id="conv-a")
+
+    customer, customer_sql = call_statements(
+        gateway_company, "identify_contact", {"phone": "600111222"}, conversation_id="conv-a"
+    )
+    nobody, nobody_sql = call_statements(
+        gateway_company, "identify_contact", {"phone": "699888777"}, conversation_id="conv-a"
+    )
+
     assert customer.body["code"] == nobody.body["code"] == "too_many_attempts"
     assert [shape(sql) for sql in customer_sql] == [shape(sql) for sql in nobody_sql]
     assert "SELECT core_contact" not in [shape(sql) for sql in customer_sql]
-    assert connection.vendor == "postgresql"

@@ -7,6 +7,7 @@ from functools import partial
 
 import pytest
 from django.core import mail
+from django.db import transaction
 from django.utils import timezone
 
 from core.durable import keeping_evidence
@@ -403,3 +404,29 @@ def test_codes_never_reach_the_logs(ana, ana_conv, sms_outbox, caplog):
 
     assert caplog.records
     assert all(code not in record.getMessage() for record in caplog.records)
+
+
+def test_staff_cannot_resend_the_code_of_an_identification_in_verified_mode(
+    company, ana, sms_outbox
+):
+    """Its conversation is bound by that code only: a step-up code resent in its place would
+    verify nobody. The customer gets another by identifying again."""
+    from core.verification.issue import identification_challenge_issue
+
+    conversation = Conversation.objects.create(company=company, external_id="conv-vm")
+    with transaction.atomic():
+        challenge = identification_challenge_issue(
+            conversation=conversation,
+            contact=ana,
+            identifier_kind="phone",
+            identifier_digest="d" * 64,
+            credential_id=None,
+            now=timezone.now(),
+        )
+
+    with pytest.raises(ValidationFailed) as refused:
+        challenge_resend(challenge=challenge)
+
+    assert refused.value.code == "not_resendable"
+    assert VerificationChallenge.objects.count() == 1
+    assert [m.to for m in sms_outbox] == ["+34600111222"]

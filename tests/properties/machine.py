@@ -253,8 +253,10 @@ class GatewayMachine(RuleBasedStateMachine):
             ):
                 if answer.code in ("identity_mismatch", "too_many_attempts"):
                     # An identifier not the speaker's voids the verification, at the limit
-                    # too (where the refusal answers before the identifier is looked up).
+                    # too (where the refusal answers before the identifier is looked up),
+                    # and the code the conversation was sent before it.
                     conversation.verified = "no"
+                    conversation.code_spent = True
                 elif answer.error_type == "PERMISSION" and conversation.verified != "no":
                     # Any other refusal may or may not have dropped it; a "maybe" stays
                     # "maybe", never a certain "no".
@@ -336,11 +338,21 @@ class GatewayMachine(RuleBasedStateMachine):
             )
             if answer.code == "identity_switch" or (foreign and answer.code == "too_many_attempts"):
                 conversation.verified = "no"
+                conversation.code_spent = True  # an alarm voids a pending code too
             check(
                 not (targets and conversation.speaker in (None, targets[0]))
                 or answer.error_type in ("PERMISSION", "VALIDATION"),
                 "identify_contact: the customer was refused",
                 answer.short(),
+            )
+            return
+        if body.get("identified") is False:
+            # Verified mode (a limit shared by all conversations stands): nobody is bound, the
+            # same answer for every identifier; verify_code with the code binds.
+            check(
+                conversation.speaker is None and body.get("first_name") is None,
+                "identify_contact: a verified-mode answer told who it was",
+                body,
             )
             return
         check(len(targets) == 1, "identify_contact: identified with nobody's identifier", given)

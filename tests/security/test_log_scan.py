@@ -45,7 +45,8 @@ UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 SUCCEEDED = re.compile(rf"Task (?P<name>[\w.]+)\[(?P<id>{UUID})\] succeeded in (?P<s>\d+\.\d+)s")
 # A task's name -> how many of its runs the conversation below causes.
 TASKS = {
-    "core.challenge_deliver": 2,  # Bruno's code by SMS, Ana's by email
+    # Bruno's code by SMS, the code to his new address, Ana's by email.
+    "core.challenge_deliver": 3,
     "agenda.appointment_message_send": 1,  # Bruno's booking's confirmation, by SMS
     "core.tasks.contact_change_notify": 1,  # Bruno's old email told of the change
 }
@@ -88,7 +89,7 @@ def email_text(message: Message) -> str:
 
 
 def code_in(text: str) -> str:
-    return re.search(r"código de verificación es (\d{6})", text).group(1)
+    return re.search(r"código (?:de verificación )?es (\d{6})", text).group(1)
 
 
 def links_in(text: str) -> list[str]:
@@ -241,6 +242,15 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
             gateway.rest(
                 "update_contact_details", {"identifier": "X1234567L", "email": NEW_EMAIL}, bruno
             )
+            # The new address proves itself with the code sent to it; the old one is told.
+            change_mail = wait_for(
+                lambda: [m for m in inbox.messages if NEW_EMAIL in str(m.get("To", ""))]
+            )
+            change_code = code_in(email_text(change_mail[0]))
+            confirmed = gateway.rest(
+                "confirm_contact_change", {"identifier": "X1234567L", "code": change_code}, bruno
+            )
+            assert confirmed.get("updated") is True, confirmed
 
             ana = "conv-ana-1"
             identified = gateway.mcp("identify_contact", {"email": "ANA@example.com"}, ana)
@@ -250,7 +260,11 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
             )
             assert sent["isError"] is False, sent
             ana_mail = wait_for(
-                lambda: [m for m in inbox.messages if "verificación es" in email_text(m)]
+                lambda: [
+                    m
+                    for m in inbox.messages
+                    if "ana@example.com" in str(m.get("To", "")) and "verificación" in email_text(m)
+                ]
             )
             ana_code = code_in(email_text(ana_mail[0]))
             wrong = gateway.mcp(
@@ -341,11 +355,11 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
         assert float(match["s"]) > 0
     # The lines a task writes while it runs carry its id.
     delivered = [line for line in worker_lines if "delivered by" in line["message"]]
-    assert len(delivered) == 2
+    assert len(delivered) == TASKS["core.challenge_deliver"]
     assert {line["task_id"] for line in delivered} <= {m["id"] for m, _ in succeeded}
     # And each tool call's line its request id, its company and its durations.
     calls = [line for line in json_lines(logs["gunicorn"]) if line.get("event") == "tool_call"]
-    assert len(calls) == 10
+    assert len(calls) == 11  # confirm_contact_change too
     assert all(re.fullmatch(r"[0-9a-f]{32}", call["request_id"]) for call in calls)
     assert {call["company"] for call in calls} == {sandbox.pk}
     assert all(0 < call["tool_duration_ms"] <= call["duration_ms"] for call in calls)

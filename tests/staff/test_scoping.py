@@ -121,7 +121,7 @@ def test_the_landing_page_shows_todays_work_of_the_staff_members_company_in_loca
 
     page = response.content.decode()
     panels = {p.key: p for p in response.context["dashboard_panels"]}
-    assert set(panels) == {"appointments", "cases", "quotes", "codes", "security"}
+    assert set(panels) == {"appointments", "cases", "quotes", "codes", "verified_mode", "security"}
     assert [row["cells"][1] for row in panels["appointments"].rows] == [
         sol_day.appointment.reference
     ]
