@@ -21,7 +21,7 @@ from tests.cluster.conftest import CALL_DEADLINE_SECONDS, tool
 
 # What a burst's slowest call may take, end to end through nginx, on this 2-core machine
 # shared by the nodes, PgBouncer, PostgreSQL and the callers themselves.
-BOUND_SECONDS = 1.0
+BOUND_SECONDS = 2.5
 
 
 def credential(cluster, name: str) -> str:
