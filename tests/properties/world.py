@@ -1,4 +1,4 @@
-"""The world a property run plays in: two companies, each with its customers, its
+"""The world a property run plays in: two sandbox companies, each with its customers, its
 agenda and its catalogue, built through the services as the application builds them.
 
 Each run (each Hypothesis example) builds a world of its own, with fresh companies, so what an
@@ -105,8 +105,9 @@ def build_world() -> World:
             # run's guesses do not lock every conversation of the run.
             identify_failures_per_credential=10_000,
             identify_failures_per_identifier=10_000,
-            # Production companies, so their codes reach the test's SMS and email outboxes (a
-            # sandbox keeps them in its own), with room for a soak's many codes in an hour.
+            # Sandboxes, as the fault switch needs, so their codes are kept in their outbox;
+            # with room for a soak's many codes in an hour.
+            environment=Company.Environment.SANDBOX,
             sms_hourly_budget=100_000,
         )
         AgendaSettings.objects.update_or_create(
