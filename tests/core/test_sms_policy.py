@@ -253,7 +253,9 @@ def test_the_budget_stops_sms_past_it_and_tells_the_admins_once_per_window(
     assert event.staff_notified_at is not None
     [alert] = mail.outbox
     assert sorted(alert.bcc or alert.to) == ["boss@example.com", "second@example.com"]
-    assert "2 SMS in 60 minutes" in alert.body
+    # In the company's language (Spanish): the staff strings are written in English.
+    assert "límite de SMS por hora" in alert.subject
+    assert "los 2 SMS de su límite en 60 minutos" in alert.body
 
 
 def test_the_budget_is_a_rolling_hour(company, django_capture_on_commit_callbacks):
