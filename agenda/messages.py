@@ -283,6 +283,7 @@ def appointment_message_deliver(
     messages = AppointmentMessage.objects.filter(pk=message_id)
     try:
         sent = message_send(
+            company=message.company,
             channel=message.channel,
             to=to,
             subject=subject,

@@ -170,6 +170,10 @@ RULE_CODES = frozenset(
         "invalid_document",
         "invalid_phone",
         "invalid_email",
+        # a phone the company may not text (core.sms_policy): a country it does not serve, or
+        # a number that is not a mobile (premium rate, shared cost, landline...)
+        "phone_country_not_served",
+        "phone_not_mobile",
         # time and position
         "invalid_date",
         "invalid_date_range",

@@ -2,9 +2,11 @@
 and the idempotency records every API writes through core.idempotency."""
 
 import hashlib
+import re
 import secrets
 import zoneinfo
 
+import phonenumbers
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
@@ -17,6 +19,22 @@ from django.utils.translation import gettext_lazy as _
 def validate_timezone(value: str) -> None:
     if value not in zoneinfo.available_timezones():
         raise ValidationError(_("Unknown time zone: %(tz)s"), params={"tz": value})
+
+
+def sms_country_codes(value: str) -> list[str]:
+    """The ISO 3166-1 alpha-2 codes of a list written as "ES, PT" (commas or spaces), upper
+    case, each once, in the order given."""
+    return list(dict.fromkeys(code.upper() for code in re.split(r"[\s,;]+", value) if code))
+
+
+def validate_sms_countries(value: str) -> None:
+    unknown = [
+        code for code in sms_country_codes(value) if code not in phonenumbers.SUPPORTED_REGIONS
+    ]
+    if unknown:
+        raise ValidationError(
+            _("Not a country code: %(codes)s"), params={"codes": ", ".join(unknown)}
+        )
 
 
 class Company(models.Model):
@@ -92,6 +110,28 @@ class Company(models.Model):
         validators=[MinValueValidator(1)],
         help_text=_("Every code sent to one customer in an hour, whatever asked for it."),
     )
+    # Whom the company texts, and how many texts an hour (core.sms_policy): every SMS a
+    # stranger can make it send costs it money, and premium-rate or far-away numbers the most
+    # (docs/threats/sms.md for the defaults).
+    sms_countries = models.CharField(
+        _("countries served by SMS"),
+        max_length=200,
+        blank=True,
+        validators=[validate_sms_countries],
+        help_text=_(
+            "ISO 3166-1 alpha-2 codes separated by commas, e.g. ES, PT. Empty: the company's "
+            "own country only. Only mobile numbers of these countries can be registered or "
+            "get SMS."
+        ),
+    )
+    sms_hourly_budget = models.PositiveIntegerField(
+        _("SMS per hour"),
+        default=100,
+        help_text=_(
+            "At most this many SMS in any 60 minutes; past it SMS are not sent, and the "
+            "company's administrators are emailed once. 0 sends none."
+        ),
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     # Not a column: the gateway credential that authenticated the request this instance
@@ -115,6 +155,11 @@ class Company(models.Model):
     @property
     def is_sandbox(self) -> bool:
         return self.environment == self.Environment.SANDBOX
+
+    @property
+    def sms_regions(self) -> frozenset[str]:
+        """The countries (ISO codes) whose mobile numbers the company may text."""
+        return frozenset(sms_country_codes(self.sms_countries) or [self.country.upper()])
 
 
 class StaffMembership(models.Model):
@@ -339,6 +384,7 @@ class SecurityEvent(models.Model):
             "wrong_codes_budget_spent",
             _("Daily budget of wrong verification codes spent"),
         )
+        SMS_BUDGET_REACHED = "sms_budget_reached", _("Hourly SMS budget reached")
 
     company = models.ForeignKey(
         Company,
@@ -610,3 +656,49 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation} [{self.key[:24]}]"
+
+
+class SmsSend(models.Model):
+    """One SMS handed to its channel (the provider, or a sandbox's outbox): what the hourly
+    budget counts (core.sms_policy). Rows older than the window are deleted as new ones come."""
+
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="+", verbose_name=_("company")
+    )
+    created_at = models.DateTimeField(_("sent"))
+
+    class Meta:
+        verbose_name = _("SMS sent")
+        verbose_name_plural = _("SMS sent")
+        indexes = [models.Index(fields=["company", "created_at"], name="sms_send_window")]
+
+    def __str__(self) -> str:
+        return f"{self.company_id} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class OutboxMessage(models.Model):
+    """A message to a customer of a sandbox company, kept here instead of being sent: a
+    sandbox never reaches a real phone or mailbox, whatever backends are configured
+    (core.outbound). Staff read it in the admin; nothing edits it."""
+
+    class Channel(models.TextChoices):
+        SMS = "sms", _("SMS")
+        EMAIL = "email", _("Email")
+
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="outbox", verbose_name=_("company")
+    )
+    channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices)
+    destination = models.CharField(_("to"), max_length=254)
+    subject = models.CharField(_("subject"), max_length=300, blank=True)
+    body = models.TextField(_("text"))
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("sandbox outbox message")
+        verbose_name_plural = _("sandbox outbox")
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["company", "-created_at"], name="outbox_company_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.get_channel_display()} → {self.destination}"

@@ -1,7 +1,13 @@
 """One message to one customer, by SMS or by email: what the verification codes
-(core.verification) and the appointment messages (agenda.messages) both send.
+(core.verification), the appointment messages (agenda.messages), the notices of changed
+contact details (core.services) and the quotes' emails (sales) all send, and the one gate
+every customer message passes.
 
 `message_send` hands the message to its channel once and answers what the provider said of it.
+An SMS first passes the company's SMS policy (core.sms_policy: mobile numbers of the countries
+it serves, within its hourly budget), or is refused (OutboundRefused, saying why). A sandbox
+company's messages never reach a real channel, whatever backends are configured: they are
+kept in its outbox (core.models.OutboxMessage), which staff read in the admin.
 It raises OutboundTransient when a later try of the same message may be accepted (an SMTP 4yz
 reply, a dropped connection, an SMS provider's 5xx, 429 or timeout) and OutboundRefused when
 none will be (an SMTP 5yz reply, a bad number, bad credentials). Their `detail` is safe to
@@ -14,7 +20,9 @@ from email.utils import make_msgid
 from django.core.mail import EmailMessage
 
 from core.mail import smtp_error_is_transient, smtp_error_summary
+from core.models import Company, OutboxMessage
 from core.sms import SmsPermanentError, SmsTransientError, sms_send
+from core.sms_policy import sms_budget_take, sms_refusal
 
 SMS, EMAIL = "sms", "email"
 
@@ -55,10 +63,33 @@ class SentUnrecorded(Exception):
 
 
 def message_send(
-    *, channel: str, to: str, subject: str, body: str, headers: dict[str, str] | None = None
+    *,
+    company: Company,
+    channel: str,
+    to: str,
+    subject: str,
+    body: str,
+    headers: dict[str, str] | None = None,
 ) -> Sent:
-    """Send `body` to `to` by `channel` (SMS or EMAIL; `subject` and `headers` are for
-    email), once."""
+    """Send `body` to `to`, a customer of `company`, by `channel` (SMS or EMAIL; `subject` and
+    `headers` are for email), once; into the company's outbox if it is a sandbox."""
+    if channel not in (SMS, EMAIL):
+        raise ValueError(f"no such channel: {channel!r}")
+    if channel == SMS:
+        refusal = sms_refusal(company=company, phone=to)
+        if refusal is not None:
+            raise OutboundRefused(f"not sent: {refusal.value} (the company's SMS policy)")
+        if not sms_budget_take(company=company):
+            raise OutboundRefused("not sent: the company's hourly SMS budget is spent")
+    if company.is_sandbox:
+        kept = OutboxMessage.objects.create(
+            company=company,
+            channel=channel,
+            destination=to,
+            subject=subject[:300] if channel == EMAIL else "",
+            body=body,
+        )
+        return Sent(f"outbox-{kept.pk}", "kept in the sandbox outbox")
     if channel == SMS:
         try:
             result = sms_send(to=to, body=body)
@@ -67,8 +98,6 @@ def message_send(
         except SmsPermanentError as exc:
             raise OutboundRefused(exc.detail) from None
         return Sent(result.message_id, result.status)
-    if channel != EMAIL:
-        raise ValueError(f"no such channel: {channel!r}")
     message_id = make_msgid(domain="garante.local")
     email = EmailMessage(
         subject=subject, body=body, to=[to], headers={**(headers or {}), "Message-ID": message_id}

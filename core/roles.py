@@ -226,13 +226,21 @@ def staff_company_ids(request: HttpRequest, permission: str | None = None) -> li
     return _staff_access(request).companies(permission)
 
 
-# Agents serve customers: they see the companies, contacts and conversations, and keep contacts
-# up to date. Supervisors also see who is on the team and its policies, and send verification
-# codes, and see the idempotency records of every API's writes. The transition log
+# Agents serve customers: they see the companies, contacts and conversations (and what a
+# sandbox company would have sent its customers, its outbox), and keep contacts up to date.
+# Supervisors also see who is on the team and its policies, and send verification codes, and
+# see the idempotency records of every API's writes. The transition log
 # (django_fsm_log) of the apps' state machines is everyone's to see.
 staff_grants(
     "core",
-    agent_view=["company", "contact", "conversation", "securityevent", "verificationchallenge"],
+    agent_view=[
+        "company",
+        "contact",
+        "conversation",
+        "securityevent",
+        "verificationchallenge",
+        "outboxmessage",
+    ],
     agent_add=["contact"],
     agent_change=["contact"],
     supervisor_view=["staffmembership", "stepuppolicy", "idempotencyrecord"],

@@ -1,6 +1,7 @@
 """Telling a company's staff about a security event that needs them: a burst of failed
 identifications on one of its gateway credentials (core.identity), a contact whose daily budget
-of wrong verification codes is spent (core.verification.budget)."""
+of wrong verification codes is spent (core.verification.budget), to all its staff; its hourly
+SMS budget reached (core.sms_policy), to its administrators."""
 
 import logging
 from datetime import datetime, timedelta
@@ -14,17 +15,20 @@ from django.utils.translation import gettext as _
 
 from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
-from core.models import SecurityEvent
+from core.models import SecurityEvent, StaffMembership
 from core.transactions import one_at_a_time
 
 logger = logging.getLogger("garante.security")
 
-# The events staff are emailed about, each with its email's template.
-_TEMPLATES = {
-    SecurityEvent.Kind.IDENTIFICATION_BURST: "core/email/identification_burst.txt",
-    SecurityEvent.Kind.WRONG_CODES_BUDGET_SPENT: "core/email/wrong_codes_budget_spent.txt",
-}
-NOTIFIED_KINDS = tuple(_TEMPLATES)
+# The events staff are emailed about.
+NOTIFIED_KINDS = (
+    SecurityEvent.Kind.IDENTIFICATION_BURST,
+    SecurityEvent.Kind.WRONG_CODES_BUDGET_SPENT,
+    SecurityEvent.Kind.SMS_BUDGET_REACHED,
+)
+# Those only the company's administrators are emailed about: what they alone may change in
+# the admin (the company's SMS settings).
+ADMINS_ONLY_KINDS = (SecurityEvent.Kind.SMS_BUDGET_REACHED,)
 # A notice still unsent this long after its event is taken for lost (the broker was down at
 # commit) and enqueued again by the sweep, for as long as the window lasts.
 NOTICE_GRACE = timedelta(minutes=2)
@@ -45,14 +49,37 @@ def security_event_notify_on_commit(*, event_id: int) -> None:
     transaction.on_commit(notify, robust=True)
 
 
-def security_event_staff_recipients(*, company_id: int) -> list[str]:
-    """The company's active staff with an email."""
+def security_event_staff_recipients(*, company_id: int, admins_only: bool = False) -> list[str]:
+    """The company's active staff with an email (only its administrators, if `admins_only`)."""
+    memberships = StaffMembership.objects.filter(company_id=company_id)
+    if admins_only:
+        memberships = memberships.filter(role=StaffMembership.Role.ADMIN)
     staff = (
         get_user_model()
-        .objects.filter(memberships__company_id=company_id, is_active=True)
+        .objects.filter(pk__in=memberships.values("user_id"), is_active=True)
         .exclude(email="")
     )
     return sorted(staff.values_list("email", flat=True).distinct())
+
+
+def _notice_text(event: SecurityEvent) -> tuple[str, str]:
+    """The subject and body of an event's email, in the active language."""
+    if event.kind == SecurityEvent.Kind.WRONG_CODES_BUDGET_SPENT:
+        subject = _("Security alert: too many wrong verification codes for %(contact)s") % {
+            "contact": str(event.contact) if event.contact else "-"
+        }
+        return subject, render_to_string(
+            "core/email/wrong_codes_budget_spent.txt", {"event": event}
+        )
+    if event.kind == SecurityEvent.Kind.SMS_BUDGET_REACHED:
+        subject = _("Alert: %(company)s reached its hourly SMS budget") % {
+            "company": event.company.name
+        }
+        return subject, render_to_string("core/email/sms_budget_reached.txt", {"event": event})
+    subject = _("Security alert: failed identifications on %(credential)s") % {
+        "credential": event.credential.name if event.credential else "-"
+    }
+    return subject, render_to_string("core/email/identification_burst.txt", {"event": event})
 
 
 def security_event_staff_notify(*, event_id: int) -> int:
@@ -65,20 +92,21 @@ def security_event_staff_notify(*, event_id: int) -> int:
     """
     with one_at_a_time(SecurityEvent, event_id):
         event = (
-            SecurityEvent.objects.select_related("company", "credential")
+            SecurityEvent.objects.select_related("company", "credential", "contact")
             .filter(pk=event_id, kind__in=NOTIFIED_KINDS, staff_notified_at__isnull=True)
             .first()
         )
         if event is None:
             return 0
-        recipients = security_event_staff_recipients(company_id=event.company_id)
+        recipients = security_event_staff_recipients(
+            company_id=event.company_id, admins_only=event.kind in ADMINS_ONLY_KINDS
+        )
         if not recipients:
             logger.warning("security event %s: no staff member with an email", event_id)
             _notified(event)
             return 0
         with translation.override(event.company.language):
-            subject = _subject(event)
-            body = render_to_string(_TEMPLATES[event.kind], {"event": event})
+            subject, body = _notice_text(event)
         subject = " ".join(subject.split())[:200]
         message = EmailMessage(
             subject=subject,
@@ -97,16 +125,6 @@ def security_event_staff_notify(*, event_id: int) -> int:
             return 0
         _notified(event)
         return sent
-
-
-def _subject(event: SecurityEvent) -> str:
-    if event.kind == SecurityEvent.Kind.WRONG_CODES_BUDGET_SPENT:
-        return _("Security alert: too many wrong verification codes for %(contact)s") % {
-            "contact": str(event.contact) if event.contact else "-"
-        }
-    return _("Security alert: failed identifications on %(credential)s") % {
-        "credential": event.credential.name if event.credential else "-"
-    }
 
 
 def _notified(event: SecurityEvent, *, error: str = "") -> None:

@@ -2,7 +2,6 @@
 
 import logging
 
-from django.core.mail import EmailMessage
 from django.db import IntegrityError, transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
@@ -12,7 +11,6 @@ from core.durable import keeps_evidence
 from core.errors import ValidationFailed
 from core.identity.step_up import security_event_record
 from core.jobs import task_named
-from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import (
     Company,
     Contact,
@@ -21,8 +19,9 @@ from core.models import (
     SecurityEvent,
     VerificationChallenge,
 )
-from core.normalize import normalize_document, normalize_email, normalize_phone
-from core.sms import SmsPermanentError, sms_send
+from core.normalize import normalize_document, normalize_email
+from core.outbound import OutboundRefused, message_send
+from core.sms_policy import sms_phone_normalize
 from core.verification.check import (
     contact_change_code_check,
     contact_change_code_spend,
@@ -43,7 +42,8 @@ def contact_create(
     phone: str = "",
     email: str = "",
 ) -> Contact:
-    """Create a contact with its identifiers normalised (ValidationFailed if one is invalid)."""
+    """Create a contact with its identifiers normalised (ValidationFailed if one is invalid,
+    or if its phone is not one the company may text: core.sms_policy)."""
     return Contact.objects.create(
         company=company,
         first_name=first_name.strip(),
@@ -51,7 +51,7 @@ def contact_create(
         document_number=normalize_document(document_number, company.country)
         if document_number
         else "",
-        phone=normalize_phone(phone, company.country) if phone else "",
+        phone=sms_phone_normalize(company=company, raw=phone) if phone else "",
         email=normalize_email(email) if email else "",
     )
 
@@ -63,14 +63,15 @@ _CHANNEL_OF_FIELD = {"phone": "sms", "email": "email"}
 
 def contact_change_destination(*, company: Company, field: str, raw: str) -> str:
     """The new phone (E.164) or email a contact asked to change to, as a code may be sent to
-    it; ValidationFailed (invalid_phone, invalid_email) otherwise.
+    it; ValidationFailed (invalid_phone, phone_country_not_served, phone_not_mobile,
+    invalid_email) otherwise.
 
     The one place that decides where a code for a typed destination may go: the address is
     the caller's, so whatever a company refuses to send to (countries it does not serve,
     premium-rate numbers) is refused here, before any message. It depends on the value alone,
     never on who holds it: its answer must tell nothing about other customers."""
     if field == "phone":
-        return normalize_phone(raw, company.country)
+        return sms_phone_normalize(company=company, raw=raw)
     return normalize_email(raw)
 
 
@@ -182,8 +183,9 @@ def contact_change_notice_send(
     *, contact_id: int, channel: str, destination: str, changed: list[str]
 ) -> bool:
     """Tell a contact, at their old phone or email, that their contact details changed;
-    whether a message left. A transient failure is raised for the task to retry; a refusal
-    for good is logged and dropped (retrying cannot change it)."""
+    whether a message left. A transient failure (OutboundTransient) is raised for the task to
+    retry; a refusal for good is logged and dropped (retrying cannot change it): a provider's
+    or mail server's, or the company's SMS policy's (core.outbound)."""
     contact = Contact.objects.select_related("company").filter(pk=contact_id).first()
     if contact is None:
         return False
@@ -199,21 +201,16 @@ def contact_change_notice_send(
             "%(company)s: se ha cambiado %(what)s en su ficha de cliente. Si no lo ha pedido "
             "usted, contacte con nosotros cuanto antes."
         ) % {"company": company.name, "what": what}
-    if channel == "sms":
-        try:
-            sms_send(to=destination, body=body)
-        except SmsPermanentError as exc:
-            logger.error("contact %s: change notice refused by SMS (%s)", contact_id, exc)
-            return False
-        return True
     try:
-        EmailMessage(subject=subject, body=body, to=[destination]).send()
-    except OSError as exc:  # SMTPException is one
-        if smtp_error_is_transient(exc):
-            raise
-        logger.error(
-            "contact %s: change notice refused by email (%s)", contact_id, smtp_error_summary(exc)
+        message_send(
+            company=company,
+            channel=channel,
+            to=destination,
+            subject=subject,
+            body=body,
         )
+    except OutboundRefused as exc:
+        logger.error("contact %s: change notice refused by %s (%s)", contact_id, channel, exc)
         return False
     return True
 

@@ -11,10 +11,10 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from core.idempotency import tasks as idempotency_tasks  # noqa: F401  (the purge, on beat)
+from core.outbound import OutboundTransient
 from core.periodic import every
 from core.security import security_event_notices_pending, security_event_staff_notify
 from core.services import contact_change_notice_send
-from core.sms import SmsTransientError
 from core.sweeps import SWEEP_TIME_LIMITS, enqueued, sweep
 from core.verification import (
     DeliveryOutcome,
@@ -103,7 +103,7 @@ def security_event_notices_resend() -> int:
 
 
 @shared_task(
-    autoretry_for=(OSError, SmsTransientError, *DATABASE_FAILURES),
+    autoretry_for=(OutboundTransient, *DATABASE_FAILURES),
     retry_backoff=True,
     max_retries=5,
 )

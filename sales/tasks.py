@@ -2,6 +2,7 @@
 
 from celery import shared_task
 
+from core.outbound import OutboundTransient
 from core.periodic import every
 from core.sweeps import SWEEP_TIME_LIMITS, enqueued, sweep
 from core.tasks import DATABASE_FAILURES
@@ -13,8 +14,10 @@ EMAIL_SWEEP_EVERY_SECONDS = 15 * 60
 
 
 # Only transient errors reach the task: quote_email_deliver records a refusal for good (a 5yz
-# reply) instead of raising. OSError covers SMTPException (4yz replies, a dropped connection).
-@shared_task(autoretry_for=(OSError, *DATABASE_FAILURES), retry_backoff=True, max_retries=5)
+# reply) instead of raising. OutboundTransient is a 4yz reply or a dropped connection.
+@shared_task(
+    autoretry_for=(OutboundTransient, *DATABASE_FAILURES), retry_backoff=True, max_retries=5
+)
 def quote_email_send(quote_id: int) -> bool:
     """Email a sent quote to the customer's own address; retried while mail or the database is
     down (a database that stops answering fails within GARANTE_DB_ANSWER_SECONDS), never for a

@@ -5,7 +5,9 @@ keyword overrides, and returns a saved object. tests/conftest.py turns the usual
 fixtures (`company`, `other_company`, `ana`, `bruno`, `service`, `marta`, `catalog`,
 `make_staff`); app conftests add only what is theirs.
 
-- companies: `company()` — a sandbox company with a unique name and slug;
+- companies: `company()` — a production company with a unique name and slug
+  (`environment=Company.Environment.SANDBOX` for a sandbox: its messages to customers are
+  kept in its outbox, never sent, core.outbound);
 - customers: `ana(company)` (Ana García, DNI 12345678Z, +34600111222, ana@example.com) and
   `bruno(company)` (Bruno López, NIE X1234567L, +34600333444, bruno@example.com); a test that
   needs one identifier absent says so (`ana(company, email="")`);
@@ -60,7 +62,7 @@ def company(**fields: Any) -> Company:
     n = next(_numbers)
     fields.setdefault("name", f"Company {n}")
     fields.setdefault("slug", f"company-{n}-{uuid.uuid4().hex[:6]}")
-    fields.setdefault("environment", Company.Environment.SANDBOX)
+    fields.setdefault("environment", Company.Environment.PRODUCTION)
     return Company.objects.create(**fields)
 
 

@@ -13,6 +13,7 @@ from core.admin.identity import (
     VerificationChallengeAdmin,
     contact_search_fields,
 )
+from core.admin.outbox import OutboxMessageAdmin
 from core.admin.scoping import CompanyScopedAdmin, staff_scoped, values_filter
 from core.admin.tenants import CompanyAdmin, GatewayCredentialAdmin, StaffMembershipAdmin
 from core.admin.transitions import (
@@ -28,6 +29,7 @@ __all__ = [
     "ConversationAdmin",
     "CsvExportAdmin",
     "GatewayCredentialAdmin",
+    "OutboxMessageAdmin",
     "RecordRulesAdmin",
     "SecurityEventAdmin",
     "ServiceTransitionsAdmin",

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
@@ -9,15 +10,26 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from core.admin.scoping import CompanyScopedAdmin
-from core.models import Company, GatewayCredential, StaffMembership
+from core.models import Company, GatewayCredential, StaffMembership, sms_country_codes
 from core.process_cache import change_seen_everywhere
 from core.roles import staff_company_ids, staff_membership_remove, staff_membership_set
 from core.services import gateway_credential_issue, gateway_credential_revoke
 
 
+class CompanyForm(forms.ModelForm):
+    class Meta:
+        model = Company
+        exclude: list[str] = []
+
+    def clean_sms_countries(self) -> str:
+        """ "es pt" or "ES,PT" is stored as "ES, PT" (the model's validator checks each)."""
+        return ", ".join(sms_country_codes(self.cleaned_data.get("sms_countries") or ""))
+
+
 @admin.register(Company)
 class CompanyAdmin(CompanyScopedAdmin):
     company_path = "pk"
+    form = CompanyForm
     list_display = ["name", "environment", "timezone", "language", "currency"]
     list_filter = ["environment"]
     search_fields = ["name", "slug"]
@@ -58,6 +70,18 @@ class CompanyAdmin(CompanyScopedAdmin):
                     "verified_mode_codes_per_credential_per_hour",
                     "verification_codes_per_contact_per_hour",
                 ],
+            },
+        ),
+        (
+            _("SMS"),
+            {
+                "description": _(
+                    "Whom the company's SMS may reach (verification codes, appointment "
+                    "messages, notices of changed details) and how many may leave in an "
+                    "hour. A sandbox company's messages are never sent: they are kept in "
+                    "its outbox."
+                ),
+                "fields": ["sms_countries", "sms_hourly_budget"],
             },
         ),
     ]

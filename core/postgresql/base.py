@@ -109,6 +109,12 @@ class BoundedConnection(psycopg.Connection):
         deadline = current_deadline()
         if deadline is None or timeout is not None:
             return super().wait(gen, interval, timeout)
+        left = _call_left()
+        if left is not None and left <= 0:
+            # The call's deadline has passed (it queued for a thread past it): nothing is
+            # sent, and the connection goes with the failed call.
+            self.close()
+            raise DatabaseAnswerTimeout("the database did not answer within the call's deadline")
         try:
             return super().wait(gen, interval, deadline)
         except _WaitTimeout:

@@ -109,7 +109,11 @@ def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: boo
         return DeliveryOutcome.SKIPPED
     try:
         sent = message_send(
-            channel=challenge.channel, to=challenge.destination, subject=subject, body=body
+            company=challenge.company,
+            channel=challenge.channel,
+            to=challenge.destination,
+            subject=subject,
+            body=body,
         )
     except OutboundTransient as exc:
         status = Delivery.FAILED if last_try else Delivery.RETRYING

@@ -3,13 +3,11 @@
 import logging
 from datetime import datetime, timedelta
 
-from django.conf import settings
-from django.core.mail import send_mail
 from django.template.loader import render_to_string
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext_lazy as _
 
-from core.mail import smtp_error_is_transient, smtp_error_summary
+from core.outbound import EMAIL, OutboundRefused, message_send
 from core.transactions import one_at_a_time
 from sales import money
 from sales.models import QUOTE_STATE_LABELS, Quote
@@ -44,14 +42,20 @@ def _quote_email_send(*, quote_id: int) -> bool:
         return False
     with translation.override(quote.company.language), timezone.override(quote.company.tz):
         subject, body = _quote_email(quote)
+    # A transient failure (OutboundTransient) is raised: the task retries it; past its
+    # retries, the sweep enqueues it again. A sandbox's email is kept in its outbox.
     try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [quote.contact.email])
-    except OSError as exc:  # SMTPException is one
-        if smtp_error_is_transient(exc):
-            raise  # the task retries it; past its retries, the sweep enqueues it again
+        message_send(
+            company=quote.company,
+            channel=EMAIL,
+            to=quote.contact.email,
+            subject=subject,
+            body=body,
+        )
+    except OutboundRefused as exc:
         # Refused for good (550 no such mailbox): sending it again cannot help. Recorded, so
         # the sweep skips it and staff see why the customer has no email.
-        error = smtp_error_summary(exc)
+        error = exc.detail
         logger.error("quote %s: email refused for good (%s); not retried", quote.reference, error)
         Quote.objects.filter(pk=quote.pk, emailed_at__isnull=True).update(email_error=error)
         return False

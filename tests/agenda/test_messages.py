@@ -130,7 +130,9 @@ def book_in_lisbon(make_company, django_capture_on_commit_callbacks, now):
     """Book at an English-speaking shop in Lisbon, on Tuesday at 11:00 Madrid's time."""
 
     def book():
-        shop = make_company(name="Lisbon Barbers", language="en", timezone="Europe/Lisbon")
+        shop = make_company(
+            name="Lisbon Barbers", language="en", timezone="Europe/Lisbon", country="PT"
+        )
         service = factories.service(shop, name="Haircut")
         with django_capture_on_commit_callbacks(execute=True):
             return appointment_book(

@@ -167,9 +167,9 @@ def test_a_policy_lists_only_tools_that_act_for_an_identified_customer(
 
 def identify_through(company, credential, value):
     """identify_contact by phone in a new conversation, as a call through `credential` makes
-    it; the contact bound, or None in verified mode (NotFound propagates)."""
-    from django.db import transaction
-
+    it (a unit of work that keeps its evidence: core.durable); the contact bound, or None in
+    verified mode (NotFound propagates)."""
+    from core.durable import keeping_evidence
     from core.identity import identify_contact
 
     gateway_company = type(company).objects.get(pk=company.pk)
@@ -178,8 +178,9 @@ def identify_through(company, credential, value):
         company=company, external_id=f"conv-{VerificationChallenge.objects.count()}-{value}"
     )
     conversation.company = gateway_company
-    with transaction.atomic():
-        return identify_contact(conversation=conversation, kind="phone", value=value)
+    return keeping_evidence(
+        lambda: identify_contact(conversation=conversation, kind="phone", value=value)
+    )
 
 
 def test_the_dashboard_shows_what_verified_mode_cost_per_credential(

@@ -51,30 +51,12 @@ class InProcessMachine(GatewayMachine):
         return InProcess(tokens(world))
 
 
-def http_machine(url: str, sms_directory: Any) -> type[GatewayMachine]:
-    """The machine against the live server at `url`, reading codes from its SMS files."""
+def http_machine(url: str) -> type[GatewayMachine]:
+    """The machine against the live server at `url` (codes are read from the sandboxes'
+    outboxes in the database, as in process)."""
 
     class HttpMachine(GatewayMachine):
-        channels = ("sms",)  # the server's email stays in its own process
-
         def make_transport(self, world: World) -> Any:
             return OverHttp(f"{url}/mcp", tokens(world))
-
-        def code_mark(self, channel: str) -> int:
-            return len(list(sms_directory.glob("*.sms")))
-
-        def read_code(
-            self, conversation: Any, channel: str, since: int, to: str | None = None
-        ) -> str | None:
-            from tests.properties.machine import CODE_IN_MESSAGE
-
-            files = sorted(sms_directory.glob("*.sms"), key=lambda p: p.stat().st_mtime_ns)
-            codes = []
-            for path in files[since:]:
-                text = path.read_text(encoding="utf-8")
-                found = CODE_IN_MESSAGE.search(text)
-                if text.startswith(f"To: {to or conversation.speaker.phone}\n") and found:
-                    codes.append(found.group(1))
-            return codes[-1] if codes else None
 
     return HttpMachine

@@ -40,18 +40,11 @@ def test_the_guarantees_hold_in_process(machine_environment):
     report()
 
 
-def test_the_guarantees_hold_over_http_with_the_sdk(gunicorn_server, tmp_path):
-    sms = tmp_path / "sms"
+def test_the_guarantees_hold_over_http_with_the_sdk(gunicorn_server):
     server = gunicorn_server(
-        workers=2,
-        threads=4,
-        env={
-            "GARANTE_SMS_BACKEND": "file",
-            "GARANTE_SMS_FILE_PATH": str(sms),
-            "GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS": "300",
-        },
+        workers=2, threads=4, env={"GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS": "300"}
     )
-    machine = http_machine(server.url, sms)
+    machine = http_machine(server.url)
     for at in seeds():
         run_seeded(machine, OVER_HTTP["examples"], OVER_HTTP["steps"], at)
     report()

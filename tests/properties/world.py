@@ -105,6 +105,10 @@ def build_world() -> World:
             # run's guesses do not lock every conversation of the run.
             identify_failures_per_credential=10_000,
             identify_failures_per_identifier=10_000,
+            # Sandboxes, as the fault switch needs, so their codes are kept in their outbox;
+            # with room for a soak's many codes in an hour.
+            environment=Company.Environment.SANDBOX,
+            sms_hourly_budget=100_000,
         )
         AgendaSettings.objects.update_or_create(
             company=company, defaults={"booking_horizon_days": HORIZON_DAYS}

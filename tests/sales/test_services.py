@@ -1,7 +1,6 @@
 """Sales services: totals decided by the system, stock reserved at acceptance, guarded states."""
 
 import re
-import smtplib
 from datetime import timedelta
 from decimal import Decimal
 
@@ -11,6 +10,7 @@ from django.utils import timezone
 from django_fsm_log.models import StateLog
 
 from core.errors import NotFound, ValidationFailed
+from core.outbound import OutboundTransient
 from sales.models import Opportunity, PriceList, Product, Quote
 from sales.services.catalog import (
     price_list_create,
@@ -406,14 +406,14 @@ def test_a_quote_email_refused_for_good_is_recorded_and_not_sent_again(
 def test_a_quote_email_refused_for_now_is_retried_then_delivered(
     company, ana, catalog, smtp_refusing
 ):
-    """451 greylisting: the task retries it (OSError is in its autoretry_for)."""
+    """451 greylisting: the task retries it (OutboundTransient is in its autoretry_for)."""
     quote = quote_create(company=company, contact=ana, items=BASKET)
     server = smtp_refusing("451 4.7.1 Greylisted, please try again later", times=1)
 
-    with pytest.raises(smtplib.SMTPRecipientsRefused):
+    with pytest.raises(OutboundTransient):
         quote_email_deliver(quote_id=quote.pk)
     assert quote_emails_pending(now=timezone.now() + timedelta(minutes=20)) == [quote.pk]
-    assert issubclass(smtplib.SMTPRecipientsRefused, quote_email_send.autoretry_for)
+    assert issubclass(OutboundTransient, quote_email_send.autoretry_for)
 
     assert quote_email_deliver(quote_id=quote.pk) is True
     assert [envelope for envelope, _message in server.messages] == [[ana.email]]

@@ -12,6 +12,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
 from django.utils import timezone
 
+from core.models import Company
 from core.services import contact_create
 from tests.testapp.models import Counter
 from tooling import trace
@@ -211,7 +212,7 @@ def test_inside_a_callers_transaction_a_failing_trace_leaves_it_usable(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_call_that_failed_with_the_database_down_is_traced_as_system(make_company):
-    sandbox = make_company()
+    sandbox = make_company(environment=Company.Environment.SANDBOX)
 
     outcome = call(
         sandbox,

@@ -348,7 +348,10 @@ def test_a_write_failing_as_it_commits_says_the_effect_may_have_happened(tool_cl
     assert not IdempotencyRecord.objects.exists()  # here the database refused it: retry runs
 
 
-def test_a_read_failing_on_the_database_says_the_same_call_is_safe_and_nothing_happened(company):
+def test_a_read_failing_on_the_database_says_the_same_call_is_safe_and_nothing_happened(
+    make_company,
+):
+    company = make_company(environment=Company.Environment.SANDBOX)  # only a sandbox honours it
     tool = registry.get("testapp_read_counter")
     meta = CallMeta(conversation_id="conv-1", fault="database")
 
@@ -361,7 +364,8 @@ def test_a_read_failing_on_the_database_says_the_same_call_is_safe_and_nothing_h
     )
 
 
-def test_a_simulated_database_outage_stores_nothing_and_the_retry_executes(company):
+def test_a_simulated_database_outage_stores_nothing_and_the_retry_executes(make_company):
+    company = make_company(environment=Company.Environment.SANDBOX)  # only a sandbox honours it
     tool = registry.get(INCREMENT)
 
     def call(fault):

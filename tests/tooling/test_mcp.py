@@ -13,7 +13,7 @@ from pydantic import Field
 
 from agenda.models import Service
 from core.errors import NotFound
-from core.models import GatewayCredential, IdempotencyRecord
+from core.models import Company, GatewayCredential, IdempotencyRecord
 from core.services import gateway_credential_revoke
 from tests.conftest import McpClient
 from tooling import mcp as mcp_module
@@ -250,7 +250,8 @@ def test_an_unexpected_handler_failure_is_a_system_result_without_trace(mcp, wri
     assert "Traceback" not in response.text
 
 
-def test_an_injected_database_outage_is_a_system_result(mcp):
+def test_an_injected_database_outage_is_a_system_result(mcp, company):
+    Company.objects.filter(pk=company.pk).update(environment=Company.Environment.SANDBOX)
     result = result_of(mcp.call("list_services", {}, meta={"com.garante/fault": "database"}))
 
     assert result["isError"] is True
