@@ -234,6 +234,10 @@ def test_taken_is_said_only_to_whoever_received_the_code_and_then_nothing_is_sav
         ("phone", "+34 000 000 000", "invalid_phone"),
         ("phone", "llámame", "invalid_phone"),
         ("phone", "+999 123 456 789", "invalid_phone"),
+        # Numbers the company would not text: a code never goes there (core.sms_policy).
+        ("phone", "+34 806 123 456", "phone_not_mobile"),  # Spanish premium rate
+        ("phone", "+34 912 345 678", "phone_not_mobile"),  # a landline
+        ("phone", "+1 900 555 0123", "phone_country_not_served"),  # US premium rate
         ("email", "ana@", "invalid_email"),
         ("email", "@example.com", "invalid_email"),
         ("email", "ana garcía@example.com", "invalid_email"),
