@@ -64,6 +64,20 @@ class _Evidence:
     written: list[tuple[str, Any]] = field(default_factory=list)
     position: int = 0
 
+    def recorded(self, fn: Callable[[], Any]) -> tuple[bool, Any]:
+        """What `fn` gave when an earlier run of the work reached this point, and whether it
+        did (raising what it raised). A different `fn` here means the work took another path
+        this time (what it read changed): what was recorded from here on is forgotten."""
+        if self.position < len(self.written):
+            name, value = self.written[self.position]
+            if name == _name(fn):
+                self.position += 1
+                if isinstance(value, _Raised):
+                    raise value.error
+                return True, value
+            del self.written[self.position :]
+        return False, None
+
 
 _current: ContextVar[_Evidence | None] = ContextVar("garante_evidence", default=None)
 
@@ -87,15 +101,9 @@ def durably(fn: Callable[[], T]) -> T:
     if evidence is None:
         with transaction.atomic():
             return fn()
-    if evidence.position < len(evidence.written):
-        name, value = evidence.written[evidence.position]
-        if name == _name(fn):
-            evidence.position += 1
-            if isinstance(value, _Raised):
-                raise value.error
-            return value
-        # The work took another path this time (what it read changed): this evidence is new.
-        del evidence.written[evidence.position :]
+    found, value = evidence.recorded(fn)
+    if found:
+        return value
     raise _EvidenceFirst(fn)
 
 
@@ -106,14 +114,9 @@ def decided_once(fn: Callable[[], T]) -> T:
     evidence = _current.get()
     if evidence is None:
         return fn()
-    if evidence.position < len(evidence.written):
-        name, value = evidence.written[evidence.position]
-        if name == _name(fn):
-            evidence.position += 1
-            if isinstance(value, _Raised):
-                raise value.error
-            return value
-        del evidence.written[evidence.position :]
+    found, value = evidence.recorded(fn)
+    if found:
+        return value
     try:
         value = fn()
     except Exception as error:
