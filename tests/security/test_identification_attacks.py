@@ -286,7 +286,7 @@ def test_a_lockout_attempt_leaves_every_customer_identified(gateway, company, sm
 SQLITE_SEED = """
 from core.models import Company
 from core.services import contact_create, gateway_credential_issue
-company = Company.objects.create(name="Demo", slug="demo", environment="sandbox")
+company = Company.objects.create(name="Demo", slug="demo", environment="production")
 for n, phone in enumerate(PHONES):
     contact_create(company=company, first_name=f"Cliente{n}", phone=phone)
 result = gateway_credential_issue(company=company, name="gateway")[1]
