@@ -50,6 +50,16 @@ class ClusterUnderTest(Cluster):
             cursor = connection.execute(query, params)
             return cursor.fetchall() if cursor.description else []
 
+    def start_sending(self) -> None:
+        """Start the cluster, then let its seeded company send for real. A sandbox's messages
+        stay in its outbox, and these tests follow codes and emails to real channels (a local
+        SMTP server, the file backends), as a production company's; `start` seeds it again
+        only while it is a sandbox."""
+        if self.sql("SELECT to_regclass('core_company')") != [(None,)]:  # started before
+            self.sql("UPDATE core_company SET environment = 'sandbox' WHERE slug = 'sandbox'")
+        self.start(static=False)  # no page is styled here
+        self.sql("UPDATE core_company SET environment = 'production' WHERE slug = 'sandbox'")
+
     def logs(self) -> str:
         parts = []
         for log in sorted(self.directory.glob("*.log")):
@@ -94,7 +104,7 @@ def cluster() -> Iterator[ClusterUnderTest]:
             },
         )
         try:
-            running.start(static=False)  # no page is styled here
+            running.start_sending()
             yield running
         finally:
             running.stop()

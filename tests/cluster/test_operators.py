@@ -124,7 +124,7 @@ def test_beats_decision_to_skip_an_entry_is_in_its_log_at_the_default_level(clus
 def test_a_second_start_keeps_the_gateway_token(cluster):
     token = cluster.token
     cluster.stop()
-    cluster.start(static=False)
+    cluster.start_sending()
     assert cluster.token == token
     a_case_through_nginx(cluster)
     active = cluster.sql(

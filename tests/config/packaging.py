@@ -143,12 +143,17 @@ def smtp_server() -> Iterator[tuple[int, Inbox]]:
 def check_email_code(
     env: dict[str, str], url: str, host: str, database_url: str, inbox: Inbox, log_path: Path
 ) -> None:
-    """A code asked for through the web, for the sandbox's Bruno by email: the worker hands it
-    to the SMTP server and marks it sent."""
+    """A code asked for through the web, for the seeded company's Bruno by email (the company
+    made a production one): the worker hands it to the SMTP server and marks it sent."""
     seeded = run(env, GARANTE, "manage", "seed_sandbox", "--base-url", f"https://{host}")
     token = re.search(r"Gateway token:\s+(\S+)", seeded)
     if token is None:
         raise PackagingFailed(f"seed_sandbox printed no token:\n{seeded}")
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        # A sandbox's messages stay in its outbox: the operator's company here sends for real.
+        connection.execute(
+            "UPDATE core_company SET environment = 'production' WHERE slug = 'sandbox'"
+        )
     conversation = f"packaging-{uuid.uuid4().hex[:8]}"
     headers = {
         "Host": host,
