@@ -118,19 +118,6 @@ def _check_send_limits(
             )
 
 
-def _committed(conversation: Conversation | None) -> Conversation | None:
-    """The conversation as a committed row. A challenge is written first, apart from the call
-    that asks for it (core.durable), and that call may be the one inserting its conversation:
-    its rolled-back insert is made here for good (a conversation row records only that the
-    conversation was seen)."""
-    if conversation is None:
-        return None
-    committed, _ = Conversation.objects.get_or_create(
-        company_id=conversation.company_id, external_id=conversation.external_id
-    )
-    return committed
-
-
 def _publish(challenge_id: int, sealed: str) -> None:
     try:
         task_named("core.challenge_deliver").apply_async(
@@ -232,7 +219,7 @@ def _issue(
         challenge = VerificationChallenge.objects.create(
             company_id=contact.company_id,
             contact=contact,
-            conversation=_committed(conversation),
+            conversation=conversation,
             purpose=purpose,
             channel=channel,
             destination=destination,
