@@ -31,37 +31,39 @@ server connections; default: docs/scaling.md's model for this machine's cores),
 GARANTE_CLUSTER_LOG_LEVEL (the processes' GARANTE_LOG_LEVEL, default INFO),
 GARANTE_CLUSTER_SETTINGS (the nodes' DJANGO_SETTINGS_MODULE, default config.settings). Tests and
 the bench use `Cluster` directly.
+
+Each part's configuration comes from a module of its own: deploy.pgbouncer (and its pool
+model), deploy.nginx, deploy.commands (the nodes' and Celery's command lines);
+deploy.processes waits for, finds again and stops what was started.
 """
 
 import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
+from deploy.commands import BIN, beat_command, node_command, worker_command
+from deploy.nginx import nginx_configure
 from deploy.pgbouncer import DIRECT_CONNECTIONS, PoolModel, pgbouncer_command, pgbouncer_configure
 from deploy.processes import (
     Started,
-    executable,
     free_port,
     stop_started,
+    wait_http,
+    wait_log,
+    wait_port,
     with_children,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/garante_cluster"
-READY_SECONDS = 90
 NODES = 2
 # What the processes keep of the caller's environment: the system's basics, nothing of Garante's.
 PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME")
@@ -78,13 +80,6 @@ KEEPALIVE_MARGIN_SECONDS = 5
 # PgBouncer's queue wait follows (deploy.pgbouncer.PoolModel).
 DB_ANSWER_SECONDS = 10.0
 LOCK_WAIT_SECONDS = 5.0
-
-
-# nginx's answer to a header line past its buffers (its 494, sent as 431): the APIs' error.
-HEADERS_TOO_LARGE_JSON = (
-    '{"error_type": "VALIDATION", "code": "request_headers_too_large", '
-    '"user_message": "Las cabeceras de la petición son demasiado grandes."}'
-)
 
 
 @dataclass
@@ -366,13 +361,13 @@ class Cluster:
             max_client_conn=model.client_connections,
         )
         started = self._run("pgbouncer", command)
-        self._wait_port(self.pgbouncer_port, [started])
+        wait_port(self.pgbouncer_port, [started], self.directory)
         return started
 
     def start_pgbouncer_again(self) -> Started:
         """Start PgBouncer again with the configuration it had (after a fault test stopped it)."""
         started = self._run("pgbouncer", pgbouncer_command(self.directory / "pgbouncer"))
-        self._wait_port(self.pgbouncer_port, [started])
+        wait_port(self.pgbouncer_port, [started], self.directory)
         return started
 
     def node_environment(self, n: int) -> dict[str, str]:
@@ -382,179 +377,38 @@ class Cluster:
     def start_node(self, n: int, port: int) -> Started:
         env = self.node_environment(n)
         Path(env["PROMETHEUS_MULTIPROC_DIR"]).mkdir(exist_ok=True)
-        command = [
-            str(BIN / "gunicorn"),
-            "config.wsgi:application",
-            "--worker-class",
-            "gthread",
-            "--workers",
-            str(self.workers),
-            "--threads",
-            str(self.threads),
-            "--bind",
-            f"127.0.0.1:{port}",
-            # A listening socket per worker: the kernel spreads nginx's connections over both.
-            "--reuse-port",
-            # Longer than nginx keeps them (UPSTREAM_KEEPALIVE_SECONDS): nginx closes idle ones.
-            "--keep-alive",
-            str(self.node_keepalive_seconds),
-            "--graceful-timeout",
-            "20",
-            # gunicorn's control socket defaults to one path per user, which the second node
-            # would find taken; the cluster signals its processes by pid and needs none.
-            "--no-control-socket",
-            "--log-level",
-            "warning",
-        ]
+        command = node_command(
+            port,
+            workers=self.workers,
+            threads=self.threads,
+            keepalive_seconds=self.node_keepalive_seconds,
+        )
         return self._run(f"node{n}", command, env)
 
     def start_worker(self, n: int, env: dict[str, str] | None = None) -> Started:
         """Celery worker `n` (worker1 serves node 1's tasks, ...; all consume one queue)."""
-        command = [
-            str(BIN / "celery"),
-            "-A",
-            "config",
-            "worker",
-            "--pool=solo",
-            "--queues",
-            self.queue,
-            "--hostname",
-            f"node{n}-{self.queue}@%h",
-            "--without-gossip",
-            "--without-mingle",
-            f"--loglevel={self.log_level}",
-        ]
+        command = worker_command(n, queue=self.queue, log_level=self.log_level)
         return self._run(f"worker{n}", command, self.environment(**(env or {})))
 
     def start_beat(self, name: str = "beat") -> Started:
         schedule = self.directory / f"{name}-schedule"
-        command = [
-            str(BIN / "celery"),
-            "-A",
-            "config",
-            "beat",
-            "--schedule",
-            str(schedule),
-            f"--loglevel={self.log_level}",
-        ]
+        command = beat_command(schedule, log_level=self.log_level)
         return self._run(name, command)
 
     def _start_nginx(self) -> Started:
-        directory = self.directory / "nginx"
-        for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (directory / sub).mkdir(parents=True, exist_ok=True)
-            (directory / sub).chmod(0o777)  # its workers may run as another user
-        upstreams = "\n".join(f"        server 127.0.0.1:{p} max_fails=0;" for p in self.node_ports)
-        (directory / "nginx.conf").write_text(
-            f"""worker_processes 1;
-pid {directory / "nginx.pid"};
-error_log {directory / "error.log"} warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {directory / "client_body"};
-    proxy_temp_path {directory / "proxy"};
-    fastcgi_temp_path {directory / "fastcgi"};
-    uwsgi_temp_path {directory / "uwsgi"};
-    scgi_temp_path {directory / "scgi"};
-    client_max_body_size 2m;
-    # Header lines up to 16 kB reach the nodes, so gunicorn's own limit (8190 bytes a line)
-    # answers its JSON 431 (gunicorn.conf.py); longer ones are refused here, in JSON too
-    # (docs/operations.md, "Oversized requests").
-    large_client_header_buffers 4 16k;
-    # Clients' idle connections: a client (the Gateway) keeping one idle longer may find it
-    # closed while it sends; it retries with the same Idempotency-Key.
-    keepalive_timeout 75s;
-    # Round robin over the nodes. A node that refuses the connection is skipped for that
-    # request; a request already sent is never sent again by nginx (POST is not idempotent
-    # to it): the client retries with the same Idempotency-Key and the engine joins it.
-    upstream garante {{
-{upstreams}
-        keepalive 16;
-        # Shorter than the nodes' --keep-alive ({self.node_keepalive_seconds} s): nginx, not a
-        # node, closes an idle connection, so nginx never sends a request on one a node is
-        # closing (docs/scaling.md).
-        keepalive_timeout {self.upstream_keepalive_seconds}s;
-    }}
-    server {{
-        listen 127.0.0.1:{self.nginx_port};
-        error_page 494 =431 /_garante/request_headers_too_large.json;
-        location = /_garante/request_headers_too_large.json {{
-            internal;
-            default_type application/json;
-            return 431 '{HEADERS_TOO_LARGE_JSON}';
-        }}
-        location / {{
-            proxy_pass http://garante;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $http_host;
-            proxy_set_header X-Forwarded-For $remote_addr;
-            # When the call arrived: the time it waits for a node's thread counts towards its
-            # deadline (GARANTE_CALL_DEADLINE_SECONDS, tooling.middleware).
-            proxy_set_header X-Request-Start "t=${{msec}}";
-            proxy_next_upstream error timeout;
-            proxy_connect_timeout 2s;
-            proxy_read_timeout 60s;
-        }}
-    }}
-}}
-"""
+        command = nginx_configure(
+            self.directory / "nginx",
+            port=self.nginx_port,
+            node_ports=self.node_ports,
+            upstream_keepalive_seconds=self.upstream_keepalive_seconds,
+            node_keepalive_seconds=self.node_keepalive_seconds,
         )
-        command = [
-            executable("nginx"),
-            "-p",
-            str(directory),
-            "-c",
-            str(directory / "nginx.conf"),
-            "-g",
-            "daemon off;",
-        ]
         started = self._run("nginx", command)
-        self._wait_port(self.nginx_port, [started])
+        wait_port(self.nginx_port, [started], self.directory)
         return started
 
-    def _wait_port(self, port: int, watching: list[Started] | None = None) -> None:
-        deadline = time.monotonic() + READY_SECONDS
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return
-            except OSError:
-                self._check_alive(watching)
-                time.sleep(0.1)
-        raise SystemExit(f"nothing listens on port {port}; see {self.directory}/*.log")
-
     def _wait_http(self, url: str, watching: list[Started] | None = None) -> None:
-        deadline = time.monotonic() + READY_SECONDS
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url, timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            self._check_alive(watching)
-            time.sleep(0.2)
-        raise SystemExit(f"{url} is not ready; see {self.directory}/*.log")
-
-    def _wait_log(self, started: Started, text: str, since: int) -> None:
-        log = Path(started.log)
-        deadline = time.monotonic() + READY_SECONDS
-        while time.monotonic() < deadline:
-            with log.open("rb") as read:
-                read.seek(since)
-                if text.encode() in read.read():
-                    return
-            self._check_alive([started])
-            time.sleep(0.2)
-        raise SystemExit(f"{started.name} did not log {text!r}; see {log}")
-
-    def _check_alive(self, watching: list[Started] | None = None) -> None:
-        for process in self.processes if watching is None else watching:
-            if not process.alive():
-                log = Path(process.log)
-                tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-                raise SystemExit(f"{process.name} exited:\n{tail}")
+        wait_http(url, self.processes if watching is None else watching, self.directory)
 
     # --- one part -----------------------------------------------------------------------
 
@@ -576,7 +430,7 @@ http {{
         since = log.stat().st_size if log.exists() else 0
         if name == "beat":
             started = self.start_beat()
-            self._wait_log(started, "beat: Starting", since)
+            wait_log(started, "beat: Starting", since)
             return started
         n = int(name.removeprefix("node").removeprefix("worker"))
         if name.startswith("node"):
@@ -584,7 +438,7 @@ http {{
             self._wait_http(f"{self.node_urls[n - 1]}/readyz", [started])
             return started
         started = self.start_worker(n)
-        self._wait_log(started, " ready.", since)
+        wait_log(started, " ready.", since)
         return started
 
     # --- stop ---------------------------------------------------------------------------

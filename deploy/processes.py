@@ -1,5 +1,6 @@
-"""The processes the cluster starts, each leading a session of its own: found again by pid, known
-to be still the program started (a reused pid is not it), stopped gracefully, then killed."""
+"""The processes the cluster starts, each leading a session of its own: waited for until they
+serve, found again by pid, known to be still the program started (a reused pid is not it),
+stopped gracefully, then killed."""
 
 import contextlib
 import os
@@ -11,6 +12,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
+
+READY_SECONDS = 90
 
 
 def free_port() -> int:
@@ -53,6 +58,55 @@ class Started:
             return False
         program = Path(self.command[0]).name
         return program in " ".join(cmdline.decode(errors="replace").split("\0")[:2])
+
+
+def wait_port(port: int, watching: list[Started], logs: Path) -> None:
+    """Until something listens on `port`; a process of `watching` that exits ends the wait."""
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            check_alive(watching)
+            time.sleep(0.1)
+    raise SystemExit(f"nothing listens on port {port}; see {logs}/*.log")
+
+
+def wait_http(url: str, watching: list[Started], logs: Path) -> None:
+    """Until `url` answers 200; a process of `watching` that exits ends the wait."""
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        check_alive(watching)
+        time.sleep(0.2)
+    raise SystemExit(f"{url} is not ready; see {logs}/*.log")
+
+
+def wait_log(started: Started, text: str, since: int) -> None:
+    """Until `started` logs `text` past the offset `since` of its log."""
+    log = Path(started.log)
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        with log.open("rb") as read:
+            read.seek(since)
+            if text.encode() in read.read():
+                return
+        check_alive([started])
+        time.sleep(0.2)
+    raise SystemExit(f"{started.name} did not log {text!r}; see {log}")
+
+
+def check_alive(watching: list[Started]) -> None:
+    for process in watching:
+        if not process.alive():
+            log = Path(process.log)
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            raise SystemExit(f"{process.name} exited:\n{tail}")
 
 
 def with_children(pid: int, sig: int) -> None:
