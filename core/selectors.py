@@ -1,17 +1,14 @@
 """Reads of the core app."""
 
-import hmac
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import DEFAULT_DB_ALIAS
-from django.utils import timezone
 
+from core.credentials.selectors import credential_find, credential_touch
 from core.models import Company, GatewayCredential
 from core.process_cache import ProcessCache
 
-# last_used_at is bookkeeping; refreshing it on every call would add a write to each request.
-_LAST_USED_RESOLUTION = timedelta(minutes=1)
 _COMPANY_FIELDS = tuple(f.attname for f in Company._meta.concrete_fields)
 
 
@@ -41,7 +38,7 @@ def gateway_company_authenticate(token: str) -> Company | None:
     entry = authentications.get(token_hash, lambda: _authenticate_in_database(token_hash))
     if entry is None:
         return None
-    _touch(entry)
+    credential_touch(GatewayCredential, entry.credential_id, entry)
     # A fresh instance per request: nothing a request caches on it leaks into the next one.
     company = Company.from_db(DEFAULT_DB_ALIAS, _COMPANY_FIELDS, entry.company_values)
     # For the identification limits per credential (core.identity).
@@ -50,12 +47,8 @@ def gateway_company_authenticate(token: str) -> Company | None:
 
 
 def _authenticate_in_database(token_hash: str) -> tuple[int, _Authenticated] | None:
-    credential = (
-        GatewayCredential.objects.select_related("company")
-        .filter(token_hash=token_hash, revoked_at__isnull=True)
-        .first()
-    )
-    if credential is None or not hmac.compare_digest(credential.token_hash, token_hash):
+    credential = credential_find(GatewayCredential, token_hash)
+    if credential is None:
         return None
     company = credential.company
     return company.pk, _Authenticated(
@@ -63,11 +56,3 @@ def _authenticate_in_database(token_hash: str) -> tuple[int, _Authenticated] | N
         company_values=tuple(getattr(company, name) for name in _COMPANY_FIELDS),
         last_used_at=credential.last_used_at,
     )
-
-
-def _touch(entry: _Authenticated) -> None:
-    now = timezone.now()
-    if entry.last_used_at is not None and now - entry.last_used_at <= _LAST_USED_RESOLUTION:
-        return
-    entry.last_used_at = now  # first, so concurrent requests of this process do not repeat it
-    GatewayCredential.objects.filter(pk=entry.credential_id).update(last_used_at=now)

@@ -3,10 +3,11 @@
 import logging
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone, translation
+from django.utils import translation
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 
+from core.credentials.services import credential_issue, credential_revoke
 from core.durable import keeps_evidence
 from core.errors import ValidationFailed
 from core.identity.step_up import security_event_record
@@ -216,19 +217,12 @@ def contact_change_notice_send(
 
 
 def gateway_credential_issue(*, company: Company, name: str) -> tuple[GatewayCredential, str]:
-    """Create a gateway credential; return it with its clear token, which is never stored."""
-    token = GatewayCredential.new_token()
-    credential = GatewayCredential.objects.create(
-        company=company,
-        name=name,
-        token_prefix=token[:10],
-        token_hash=GatewayCredential.hash_token(token),
-    )
-    return credential, token
+    """Create a gateway credential; return it with its clear token, which is never stored
+    (core.credentials' lifecycle, as every kind of credential)."""
+    return credential_issue(GatewayCredential, company=company, name=name)
 
 
 def gateway_credential_revoke(*, credential: GatewayCredential) -> GatewayCredential:
-    if credential.revoked_at is None:
-        credential.revoked_at = timezone.now()
-        credential.save(update_fields=["revoked_at"])
-    return credential
+    """Revoke a gateway credential for good (core.credentials' lifecycle); every process
+    forgets its cached authentication (core.signals)."""
+    return credential_revoke(credential=credential)

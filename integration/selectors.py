@@ -2,7 +2,6 @@
 their public reference (never a primary key), and a reference of another company is simply
 not found."""
 
-import hmac
 from datetime import date, datetime, time, timedelta
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
@@ -10,6 +9,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agenda.models import Appointment, Professional, Service
+from core.credentials.selectors import credential_find, credential_touch
 from core.errors import NotFound
 from core.models import Company, Contact
 from core.references import normalize_reference
@@ -19,26 +19,14 @@ from sales.selectors import price_list_current
 from support.models import Case
 from support.selectors import case_list as support_case_list
 
-# last_used_at is bookkeeping; refreshing it on every call would add a write to each request.
-_LAST_USED_RESOLUTION = timedelta(minutes=1)
-
 
 def integration_credential_authenticate(token: str) -> IntegrationCredential | None:
     """The active credential a bearer token belongs to (with its company), or None."""
     if not token:
         return None
-    token_hash = IntegrationCredential.hash_token(token)
-    credential = (
-        IntegrationCredential.objects.select_related("company")
-        .filter(token_hash=token_hash, revoked_at__isnull=True)
-        .first()
-    )
-    if credential is None or not hmac.compare_digest(credential.token_hash, token_hash):
-        return None
-    now = timezone.now()
-    if credential.last_used_at is None or now - credential.last_used_at > _LAST_USED_RESOLUTION:
-        IntegrationCredential.objects.filter(pk=credential.pk).update(last_used_at=now)
-        credential.last_used_at = now
+    credential = credential_find(IntegrationCredential, IntegrationCredential.hash_token(token))
+    if credential is not None:
+        credential_touch(IntegrationCredential, credential.pk, credential)
     return credential
 
 

@@ -2,9 +2,7 @@
 
 from collections.abc import Iterable
 
-from django.db import transaction
-from django.utils import timezone
-
+from core.credentials.services import credential_issue, credential_revoke
 from core.models import Company
 from core.references import new_reference
 from integration.models import (
@@ -24,32 +22,19 @@ REFERENCE_KINDS: dict[str, tuple[type[PublicReference], str, str]] = {
 _ASSIGN_ROUNDS = 5
 
 
-@transaction.atomic
 def integration_credential_issue(
     *, company: Company, name: str, scope: str = IntegrationCredential.Scope.READ
 ) -> tuple[IntegrationCredential, str]:
-    """Create a credential; return it with its clear token, which is never stored."""
+    """Create a credential; return it with its clear token, which is never stored
+    (core.credentials' lifecycle, as every kind of credential)."""
     if scope not in IntegrationCredential.Scope.values:
         raise ValueError(f"unknown scope {scope!r}")
-    token = IntegrationCredential.new_token()
-    credential = IntegrationCredential.objects.create(
-        company=company,
-        name=name.strip(),
-        scope=scope,
-        token_prefix=token[:10],
-        token_hash=IntegrationCredential.hash_token(token),
-    )
-    return credential, token
+    return credential_issue(IntegrationCredential, company=company, name=name, scope=scope)
 
 
 def integration_credential_revoke(*, credential: IntegrationCredential) -> IntegrationCredential:
     """Revoke a credential for good: its token stops authenticating at once."""
-    if credential.revoked_at is None:
-        credential.revoked_at = timezone.now()
-        IntegrationCredential.objects.filter(pk=credential.pk, revoked_at__isnull=True).update(
-            revoked_at=credential.revoked_at
-        )
-    return credential
+    return credential_revoke(credential=credential)
 
 
 def public_references_assign(*, company: Company, kind: str, ids: Iterable[int]) -> dict[int, str]:

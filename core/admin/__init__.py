@@ -4,6 +4,7 @@ Django's autodiscovery imports this package: importing the modules below registe
 models' admins. Other apps' admin modules import the shared bases from here.
 """
 
+from core.admin.credentials import CredentialAdmin, GatewayCredentialAdmin
 from core.admin.export import CsvExportAdmin
 from core.admin.identity import (
     ContactAdmin,
@@ -15,7 +16,7 @@ from core.admin.identity import (
 )
 from core.admin.outbox import OutboxMessageAdmin
 from core.admin.scoping import CompanyScopedAdmin, staff_scoped, values_filter
-from core.admin.tenants import CompanyAdmin, GatewayCredentialAdmin, StaffMembershipAdmin
+from core.admin.tenants import CompanyAdmin, StaffMembershipAdmin
 from core.admin.transitions import (
     RecordRulesAdmin,
     ServiceTransitionsAdmin,
@@ -27,6 +28,7 @@ __all__ = [
     "CompanyScopedAdmin",
     "ContactAdmin",
     "ConversationAdmin",
+    "CredentialAdmin",
     "CsvExportAdmin",
     "GatewayCredentialAdmin",
     "OutboxMessageAdmin",

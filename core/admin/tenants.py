@@ -1,19 +1,17 @@
-"""Staff admin for the tenants: companies, their staff memberships and gateway credentials."""
+"""Staff admin for the tenants: companies and their staff memberships."""
 
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from core.admin.scoping import CompanyScopedAdmin
-from core.models import Company, GatewayCredential, StaffMembership, sms_country_codes
-from core.process_cache import change_seen_everywhere
+from core.models import Company, StaffMembership, sms_country_codes
 from core.roles import staff_company_ids, staff_membership_remove, staff_membership_set
-from core.services import gateway_credential_issue, gateway_credential_revoke
 
 
 class CompanyForm(forms.ModelForm):
@@ -131,37 +129,3 @@ class StaffMembershipAdmin(CompanyScopedAdmin):
 
     def delete_queryset(self, request, queryset):
         staff_membership_remove(memberships=queryset.select_related("user"))
-
-
-@admin.register(GatewayCredential)
-class GatewayCredentialAdmin(CompanyScopedAdmin):
-    list_display = ["name", "company", "token_prefix", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["company"]
-    fields = ["company", "name", "token_prefix", "created_at", "last_used_at", "revoked_at"]
-    readonly_fields = ["token_prefix", "created_at", "last_used_at", "revoked_at"]
-    actions = ["revoke"]
-
-    def save_model(self, request, obj, form, change):
-        if change:
-            super().save_model(request, obj, form, change)
-            return
-        credential, token = gateway_credential_issue(company=obj.company, name=obj.name)
-        obj.pk = credential.pk
-        obj.token_prefix = credential.token_prefix
-        obj.token_hash = credential.token_hash
-        messages.warning(
-            request,
-            _("Copy this token now; it will not be shown again: %(token)s") % {"token": token},
-        )
-
-    @admin.action(description=_("Revoke selected credentials"), permissions=["change"])
-    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
-        revoked = 0
-        for credential in queryset.filter(revoked_at__isnull=True):
-            gateway_credential_revoke(credential=credential)
-            revoked += 1
-        self.message_user(
-            request,
-            _("Revoked %(n)d credential(s); every server refuses them %(when)s.")
-            % {"n": revoked, "when": change_seen_everywhere()},
-        )

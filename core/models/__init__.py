@@ -3,7 +3,7 @@ the identity checks of a conversation; and the idempotency records every API wri
 core.idempotency. One module per topic; every model is importable from here."""
 
 from core.models.contacts import Contact, Conversation
-from core.models.credentials import GatewayCredential
+from core.models.credentials import BearerCredential, GatewayCredential
 from core.models.idempotency import IdempotencyRecord
 from core.models.identity import (
     SecurityEvent,
@@ -21,6 +21,7 @@ from core.models.tenancy import (
 )
 
 __all__ = [
+    "BearerCredential",
     "Company",
     "Contact",
     "Conversation",

@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
 
-from core import process_cache, selectors
+from core import process_cache
 from core.models import Company, GatewayCredential
 from core.process_cache import change_seen_everywhere
 from core.selectors import authentications, gateway_company_authenticate
@@ -86,7 +86,7 @@ def test_last_used_is_refreshed_once_a_minute(company, token, monkeypatch):
     credential = GatewayCredential.objects.get(company=company)
     assert credential.last_used_at is not None
     later = credential.last_used_at + timedelta(minutes=2)
-    monkeypatch.setattr(selectors.timezone, "now", lambda: later)
+    monkeypatch.setattr(timezone, "now", lambda: later)
     _, sql = queries_of(lambda: gateway_company_authenticate(token))
     assert len(sql) == 1 and sql[0].startswith("UPDATE")
     credential.refresh_from_db()
