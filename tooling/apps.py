@@ -8,15 +8,15 @@ class ToolingConfig(AppConfig):
     verbose_name = _("Tool API")
 
     def ready(self) -> None:
-        from core.step_up import step_up_actions_from
+        from core.step_up_choices import step_up_choices_from
 
         # Each installed app declares its tools in tools.py; importing registers them.
         autodiscover_modules("tools")
-        step_up_actions_from(tools_taking_step_up)
+        step_up_choices_from(tools_taking_step_up)
 
 
 def tools_taking_step_up() -> list[str]:
-    """The actions a step-up policy may name (core.step_up): those the tools declare on
+    """The actions a step-up policy may name (core.step_up_choices): those the tools declare on
     `@tool`, which the platform asks a code for."""
     from tooling.registry import registry
 
