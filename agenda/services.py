@@ -3,7 +3,7 @@
 Each appointment write runs in a transaction, locks the row it changes, re-checks ownership,
 state and availability at that instant, and only then calls the model's FSM transition. A
 booking, a move and a cancellation also write, in that transaction, the messages they owe the
-customer (agenda.messages: a confirmation, a reminder), sent by Celery once it commits.
+customer (agenda.appointment_messages: a confirmation, a reminder), sent by Celery once it commits.
 """
 
 from collections.abc import Callable, Iterable
@@ -17,11 +17,11 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agenda import clock
+from agenda.appointment_messages import appointment_messages_after
 from agenda.availability.busy import blocked_range
 from agenda.availability.check import slot_taken_error, slot_validate
 from agenda.availability.local_time import describe_instant
 from agenda.availability.slots import Move
-from agenda.messages import appointment_messages_after
 from agenda.models import (
     CUSTOMER_STATE_LABELS,
     MAX_DURATION_MINUTES,

@@ -43,7 +43,7 @@ BOOK = Budget(
     # two statements, since a read in the statement that waited for the lock would not see
     # the booking it waited for (agenda.services._check_customer_free). + 1 (issue #33, the
     # customer's messages): one INSERT of the confirmation and the reminder together
-    # (agenda.messages), with the reminder's lead from the settings the slot check read.
+    # (agenda.appointment_messages), with the reminder's lead from the settings the slot check read.
     at_most=21,
     includes=(
         "BEGIN",
