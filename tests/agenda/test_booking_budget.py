@@ -285,7 +285,7 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
         now=MONDAY_8AM,
     )
     target = local(2026, 12, 9, 10)
-    validate = services.slot_validate
+    validate = services.slot_lock_and_check
 
     def validate_then_lose_the_race(**kwargs):
         validate(**kwargs)
@@ -300,7 +300,7 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
         )
         _overlapping(racer, bruno)
 
-    monkeypatch.setattr(services, "slot_validate", validate_then_lose_the_race)
+    monkeypatch.setattr(services, "slot_lock_and_check", validate_then_lose_the_race)
 
     with transaction.atomic():  # a caller's transaction (the tool engine's, the admin's)
         with pytest.raises(ValidationFailed) as caught:
