@@ -47,7 +47,7 @@ BOOK = Budget(
     at_most=21,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         # Locked until the end, so one professional's bookings check and insert one at a time and
         # a change of their schedule in flight commits first (agenda.models.lock_schedules).
         "SELECT agenda_professional FOR NO KEY UPDATE",
@@ -57,7 +57,7 @@ BOOK = Budget(
         "INSERT agenda_appointment",
         "INSERT agenda_appointmentmessage",  # its confirmation and reminder
         "INSERT tooling_exposedreference",  # the new appointment, seen by the conversation
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
@@ -71,7 +71,7 @@ RESCHEDULE = Budget(
     at_most=23,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         # Locked with its service, professional and the cut-off; only its own row is locked.
         "SELECT agenda_appointment FOR UPDATE",
         "SELECT agenda_professional FOR NO KEY UPDATE",  # the schedule's lock
@@ -81,7 +81,7 @@ RESCHEDULE = Budget(
         "UPDATE agenda_appointmentmessage",  # the reminder for the old time dropped
         "INSERT agenda_appointmentmessage",  # the confirmation and the new reminder
         "INSERT tooling_exposedreference",
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
@@ -90,13 +90,13 @@ CANCEL = Budget(
     at_most=14,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         "SELECT agenda_appointment FOR UPDATE",  # with the cut-off, the service and professional
         "INSERT django_fsm_log_statelog",
         "UPDATE agenda_appointment",
         "UPDATE agenda_appointmentmessage",  # the reminder dropped
         "INSERT agenda_appointmentmessage",  # the cancellation's confirmation
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
