@@ -18,20 +18,12 @@ from core.services import contact_create
 from tests import factories
 from tests.factories import MONDAY_8AM, local
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def frozen_clock(monkeypatch):
-    monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
-
-
-@pytest.fixture
-def staff(company):
-    """A receptionist holding the agenda's permissions only."""
-    return factories.staff_member(
-        "recepcion", company, permissions=factories.app_permissions("agenda")
-    )
+# Staff here hold the agenda's permissions only.
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("frozen_clock"),
+    pytest.mark.staff_permissions("agenda"),
+]
 
 
 @pytest.fixture
