@@ -191,7 +191,7 @@ def key_lookup_ms(samples: int = 40) -> float:
 
 def slot_window_ms(samples: int = 20) -> float:
     """Median server-side execution time of the slot search's appointment query (the
-    both-sides-bounded range scan of agenda.availability.scheduled_in_window) over the two
+    both-sides-bounded range scan of agenda.availability.busy.scheduled_in_window) over the two
     weeks the benchmark searches: the database's share of the search that grows with the
     table."""
     ids = psql(
