@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from core.models import Conversation, IdempotencyRecord
 from core.services import contact_create
-from tests.staff.test_trace import call
+from tests.staff.trace_calls import call
 from tooling.context import CallMeta, ToolContext
 from tooling.ledger import LedgerEntry, ledger_record
 from tooling.models import ExposedReference, ToolCall
