@@ -498,7 +498,7 @@ class Appointment(FSMModelMixin, models.Model):
 
 class AppointmentMessage(models.Model):
     """One message to the customer about an appointment: the confirmation of a booking, a
-    move or a cancellation, or the reminder before it (agenda.messages).
+    move or a cancellation, or the reminder before it (agenda.appointment_messages).
 
     Written by agenda.services in the transaction of the change it tells of, and sent by a
     Celery task after that commit. `status` is the message's life: a reminder waits

@@ -2,7 +2,7 @@
 
 Staff can set a contact's opt-outs in the admin; a customer should not have to ask. When the
 site's public address is configured (GARANTE_PUBLIC_URL), every confirmation and reminder
-(agenda.messages) ends with a link for the channel it came on, and an email also carries
+(agenda.appointment_messages) ends with a link for the channel it came on, and an email also carries
 `List-Unsubscribe` with one-click unsubscribing (RFC 8058), the button mail clients show.
 
 The link carries an opaque key of its message (`AppointmentMessage.opt_out_key`: 144 random
@@ -119,8 +119,8 @@ def _legacy_target(token: str, now: datetime) -> OptOutTarget | None:
 
 def contact_messages_opt_out(*, contact: Contact, channel: str) -> bool:
     """Stop appointment messages to `contact` on `channel`: whether this changed anything.
-    Messages already written are dropped when their turn comes (agenda.messages reads the
-    opt-out again at the send)."""
+    Messages already written are dropped when their turn comes (agenda.appointment_messages
+    reads the opt-out again at the send)."""
     field = _FIELDS[channel]
     changed = Contact.objects.filter(pk=contact.pk, **{field: False}).update(**{field: True})
     if changed:

@@ -118,7 +118,7 @@ def service_resolve_cached(*, company: Company, name: str) -> Service:
 
     In another process a change shows within the cache's lifetime, as in the catalogue: a search
     may show a just-withdrawn service's slots for a few seconds. Booking still resolves and
-    checks the service in the database (`service_resolve`, `slot_validate`).
+    checks the service in the database (`service_resolve`, `slot_lock_and_check`).
     """
 
     def load() -> tuple[int, tuple[tuple[str, tuple], ...]]:

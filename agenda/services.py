@@ -3,7 +3,7 @@
 Each appointment write runs in a transaction, locks the row it changes, re-checks ownership,
 state and availability at that instant, and only then calls the model's FSM transition. A
 booking, a move and a cancellation also write, in that transaction, the messages they owe the
-customer (agenda.messages: a confirmation, a reminder), sent by Celery once it commits.
+customer (agenda.appointment_messages: a confirmation, a reminder), sent by Celery once it commits.
 """
 
 from collections.abc import Callable, Iterable
@@ -17,11 +17,11 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agenda import clock
+from agenda.appointment_messages import appointment_messages_after
 from agenda.availability.busy import blocked_range
-from agenda.availability.check import slot_taken_error, slot_validate
+from agenda.availability.check import slot_lock_and_check, slot_taken_error
 from agenda.availability.local_time import describe_instant
 from agenda.availability.slots import Move
-from agenda.messages import appointment_messages_after
 from agenda.models import (
     CUSTOMER_STATE_LABELS,
     MAX_DURATION_MINUTES,
@@ -212,9 +212,9 @@ def _check_customer_free(
     check and insert one at a time, and the second reads the first once it has committed (a
     statement that waited for the lock itself would still read the snapshot of its start).
     The exclusion constraint cannot say this: it is per professional. Call inside the
-    booking transaction, after `slot_validate` (so every booking takes the professional's
-    lock, then the contact's: one order, no deadlock). On SQLite the lock is a no-op and not
-    needed: its write transactions run one at a time."""
+    booking transaction, after `slot_lock_and_check` (so every booking takes the
+    professional's lock, then the contact's: one order, no deadlock). On SQLite the lock is a
+    no-op and not needed: its write transactions run one at a time."""
     locked = Contact.objects.select_for_update(no_key=True).filter(pk=contact_id)
     list(locked.values_list("pk", flat=True))
     overlapping = Appointment.objects.filter(
@@ -279,7 +279,7 @@ def appointment_book(
     )
 
     with transaction.atomic():
-        agenda_settings = slot_validate(
+        agenda_settings = slot_lock_and_check(
             company=company,
             service=service,
             professional=professional,
@@ -340,7 +340,7 @@ def appointment_reschedule(
         moved_to = professional or appointment.professional
         move = Move.of(appointment)  # as it stands, before the transition changes its times
         service = appointment.service
-        agenda_settings = slot_validate(
+        agenda_settings = slot_lock_and_check(
             company=company,
             service=service,
             professional=moved_to,

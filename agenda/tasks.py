@@ -1,5 +1,5 @@
 """Agenda's Celery tasks: the sweep that marks overdue appointments as no-shows, and the
-appointment messages (agenda.messages): each one's send, and the sweep that queues the
+appointment messages (agenda.appointment_messages): each one's send, and the sweep that queues the
 reminders when they are due."""
 
 import logging
@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from agenda.messages import (
+from agenda.appointment_messages import (
     SEND_TASK,
     appointment_message_deliver,
     appointment_message_record_sent,

@@ -232,7 +232,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
     now, company = clock.now(), ctx.company
     moving = None
     if params.appointment:
-        # Its own service, even if withdrawn since: the move keeps it (slot_validate agrees).
+        # Its own service, even if withdrawn since: the move keeps it (slot_lock_and_check agrees).
         moving = _appointment_to_move(ctx, params.appointment, params.service)
         service = moving.service
     else:

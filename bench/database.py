@@ -116,7 +116,7 @@ def settle(table: str) -> None:
 
 
 def fill_idempotency_records(total: int, budget_seconds: float | None = None) -> float:
-    """Bring tooling_idempotencyrecord towards `total` rows, in batches (seconds taken).
+    """Bring core_idempotencyrecord towards `total` rows, in batches (seconds taken).
 
     Keys look like the Gateway's (hex digests), spread over the whole index. A large load
     (more than one batch) drops the table's secondary indexes and unique constraint first and
@@ -125,7 +125,7 @@ def fill_idempotency_records(total: int, budget_seconds: float | None = None) ->
     batch that exhausts it: the caller reports the size actually reached.
     """
     started = time.monotonic()
-    table = "tooling_idempotencyrecord"
+    table = "core_idempotencyrecord"
     rebuild: list[str] = []
     if total - row_count(table) > RECORDS_BATCH:
         rebuild = psql(
@@ -179,7 +179,7 @@ def key_lookup_ms(samples: int = 40) -> float:
     indexed (company, key) probe, random keys): the database's share of a replay, free of
     HTTP and of the machine's other load."""
     statements = "".join(
-        "EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM tooling_idempotencyrecord "
+        "EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM core_idempotencyrecord "
         f"WHERE company_id = (SELECT id FROM core_company WHERE slug = 'sandbox') "
         f"AND key = md5('bulk-' || {n * 7919 % 10_000 + 1});"
         for n in range(samples)
@@ -191,7 +191,7 @@ def key_lookup_ms(samples: int = 40) -> float:
 
 def slot_window_ms(samples: int = 20) -> float:
     """Median server-side execution time of the slot search's appointment query (the
-    both-sides-bounded range scan of agenda.availability.scheduled_in_window) over the two
+    both-sides-bounded range scan of agenda.availability.busy.scheduled_in_window) over the two
     weeks the benchmark searches: the database's share of the search that grows with the
     table."""
     ids = psql(

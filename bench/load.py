@@ -295,7 +295,7 @@ def run_load(
         fill_idempotency_records(RECORDS_SMALL)
         growth["slots_at_start"] = slot_search_growth_point(url, slots, token)
         growth["replay_small"] = {
-            "rows": row_count("tooling_idempotencyrecord"),
+            "rows": row_count("core_idempotencyrecord"),
             "sql_lookup_ms": key_lookup_ms(),
         }
         growth["replay_small"].update(measure(url, replay, token, connections=1))
@@ -384,7 +384,7 @@ def run_load(
     growth["slots_large"] = slot_search_growth_point(url, slots, token, load_seconds=seconds)
     seconds = fill_idempotency_records(RECORDS_LARGE, RECORDS_BUDGET_SECONDS)
     growth["replay_large"] = {
-        "rows": row_count("tooling_idempotencyrecord"),
+        "rows": row_count("core_idempotencyrecord"),
         "load_seconds": seconds,
         "sql_lookup_ms": key_lookup_ms(),
     }

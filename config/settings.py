@@ -277,8 +277,8 @@ GARANTE_VERIFICATION_LOCKS_PER_CONTACT = (3, timedelta(hours=24))
 GARANTE_VERIFICATION_WRONG_CODES_PER_CONTACT = (10, timedelta(hours=24))
 GARANTE_VERIFICATION_QUEUE = os.environ.get("GARANTE_VERIFICATION_QUEUE") or None
 GARANTE_VERIFICATION_DELIVERY_RETRIES = 5
-# Appointment confirmations and reminders (agenda.messages): the queue their send task is
-# published to (Celery's default one unless set).
+# Appointment confirmations and reminders (agenda.appointment_messages): the queue their send
+# task is published to (Celery's default one unless set).
 GARANTE_AGENDA_MESSAGES_QUEUE = os.environ.get("GARANTE_AGENDA_MESSAGES_QUEUE") or None
 # The site's address as customers reach it (https://garante.example.com): the links in their
 # appointment messages that opt them out (agenda.opt_out) start with it; none without it.

@@ -1,5 +1,5 @@
 """One message to one customer, by SMS or by email: what the verification codes
-(core.verification), the appointment messages (agenda.messages), the notices of changed
+(core.verification), the appointment messages (agenda.appointment_messages), the notices of changed
 contact details (core.services) and the quotes' emails (sales) all send, and the one gate
 every customer message passes.
 

@@ -1,8 +1,8 @@
 """Pieces of statements built from a model's metadata, for the few the ORM cannot express in
 one statement (ON CONFLICT ... DO NOTHING / DO UPDATE, RETURNING beside a function call) and the
 fixed-shape reads and writes that run on nearly every tool call, where compiling the query costs
-more CPU than running it (core.idempotency, tooling.context, tooling.ledger, core.identity,
-support.services). Values are prepared and converted exactly as the ORM would."""
+more CPU than running it (core.idempotency, core.identity, core.references, tooling.context,
+tooling.ledger, agenda.availability). Values are prepared and converted exactly as the ORM would."""
 
 import functools
 from collections.abc import Sequence

@@ -1,5 +1,6 @@
-"""Shared fixtures: the cast (tests/factories.py), gateway tokens and HTTP clients against
-live servers."""
+"""Shared fixtures: the cast (tests/factories.py: companies, Ana and Bruno, the salon's service
+and Marta, staff, an identified conversation), the agenda's frozen clock, gateway tokens and
+HTTP clients against live servers."""
 
 import itertools
 import os
@@ -11,10 +12,16 @@ import httpx
 import hypothesis
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, Permission
 from django.db import connection
+from django.db.models import Q
 
+from agenda import clock
+from agenda.models import AgendaSettings, Professional, Service
+from agenda.selectors import agenda_settings_for
 from core import process_cache
-from core.models import Company, Contact
+from core.identity import identify_contact
+from core.models import Company, Contact, Conversation
 from core.services import gateway_credential_issue
 from core.sms import LocmemBackend
 from tests import factories
@@ -130,6 +137,84 @@ def catalog(company: Company) -> factories.Catalog:
 
 
 @pytest.fixture
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The agenda's "now", MONDAY_8AM (Monday 7 December 2026, 08:00 in Madrid), moved by
+    hand: `frozen_clock["now"] = ...`. Shared with a live server, which runs in this process;
+    not with gunicorn."""
+    moment = {"now": factories.MONDAY_8AM}
+    monkeypatch.setattr(clock, "now", lambda: moment["now"])
+    return moment
+
+
+@pytest.fixture
+def agenda_settings(company: Company) -> AgendaSettings:
+    """The salon's booking rules: an hour's notice, 60 days ahead, a slot every 30 minutes,
+    cancellations up to two hours before."""
+    settings = agenda_settings_for(company=company)
+    settings.minimum_notice_minutes = 60
+    settings.booking_horizon_days = 60
+    settings.slot_step_minutes = 30
+    settings.cancellation_cutoff_minutes = 120
+    settings.save()
+    return settings
+
+
+@pytest.fixture
+def service(company: Company, agenda_settings: AgendaSettings) -> Service:
+    """ "Corte de pelo", 30 minutes and 10 of buffer, under the salon's booking rules."""
+    return factories.service(company)
+
+
+@pytest.fixture
+def marta(company: Company, service: Service) -> Professional:
+    """Gives `service`, Monday to Friday, 09:00-13:00 and 15:00-19:00 (local)."""
+    return factories.marta(company, service)
+
+
+@pytest.fixture
+def staff(company: Company, request: pytest.FixtureRequest) -> AbstractBaseUser:
+    """Maria, an administrator of `company`, through the admin role's group as staff join in
+    production. A test about given permissions names them with the `staff_permissions`
+    marker, and she holds exactly those: `@pytest.mark.staff_permissions("agenda")` (an app's
+    permissions), `("core.view_idempotencyrecord")` (one), or none at all."""
+    marker = request.node.get_closest_marker("staff_permissions")
+    if marker is None:
+        return factories.staff_member("maria", company, "admin")
+    wanted = Q(pk__in=[])
+    for name in marker.args:
+        app_label, _, codename = name.partition(".")
+        wanted |= Q(
+            content_type__app_label=app_label, **({"codename": codename} if codename else {})
+        )
+    return factories.staff_member(
+        "maria", company, "admin", permissions=Permission.objects.filter(wanted)
+    )
+
+
+@pytest.fixture
+def make_identified(db: None) -> Callable[[Contact, str], Conversation]:
+    """`make_identified(contact, external_id)`: the conversation `external_id` of the contact's
+    company (created if new), identified as that contact by their document, as
+    identify_contact leaves it."""
+
+    def make(contact: Contact, external_id: str) -> Conversation:
+        conversation, _ = Conversation.objects.get_or_create(
+            company=contact.company, external_id=external_id
+        )
+        identify_contact(conversation=conversation, kind="document", value=contact.document_number)
+        conversation.refresh_from_db()
+        return conversation
+
+    return make
+
+
+@pytest.fixture
+def ana_conv(ana: Contact, make_identified: Callable[[Contact, str], Conversation]) -> Conversation:
+    """The conversation "conv-ana", identified as Ana."""
+    return make_identified(ana, "conv-ana")
+
+
+@pytest.fixture
 def make_staff(db: None, request: pytest.FixtureRequest) -> Callable[..., Any]:
     """`make_staff(username, company=None, role="agent", **fields)`: a staff member
     (`factories.staff_member`) of `company`, or of the `company` fixture when none is given."""
@@ -189,6 +274,15 @@ def tool_client(live_server: Any, token: str) -> Iterator[ToolClient]:
     client = ToolClient(live_server.url, token, f"conv-{uuid.uuid4().hex[:8]}")
     yield client
     client.http.close()  # frees the live server's keep-alive thread and its DB connection
+
+
+@pytest.fixture
+def ana_client(
+    tool_client: ToolClient, ana: Contact, make_identified: Callable[[Contact, str], Conversation]
+) -> ToolClient:
+    """`tool_client`, its conversation identified as Ana."""
+    make_identified(ana, tool_client.conversation_id)
+    return tool_client
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ fixtures (`company`, `other_company`, `ana`, `bruno`, `service`, `marta`, `catal
   `marta(company, service)`, who works 09:00-13:00 and 15:00-19:00 on weekdays
   (`days=EVERY_DAY` for every day);
 - staff: `staff_member(username, company, role)`;
-- sales: `catalog(company)`, a default price list and five products (`Catalog`).
+- sales: `catalog(company)`, a default price list and five products (`Catalog`), and
+  `quote_in(state, company, contact)`, a quote brought to a state through the services.
 """
 
 import itertools
@@ -35,8 +36,18 @@ from agenda.services import professional_create
 from core.models import Company, Contact, StaffMembership
 from core.roles import staff_membership_set
 from core.services import contact_create
-from sales.models import PriceList, Product
+from sales.models import PriceList, Product, Quote
 from sales.services.catalog import price_list_create, price_list_item_set, product_create
+from sales.services.opportunities import opportunity_create, opportunity_win
+from sales.services.quote_lifecycle import (
+    quote_accept,
+    quote_cancel,
+    quote_create,
+    quote_deliver,
+    quote_expire,
+    quote_reject,
+)
+from sales.services.quote_pricing import QuoteItem
 
 MADRID = ZoneInfo("Europe/Madrid")
 WEEKDAYS = range(5)
@@ -185,3 +196,33 @@ def catalog(company: Company) -> Catalog:
     price_list_item_set(price_list=price_list, product=grinder, unit_price="35.00")
     price_list_item_set(price_list=price_list, product=retired, unit_price="9.00")
     return Catalog(price_list, coffee, mug, grinder, retired, unpriced)
+
+
+def quote_in(state: str, company: Company, contact: Contact) -> Quote:
+    """A quote of one CAF-001 (the `catalog`'s coffee) brought to `state` the way it happens
+    in real life: through the services."""
+    opportunity = None
+    if state == "superseded":
+        opportunity = opportunity_create(company=company, contact=contact, title="Pedido")
+    quote = quote_create(
+        company=company,
+        contact=contact,
+        items=[QuoteItem("CAF-001", 1)],
+        send=state != "draft",
+        opportunity=opportunity,
+    )
+    if opportunity is not None:
+        opportunity_win(opportunity=opportunity)
+        quote.refresh_from_db()
+    if state in ("accepted", "delivered", "cancelled"):
+        quote = quote_accept(quote=quote)
+    if state == "rejected":
+        quote = quote_reject(quote=quote, reason="No lo necesito")
+    elif state == "expired":
+        quote = quote_expire(quote=quote)
+    elif state == "delivered":
+        quote = quote_deliver(quote=quote)
+    elif state == "cancelled":
+        quote = quote_cancel(quote=quote)
+    assert quote.state == state
+    return quote

@@ -1,4 +1,5 @@
-"""The SQL a tool call sends, as readable shapes: shared by the statement-budget tests.
+"""The SQL a tool call sends, as readable shapes: shared by the statement-budget tests (and
+`plan_nodes`, a walk of a PostgreSQL plan, for the tests of what a query scans).
 
 Budget tests pin the statements of a call's own work, from the idempotency key lookup to the
 COMMIT of its transaction (what follows is the call's trace and on_commit tasks that production
@@ -7,6 +8,7 @@ hands to the broker). Authentication and the trace are other code's budget and l
 
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,3 +101,10 @@ def essential(shape_text: str) -> bool:
     return shape_text.startswith(("INSERT", "UPDATE", "DELETE", "BEGIN", "COMMIT")) or (
         " FOR " in shape_text
     )
+
+
+def plan_nodes(plan: dict) -> Iterator[dict]:
+    """Every node of a PostgreSQL plan (EXPLAIN's JSON format), the root first."""
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)

@@ -178,3 +178,49 @@ def test_the_apis_reach_the_idempotency_engine_through_its_front_door():
         if target.startswith("core.idempotency.")
     )
     assert behind == []
+
+
+def suite_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module under tests/ by dotted name (a package by its own name)."""
+    found = {}
+    for path in (root / "tests").rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def importing_other_test_modules(modules: dict[str, Path]) -> list[str]:
+    """`a imports b` for each test module (test_*.py) that imports another: what both share
+    belongs in tests/factories.py, tests/statements.py or a support module not named test_*."""
+    return sorted(
+        f"{name} imports {target}"
+        for name, path in modules.items()
+        if path.name.startswith("test_")
+        for target in imports_of(name, path, modules)
+        if modules[target].name.startswith("test_")
+    )
+
+
+def test_the_check_of_test_modules_finds_one_importing_another(tmp_path):
+    """The check below can fail: a test module importing a helper of another is found, one
+    importing a support module is not."""
+    suite = tmp_path / "tests"
+    suite.mkdir()
+    (suite / "__init__.py").write_text("")
+    (suite / "support.py").write_text("def helper(): ...\n")
+    (suite / "test_a.py").write_text("def helper(): ...\n")
+    (suite / "test_b.py").write_text("from tests.test_a import helper\n")
+    (suite / "test_c.py").write_text("from tests import support\nfrom . import test_a\n")
+
+    assert importing_other_test_modules(suite_modules(tmp_path)) == [
+        "tests.test_b imports tests.test_a",
+        "tests.test_c imports tests.test_a",
+    ]
+
+
+def test_no_test_module_imports_another():
+    """A test module is read, run and moved alone; importing one runs its module code (its
+    fixtures, its pytestmark are not brought along) and ties two files' tests together."""
+    assert importing_other_test_modules(suite_modules()) == []

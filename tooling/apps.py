@@ -1,3 +1,5 @@
+from importlib import import_module
+
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 from django.utils.translation import gettext_lazy as _
@@ -8,15 +10,17 @@ class ToolingConfig(AppConfig):
     verbose_name = _("Tool API")
 
     def ready(self) -> None:
-        from core.step_up import step_up_actions_from
+        from core.step_up_choices import step_up_choices_from
 
-        # Each installed app declares its tools in tools.py; importing registers them.
+        # Each installed app declares its tools in tools.py; importing registers them. The
+        # identity tools are the platform's own, declared in tooling.identity_tools.
+        import_module("tooling.identity_tools")
         autodiscover_modules("tools")
-        step_up_actions_from(tools_taking_step_up)
+        step_up_choices_from(tools_taking_step_up)
 
 
 def tools_taking_step_up() -> list[str]:
-    """The actions a step-up policy may name (core.step_up): those the tools declare on
+    """The actions a step-up policy may name (core.step_up_choices): those the tools declare on
     `@tool`, which the platform asks a code for."""
     from tooling.registry import registry
 

@@ -215,7 +215,7 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
         may run this again from the start (core.durable), so each run has a context of its own:
         nothing read in a rolled-back run (the conversation it inserted) is carried over."""
         ctx = ToolContext(company=company, meta=meta, surface=surface, step_up_action=tool.step_up)
-        body, text = capped(handled(tool, ctx, params))
+        body, text = capped(handler_run_checked(tool, ctx, params))
         ledger_record_shown(ctx, text)
         return body, text
 
@@ -273,7 +273,7 @@ def database_unavailable(failure: DatabaseError | None = None) -> SystemUnavaila
     )
 
 
-def handled(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, Any]:
+def handler_run_checked(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, Any]:
     """The handler's answer, behind what the tool declares, in this order: the identity
     (`identifier` checked, ctx.contact; left to a `confirms_identity` handler while the
     conversation is not identified), then the company's step-up policy for its action.

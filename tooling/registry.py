@@ -58,7 +58,7 @@ class ToolOutput(BaseModel):
     """Base of every tool's success shape, which `tools/list` publishes as its outputSchema.
     Handlers still build plain dicts (the output cap measures their JSON); the shape is the
     contract clients validate `structuredContent` against, and the tests hold every tool's
-    results to it (tests/tooling/test_output_schemas.py)."""
+    results to it (tests/tooling/test_tool_contracts.py)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

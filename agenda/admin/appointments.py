@@ -110,7 +110,7 @@ class RescheduleForm(forms.ModelForm):
 
 
 class AppointmentMessageInline(admin.TabularInline):
-    """The messages the customer was sent about this appointment (agenda.messages), each
+    """The messages the customer was sent about this appointment (agenda.appointment_messages), each
     with its delivery state: read-only, oldest first."""
 
     model = AppointmentMessage

@@ -75,9 +75,9 @@ def slot_taken_error(
 
 @dataclass(frozen=True)
 class SlotFacts:
-    """Everything `slot_check` decides on for one professional at one start, read together:
-    the company's booking rules, whether the professional is an active one of the company who
-    gives the service, their weekly hours, and whether time off or another scheduled
+    """Everything `slot_facts_check` decides on for one professional at one start, read
+    together: the company's booking rules, whether the professional is an active one of the
+    company who gives the service, their weekly hours, and whether time off or another scheduled
     appointment touches the blocked range (the service plus its buffers)."""
 
     company: Company
@@ -170,7 +170,9 @@ def slot_facts(
     )
 
 
-def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool = True) -> None:
+def slot_facts_check(
+    facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool = True
+) -> None:
     """Decide on a slot from its facts, read at the instant (`slot_facts`).
 
     Raises ValidationFailed: past, too soon (customer rules) or too far, service or
@@ -240,7 +242,7 @@ def slot_check(facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool 
         raise slot_taken_error(**context)
 
 
-def slot_validate(
+def slot_lock_and_check(
     *,
     company: Company,
     service: Service,
@@ -251,8 +253,8 @@ def slot_validate(
     move: Move | None = None,
 ) -> AgendaSettings:
     """Check, at the instant, that this professional can take this service at `starts_at`
-    (`slot_check` on `slot_facts`: the lock and one statement, and more only to refuse). Call
-    inside the booking transaction, right before writing: it locks the professional's row
+    (`slot_facts_check` on `slot_facts`: the lock and one statement, and more only to refuse).
+    Call inside the booking transaction, right before writing: it locks the professional's row
     until that transaction ends (`slot_facts`). Returns the company's agenda settings as that
     statement read them, for the rest of the write."""
     facts = slot_facts(
@@ -262,5 +264,5 @@ def slot_validate(
         starts_at=starts_at,
         move=move,
     )
-    slot_check(facts, now=now, enforce_customer_rules=enforce_customer_rules)
+    slot_facts_check(facts, now=now, enforce_customer_rules=enforce_customer_rules)
     return facts.settings

@@ -151,7 +151,7 @@ def slots_available(
         raise beyond_horizon_error(settings, now, tz)
     first = max(starts_at, earliest)
     last = min(ends_at, horizon + timedelta(microseconds=1))
-    # A withdrawn service is searched only to move an appointment of it (as `slot_check`).
+    # A withdrawn service is searched only to move an appointment of it (as `slot_facts_check`).
     if first >= last or not (service.active or moving) or not bookable:
         return []
     # A slot starting at `start` blocks [start - before, start + after) (`blocked_range`).

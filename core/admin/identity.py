@@ -22,7 +22,7 @@ from core.models import (
 )
 from core.process_cache import change_seen_everywhere
 from core.sms_policy import sms_phone_normalize
-from core.step_up import step_up_actions
+from core.step_up_choices import step_up_choices
 from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
 
 
@@ -164,7 +164,7 @@ class StepUpPolicyForm(forms.ModelForm):
                 _("Not a tool name: %(names)s"), params={"names": ", ".join(invalid)}
             )
         # A name the tools do not check would protect nothing while seeming to.
-        can_ask = step_up_actions()
+        can_ask = step_up_choices()
         unable = [n for n in names if n not in can_ask]
         if unable:
             raise forms.ValidationError(

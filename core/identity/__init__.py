@@ -2,12 +2,14 @@
 
 The Gateway sends no authenticated end user. A conversation becomes bound to one contact by
 `identify_contact` (core.identity.binding); every sensitive tool then takes that contact's
-identifier as a parameter and calls `contact_for_conversation`, then `check_owner` on its
-target entity (core.identity.ownership), and, when the company's policy says so,
-`require_step_up` (core.identity.step_up). Failed identifications are limited
-(core.identity.limits); past a limit shared with other conversations, identification goes on
-in verified mode (core.identity.verified_mode). Callers outside core import these names from
-here; core's own modules import them from the module that defines them.
+identifier as a parameter. The tool platform checks it (`contact_for_conversation`,
+core.identity.ownership) and, when the company's policy lists the tool's action,
+`require_step_up` (core.identity.step_up), before the handler runs: a tool declares both on
+`@tool` (docs/tools.md). What it acts on is checked against its owner with `check_owner`.
+Failed identifications are limited (core.identity.limits); past a limit shared with other
+conversations, identification goes on in verified mode (core.identity.verified_mode). Callers
+outside core import these names from here; core's own modules import them from the module
+that defines them.
 """
 
 from core.identity.binding import identify_contact

@@ -1,7 +1,7 @@
 """Step-up: whether a conversation's verification holds, and which actions need one.
 
 A verification is voided by the security events of an identity alarm; which tools need one
-is the company's StepUpPolicy (core.step_up lists the tools that can ask for a code).
+is the company's StepUpPolicy (core.step_up_choices lists the tools that can ask for a code).
 """
 
 from collections.abc import Iterator

@@ -32,8 +32,6 @@ class IdempotencyRecord(models.Model):
     last_replayed_at = models.DateTimeField(_("last replayed"), null=True, blank=True)
 
     class Meta:
-        # The table it had as the tool API's model, before the engine moved below both APIs.
-        db_table = "tooling_idempotencyrecord"
         verbose_name = _("idempotency record")
         verbose_name_plural = _("idempotency records")
         constraints = [

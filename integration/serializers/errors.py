@@ -12,7 +12,9 @@ class ErrorOut(serializers.Serializer):
     error_type = serializers.ChoiceField(
         choices=["VALIDATION", "NOT_FOUND", "PERMISSION", "AMBIGUOUS", "CONFLICT", "SYSTEM"]
     )
-    user_message = serializers.CharField(help_text="For the end customer, in Spanish.")
+    user_message = serializers.CharField(
+        help_text="For the end customer, in the company's language.",
+    )
     code = serializers.CharField(help_text="Stable machine code, e.g. invalid_idempotency_key.")
     errors = FieldErrorOut(many=True, required=False)
     state = serializers.CharField(required=False)

@@ -1,30 +1,37 @@
-"""Agenda fixtures: the salon's booking rules, its service and Marta, who works weekdays."""
+"""Agenda fixtures: a long history of appointments, for the tests of what a search scans (the
+salon itself, `service` and `marta`, comes from tests/conftest.py)."""
+
+from datetime import UTC, timedelta
 
 import pytest
+from django.db import connection
 
-from agenda.models import AgendaSettings, Professional, Service
-from agenda.selectors import agenda_settings_for
-from core.models import Company
-from tests import factories
+from agenda.models import Appointment
+from tests.factories import local
 
-
-@pytest.fixture
-def agenda_settings(company: Company) -> AgendaSettings:
-    settings = agenda_settings_for(company=company)
-    settings.minimum_notice_minutes = 60
-    settings.booking_horizon_days = 60
-    settings.slot_step_minutes = 30
-    settings.cancellation_cutoff_minutes = 120
-    settings.save()
-    return settings
+HISTORY = 5000
 
 
 @pytest.fixture
-def service(company: Company, agenda_settings: AgendaSettings) -> Service:
-    return factories.service(company)
-
-
-@pytest.fixture
-def marta(company: Company, service: Service) -> Professional:
-    """Works Monday to Friday, 09:00-13:00 and 15:00-19:00."""
-    return factories.marta(company, service)
+def long_history(company, service, marta, ana):
+    """Five thousand scheduled appointments before the searched week, one per hour."""
+    # In UTC: adding hours to a Madrid wall-clock time would repeat an hour in March.
+    first = local(2026, 1, 5, 9).astimezone(UTC)
+    Appointment.objects.bulk_create(
+        Appointment(
+            company=company,
+            reference=f"AP-H{n:05d}",
+            contact=ana,
+            service=service,
+            professional=marta,
+            starts_at=first + timedelta(hours=n),
+            ends_at=first + timedelta(hours=n, minutes=30),
+            blocked_from=first + timedelta(hours=n),
+            blocked_until=first + timedelta(hours=n, minutes=40),
+            created_via="staff",
+        )
+        for n in range(HISTORY)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE agenda_appointment")
+    assert Appointment.objects.filter(starts_at__gte=local(2026, 12, 7)).count() == 0

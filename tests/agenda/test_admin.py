@@ -15,23 +15,15 @@ from agenda.models import Appointment, TimeOff
 from agenda.services import appointment_book, appointment_cancel, professional_create
 from core.models import StaffMembership
 from core.services import contact_create
-from tests import factories
+from tests.admin_pages import form_data
 from tests.factories import MONDAY_8AM, local
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def frozen_clock(monkeypatch):
-    monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
-
-
-@pytest.fixture
-def staff(company):
-    """A receptionist holding the agenda's permissions only."""
-    return factories.staff_member(
-        "recepcion", company, permissions=factories.app_permissions("agenda")
-    )
+# Staff here hold the agenda's permissions only.
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("frozen_clock"),
+    pytest.mark.staff_permissions("agenda"),
+]
 
 
 @pytest.fixture
@@ -236,30 +228,6 @@ def test_the_day_view_shows_hours_and_appointments_in_local_time(staff_client, m
     assert "09:00-13:00, 15:00-19:00" in page
     assert appointment.reference in page and "10:00-10:30" in page
     assert "martes 2026-12-08" in page
-
-
-def form_data(page) -> dict:
-    """What a browser posts back from an admin change page untouched: every field of the main
-    form and of each inline form as rendered, with the inlines' management forms."""
-    forms = [page.context["adminform"].form]
-    for inline in page.context["inline_admin_formsets"]:
-        forms.append(inline.formset.management_form)
-        forms.extend(inline.formset.forms)
-    data: dict = {}
-    for form in forms:
-        for name, field in form.fields.items():
-            value = form[name].value()
-            widget = field.widget
-            key = form.add_prefix(name)
-            if getattr(widget, "widgets", None):  # a split date and time
-                for index, part in enumerate(widget.decompress(value)):
-                    data[f"{key}_{index}"] = "" if part is None else part
-            elif isinstance(value, bool):
-                if value:
-                    data[key] = "on"
-            elif value is not None:
-                data[key] = value
-    return data
 
 
 def test_time_off_over_scheduled_appointments_warns_staff_with_each_one(

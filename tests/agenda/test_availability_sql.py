@@ -15,13 +15,10 @@ from agenda.availability.search import search_roster
 from agenda.models import Appointment, Professional, Service, TimeOff
 from agenda.selectors import agenda_settings_for
 from agenda.services import professional_create
-from tests.agenda import test_search_cost
-from tests.agenda.test_search_cost import plan_nodes
 from tests.factories import WEEKDAYS, local
+from tests.statements import plan_nodes
 
 pytestmark = pytest.mark.django_db
-
-long_history = test_search_cost.long_history  # the fixture: 5,000 appointments before the week
 
 # The searched window: Tuesday 8 December 2026, 10:00-14:00 in Madrid.
 START, END = local(2026, 12, 8, 10), local(2026, 12, 8, 14)

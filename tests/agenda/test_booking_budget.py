@@ -43,11 +43,11 @@ BOOK = Budget(
     # two statements, since a read in the statement that waited for the lock would not see
     # the booking it waited for (agenda.services._check_customer_free). + 1 (issue #33, the
     # customer's messages): one INSERT of the confirmation and the reminder together
-    # (agenda.messages), with the reminder's lead from the settings the slot check read.
+    # (agenda.appointment_messages), with the reminder's lead from the settings the slot check read.
     at_most=21,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         # Locked until the end, so one professional's bookings check and insert one at a time and
         # a change of their schedule in flight commits first (agenda.models.lock_schedules).
         "SELECT agenda_professional FOR NO KEY UPDATE",
@@ -57,7 +57,7 @@ BOOK = Budget(
         "INSERT agenda_appointment",
         "INSERT agenda_appointmentmessage",  # its confirmation and reminder
         "INSERT tooling_exposedreference",  # the new appointment, seen by the conversation
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
@@ -71,7 +71,7 @@ RESCHEDULE = Budget(
     at_most=23,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         # Locked with its service, professional and the cut-off; only its own row is locked.
         "SELECT agenda_appointment FOR UPDATE",
         "SELECT agenda_professional FOR NO KEY UPDATE",  # the schedule's lock
@@ -81,7 +81,7 @@ RESCHEDULE = Budget(
         "UPDATE agenda_appointmentmessage",  # the reminder for the old time dropped
         "INSERT agenda_appointmentmessage",  # the confirmation and the new reminder
         "INSERT tooling_exposedreference",
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
@@ -90,13 +90,13 @@ CANCEL = Budget(
     at_most=14,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         "SELECT agenda_appointment FOR UPDATE",  # with the cut-off, the service and professional
         "INSERT django_fsm_log_statelog",
         "UPDATE agenda_appointment",
         "UPDATE agenda_appointmentmessage",  # the reminder dropped
         "INSERT agenda_appointmentmessage",  # the cancellation's confirmation
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
@@ -285,7 +285,7 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
         now=MONDAY_8AM,
     )
     target = local(2026, 12, 9, 10)
-    validate = services.slot_validate
+    validate = services.slot_lock_and_check
 
     def validate_then_lose_the_race(**kwargs):
         validate(**kwargs)
@@ -300,7 +300,7 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
         )
         _overlapping(racer, bruno)
 
-    monkeypatch.setattr(services, "slot_validate", validate_then_lose_the_race)
+    monkeypatch.setattr(services, "slot_lock_and_check", validate_then_lose_the_race)
 
     with transaction.atomic():  # a caller's transaction (the tool engine's, the admin's)
         with pytest.raises(ValidationFailed) as caught:

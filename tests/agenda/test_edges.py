@@ -20,7 +20,7 @@ from agenda.services import appointment_book, appointment_reschedule, profession
 from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Conversation, StaffMembership
-from tests.agenda.test_admin import form_data
+from tests.admin_pages import form_data
 from tests.factories import MONDAY_8AM, WEEKDAYS, local
 from tests.statements import call_statements
 

@@ -1,50 +1,15 @@
 """A slot search reads the appointments of its window, not the whole table (PostgreSQL plan)."""
 
 import json
-from datetime import UTC, timedelta
 
 import pytest
-from django.db import connection
 
 from agenda.availability.busy import scheduled_in_window
 from agenda.availability.search import slots_available
-from agenda.models import Appointment
 from tests.factories import MONDAY_8AM, local
+from tests.statements import plan_nodes
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
-
-HISTORY = 5000
-
-
-@pytest.fixture
-def long_history(company, service, marta, ana):
-    """Five thousand scheduled appointments before the searched week, one per hour."""
-    # In UTC: adding hours to a Madrid wall-clock time would repeat an hour in March.
-    first = local(2026, 1, 5, 9).astimezone(UTC)
-    Appointment.objects.bulk_create(
-        Appointment(
-            company=company,
-            reference=f"AP-H{n:05d}",
-            contact=ana,
-            service=service,
-            professional=marta,
-            starts_at=first + timedelta(hours=n),
-            ends_at=first + timedelta(hours=n, minutes=30),
-            blocked_from=first + timedelta(hours=n),
-            blocked_until=first + timedelta(hours=n, minutes=40),
-            created_via="staff",
-        )
-        for n in range(HISTORY)
-    )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE agenda_appointment")
-    assert Appointment.objects.filter(starts_at__gte=local(2026, 12, 7)).count() == 0
-
-
-def plan_nodes(plan: dict):
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from plan_nodes(child)
 
 
 def test_the_window_query_touches_only_rows_near_the_window(long_history, marta):

@@ -7,7 +7,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import translation
 
 from agenda import services
-from agenda.availability.check import slot_validate
+from agenda.availability.check import slot_lock_and_check
 from agenda.availability.slots import Move
 from agenda.models import Appointment
 from agenda.services import (
@@ -316,7 +316,7 @@ def test_a_booking_that_loses_the_race_gets_a_validation_error_with_free_slots(
     """When the availability read misses a concurrent booking, the constraint catches it."""
     assert connection.vendor == "postgresql"
     book()
-    monkeypatch.setattr(services, "slot_validate", lambda **kwargs: None)
+    monkeypatch.setattr(services, "slot_lock_and_check", lambda **kwargs: None)
 
     with pytest.raises(ValidationFailed) as caught:
         book(local(2026, 12, 8, 10, 15), contact=bruno)
@@ -372,7 +372,7 @@ def test_a_service_of_another_company_is_refused_even_for_a_move(
 ):
     service.company = other_company
     with pytest.raises(ValidationFailed) as caught:
-        slot_validate(
+        slot_lock_and_check(
             company=company,
             service=service,
             professional=withdrawn.professional,

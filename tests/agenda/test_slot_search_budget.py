@@ -7,7 +7,6 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agenda import clock
 from agenda.availability.search import slots_available
 from agenda.models import AgendaSettings, Appointment, Service
 from agenda.services import appointment_book, professional_create, time_off_add
@@ -30,11 +29,6 @@ SEARCH_STATEMENTS = 2
 # belongs to the call, not to the search).
 TOOL = Budget(at_most=3, includes=("INSERT tooling_exposedreference",))
 COLD_TOOL = Budget(at_most=4, includes=("INSERT tooling_exposedreference",))
-
-
-@pytest.fixture
-def frozen_clock(monkeypatch):
-    monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
 
 
 @pytest.fixture

@@ -7,11 +7,8 @@ import pytest
 from django.contrib.contenttypes.models import ContentType
 from django_fsm_log.models import StateLog
 
-from agenda import clock
 from agenda.models import Appointment, Service, TimeOff
 from agenda.services import appointment_book, professional_create
-from core.identity import identify_contact
-from core.models import Conversation
 from tests.factories import MONDAY_8AM, WEEKDAYS, local
 from tooling.registry import registry
 
@@ -29,34 +26,6 @@ APPOINTMENT_KEYS = {
     "state",
     "state_label",
 }
-
-
-@pytest.fixture
-def frozen_clock(monkeypatch):
-    """The agenda's "now", shared with the live server (it runs in this process)."""
-    moment = {"now": MONDAY_8AM}
-    monkeypatch.setattr(clock, "now", lambda: moment["now"])
-    return moment
-
-
-@pytest.fixture
-def identified(company):
-    """Bind a conversation to a contact, as identify_contact would have done."""
-
-    def identify(conversation_id: str, document: str) -> str:
-        conversation, _ = Conversation.objects.get_or_create(
-            company=company, external_id=conversation_id
-        )
-        identify_contact(conversation=conversation, kind="document", value=document)
-        return conversation_id
-
-    return identify
-
-
-@pytest.fixture
-def ana_client(tool_client, identified, ana):
-    identified(tool_client.conversation_id, ANA_DOCUMENT)
-    return tool_client
 
 
 def key() -> str:
@@ -583,14 +552,14 @@ def test_a_search_for_a_move_refuses_another_customers_appointment(
 
 
 def test_a_search_for_a_move_needs_the_appointment_seen_and_the_customer_identified(
-    tool_client, identified, frozen_clock, ana_booked
+    tool_client, make_identified, ana, frozen_clock, ana_booked
 ):
     stranger = tool_client.call(
         "find_available_slots",
         {"service": "Corte de pelo", "from": "2026-12-08", "appointment": ana_booked.reference},
         conversation_id="conv-anonymous",
     )
-    identified("conv-unseen", ANA_DOCUMENT)
+    make_identified(ana, "conv-unseen")
     unseen = tool_client.call(
         "find_available_slots",
         {"service": "Corte de pelo", "from": "2026-12-08", "appointment": "AP-ZZZZZZ"},

@@ -136,3 +136,24 @@ def tool(url: str, name: str, body: dict, *, token: str, conversation: str, key:
         timeout=kw.pop("timeout", 30),
         **kw,
     )
+
+
+def identified_conversation(cluster, url: str | None = None) -> str:
+    """A new conversation of the cluster's sandbox, identified as Ana (through `url`, or the
+    cluster's front door)."""
+    conversation = f"conv-{uuid.uuid4().hex[:10]}"
+    response = tool(
+        url or cluster.url,
+        "identify_contact",
+        {"email": "ana@example.com"},
+        token=cluster.token,
+        conversation=conversation,
+        key=uuid.uuid4().hex,
+    )
+    assert response.status_code == 200, response.text
+    return conversation
+
+
+def case_body(subject: str) -> dict:
+    """open_case's arguments for Ana, with this subject."""
+    return {"identifier": "ana@example.com", "subject": subject, "description": "Fallos."}

@@ -15,8 +15,7 @@ import httpx
 from aiosmtpd.controller import Controller
 
 from deploy.processes import stop_started
-from tests.cluster.conftest import tool
-from tests.cluster.test_one_truth import identified_conversation
+from tests.cluster.conftest import case_body, identified_conversation, tool
 from tests.servers import Inbox, free_port, wait_for
 
 CLIENTS = 4
@@ -24,10 +23,6 @@ CALLS_PER_CLIENT = 8
 # Answers a client retries with the same key: the node died mid-call (502 from nginx), the
 # database was unreachable (503 SYSTEM), the first copy is still in flight (409 CONFLICT).
 RETRIED = {502, 503, 504, 409}
-
-
-def case_body(subject: str) -> dict:
-    return {"identifier": "ana@example.com", "subject": subject, "description": "Fallos."}
 
 
 class Caller:

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.cluster.test_faults import case_body
-from tests.cluster.test_one_truth import identified_conversation
+from tests.cluster.conftest import case_body, identified_conversation
 
 BURST = 16  # as many as nginx keeps idle per worker (`keepalive 16`)
 TIME_WAIT = "06"

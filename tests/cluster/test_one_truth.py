@@ -9,27 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.cluster.conftest import tool
+from tests.cluster.conftest import identified_conversation, tool
 
 PAIRS = 20
 # The bound stated in docs/scaling.md: a change made in the admin or a service is refused on
 # every node by the next request (the process caches are told over Redis); any change,
 # even one made in SQL, within GARANTE_PROCESS_CACHE_SECONDS (1 s in the cluster).
 BOUND_SECONDS = 1.0
-
-
-def identified_conversation(cluster, url: str | None = None) -> str:
-    conversation = f"conv-{uuid.uuid4().hex[:10]}"
-    response = tool(
-        url or cluster.url,
-        "identify_contact",
-        {"email": "ana@example.com"},
-        token=cluster.token,
-        conversation=conversation,
-        key=uuid.uuid4().hex,
-    )
-    assert response.status_code == 200, response.text
-    return conversation
 
 
 def test_the_same_key_sent_to_both_nodes_at_once_has_one_effect_and_one_answer(cluster):

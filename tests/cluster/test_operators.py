@@ -12,9 +12,7 @@ import httpx
 import redis
 
 from deploy.cluster import ROOT, load
-from tests.cluster.conftest import tool
-from tests.cluster.test_faults import case_body
-from tests.cluster.test_one_truth import identified_conversation
+from tests.cluster.conftest import case_body, identified_conversation, tool
 from tests.servers import wait_for
 
 

@@ -19,15 +19,13 @@ import pytest
 
 from deploy.pgbouncer import pgbouncer_configure
 from deploy.processes import executable, free_port
-from tests.agenda.test_concurrency import (  # noqa: F401  (collected here again)
-    test_fifty_conversations_booking_the_same_slot_make_exactly_one_appointment,
-)
+from tests.agenda.booking_race import fifty_conversations_book_the_same_slot
 from tests.script_support import stop_process
 from tests.servers import database_url_of_current_connection
-from tests.tooling.test_idempotency_concurrency import (  # noqa: F401
-    test_a_duplicate_that_waits_past_the_bound_is_told_to_retry_and_its_retry_replays,
-    test_fifty_different_calls_at_once_each_take_effect_once,
-    test_fifty_identical_calls_at_once_have_one_effect_and_fifty_identical_answers,
+from tests.tooling.idempotency_races import (
+    a_duplicate_past_the_bound,
+    fifty_different_calls_at_once,
+    fifty_identical_calls_at_once,
 )
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -77,6 +75,38 @@ def gunicorn_server(gunicorn_server, pgbouncer):
         return gunicorn_server(**options)
 
     return start
+
+
+# The concurrency tests of booking and of the idempotency engine, the same as in
+# tests/agenda/test_concurrency.py and tests/tooling/test_idempotency_concurrency.py, with the
+# `gunicorn_server` above.
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_fifty_conversations_booking_the_same_slot_make_exactly_one_appointment(
+    gunicorn_server, company
+):
+    fifty_conversations_book_the_same_slot(gunicorn_server, company)
+
+
+@pytest.mark.postgres
+def test_fifty_identical_calls_at_once_have_one_effect_and_fifty_identical_answers(
+    gunicorn_server, company, token
+):
+    fifty_identical_calls_at_once(gunicorn_server, company, token)
+
+
+@pytest.mark.postgres
+def test_fifty_different_calls_at_once_each_take_effect_once(gunicorn_server, company, token):
+    fifty_different_calls_at_once(gunicorn_server, company, token)
+
+
+@pytest.mark.postgres
+def test_a_duplicate_that_waits_past_the_bound_is_told_to_retry_and_its_retry_replays(
+    gunicorn_server, company, token, tmp_path
+):
+    a_duplicate_past_the_bound(gunicorn_server, company, token, tmp_path)
 
 
 @pytest.mark.postgres

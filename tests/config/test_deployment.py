@@ -7,26 +7,14 @@ import re
 import secrets
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from config import deployment
 from config.deployment import InsecureSettings
+from tests.config.environment import ENV_EXAMPLE, ENV_READ, ROOT, documented_environment
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-ENV_EXAMPLE = ROOT / ".env.example"
 GOOD_KEY = secrets.token_urlsafe(50)
-
-
-def documented_environment() -> dict[str, str]:
-    """The KEY=VALUE lines of .env.example (quotes stripped), as compose or `set -a` read it."""
-    values = {}
-    for line in ENV_EXAMPLE.read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            name, _, value = line.partition("=")
-            values[name.strip()] = value.strip().strip('"')
-    return values
 
 
 def django_process(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess[str]:
@@ -167,32 +155,12 @@ def test_check_deploy_still_warns_without_the_https_settings():
 
 # .env.example ----------------------------------------------------------------------------
 
-_READ = re.compile(
-    r"""(?:environ(?:\.get)?\(\s*|environ\[|env_bool\(\s*|env_(?:flag|list)\(\s*\w+,\s*)"""
-    r'"([A-Z][A-Z0-9_]+)"'
-)
 NOT_FOR_OPERATORS = {"DJANGO_SETTINGS_MODULE", "GARANTE_TEST_DB_NAME"}
-# Read by Python and Django themselves.
-READ_BY_PYTHON_AND_DJANGO = {"PYTHONPATH", "PYTHONUNBUFFERED", "DJANGO_SETTINGS_MODULE"}
-
-
-def variables_read() -> set[str]:
-    """The environment variables Garante's processes read: the settings and the rest of
-    config/, gunicorn's configuration, the management commands, bin/garante, and the ones
-    Python and Django read. A variable given to a process but not in here changes nothing."""
-    sources = [
-        *(ROOT / "config").glob("*.py"),
-        ROOT / "gunicorn.conf.py",
-        *(ROOT / "core" / "management" / "commands").glob("*.py"),
-    ]
-    read = {name for path in sources for name in _READ.findall(path.read_text())}
-    read |= set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", (ROOT / "bin" / "garante").read_text()))
-    return read | READ_BY_PYTHON_AND_DJANGO
 
 
 def test_the_env_example_lists_every_setting_with_a_comment():
     sources = [ROOT / "config" / "settings.py", ROOT / "config" / "deployment.py"]
-    read = {name for path in sources for name in _READ.findall(path.read_text())}
+    read = {name for path in sources for name in ENV_READ.findall(path.read_text())}
     read |= set(re.findall(r"\$\{(GARANTE_[A-Z_]+):-", (ROOT / "bin" / "garante").read_text()))
     read -= NOT_FOR_OPERATORS
     assert len(read) > 40  # the pattern still finds the settings

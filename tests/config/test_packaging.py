@@ -16,7 +16,7 @@ from tests.config.compose_env import (
     garante_environment,
     interpolate,
 )
-from tests.config.test_deployment import documented_environment, variables_read
+from tests.config.environment import documented_environment, variables_read
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()

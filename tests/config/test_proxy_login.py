@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from config import deployment
-from tests.config.test_deployment import documented_environment
+from tests.config.environment import documented_environment
 
 PUBLIC_HOST = "garante.example.com"
 PUBLIC_ORIGIN = f"https://{PUBLIC_HOST}"

@@ -10,7 +10,7 @@ from django_fsm_log.models import StateLog
 from core.admin import ServiceTransitionsAdmin
 from support import services
 from support.models import Case
-from tests.support.test_admin import change_form_data, change_url, transition_buttons
+from tests.admin_pages import change_form_data, change_url, transition_buttons
 
 pytestmark = pytest.mark.django_db
 

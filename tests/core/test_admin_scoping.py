@@ -7,16 +7,8 @@ import pytest
 from core.models import GatewayCredential
 from core.selectors import gateway_company_authenticate
 from core.services import contact_create
-from tests import factories
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(company):
-    return factories.staff_member(
-        "maria", company, "admin", permissions=factories.app_permissions("core")
-    )
+pytestmark = [pytest.mark.django_db, pytest.mark.staff_permissions("core")]
 
 
 def test_staff_see_only_their_companys_contacts(client, staff, company, other_company):

@@ -81,11 +81,6 @@ def sms_accepted(sid: str = "SM0001"):
     return {"sid": sid, "status": "queued"}
 
 
-@pytest.fixture
-def ana_conv(ana, make_identified):
-    return make_identified(ana, "conv-ana")
-
-
 # The SMS provider over real HTTP ----------------------------------------------------------
 
 

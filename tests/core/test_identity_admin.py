@@ -15,21 +15,8 @@ from core.models import (
 )
 from core.services import contact_create
 from core.verification import challenge_issue
-from tests import factories
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def staff(company):
-    return factories.staff_member(
-        "maria", company, "admin", permissions=factories.app_permissions("core")
-    )
-
-
-@pytest.fixture
-def ana_conv(ana, make_identified):
-    return make_identified(ana, "conv-ana")
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.staff_permissions("core")]
 
 
 def code_in(text):

@@ -1,7 +1,7 @@
 """The PostgreSQL backend's health check of kept connections (core/postgresql): no round trip
 for a healthy idle connection, Django's full check when the server has closed it. Its answer
 deadline: in the web server's processes, a server that does not answer fails the call within
-seconds instead of holding it. And its options (core/settings.py): parameters bound by the server,
+seconds instead of holding it. And its options (config/settings.py): parameters bound by the server,
 hot statements prepared."""
 
 import os

@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone, translation
 
-from agenda.messages import appointment_message_deliver
+from agenda.appointment_messages import appointment_message_deliver
 from agenda.models import Appointment, AppointmentMessage
 from agenda.services import appointment_book
 from core.admin.tenants import CompanyForm

@@ -49,11 +49,6 @@ def attempt(conversation, contact, code):
     )
 
 
-@pytest.fixture
-def ana_conv(ana, make_identified):
-    return make_identified(ana, "conv-ana")
-
-
 def test_the_code_goes_by_sms_to_the_contacts_registered_phone(ana, ana_conv, sms_outbox):
     challenge = challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
 

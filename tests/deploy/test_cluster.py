@@ -14,7 +14,7 @@ import pytest
 from deploy import cluster as deploy_cluster
 from deploy.cluster import DEFAULT_DATABASE_URL, Cluster
 from deploy.pgbouncer import DIRECT_CONNECTIONS, PoolModel, query_wait_timeout
-from tests.config.test_deployment import variables_read
+from tests.config.environment import variables_read
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 OPERATORS_DATABASE = "postgres://garante:secret@db.example.com:5432/garante_production"

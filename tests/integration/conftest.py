@@ -8,14 +8,10 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from agenda import clock
 from agenda.models import Professional, Service
-from agenda.selectors import agenda_settings_for
 from core.models import Company, Contact
 from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue, public_references_assign
-from tests import factories
-from tests.factories import MONDAY_8AM
 
 
 def new_key() -> str:
@@ -73,29 +69,6 @@ def rw_token(company: Company) -> str:
     return integration_credential_issue(
         company=company, name="web", scope=IntegrationCredential.Scope.READ_WRITE
     )[1]
-
-
-@pytest.fixture
-def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The agenda's "now": Monday 7 December 2026, 08:00 in Madrid (shared with a live
-    server, which runs in this process; not with gunicorn)."""
-    moment = {"now": MONDAY_8AM}
-    monkeypatch.setattr(clock, "now", lambda: moment["now"])
-    return moment
-
-
-@pytest.fixture
-def service(company: Company) -> Service:
-    settings = agenda_settings_for(company=company)
-    settings.slot_step_minutes = 30
-    settings.save()
-    return factories.service(company)
-
-
-@pytest.fixture
-def marta(company: Company, service: Service) -> Professional:
-    """Works every day, 09:00-13:00 and 15:00-19:00 (local)."""
-    return factories.marta(company, service, days=factories.EVERY_DAY)
 
 
 def reference_of(entity: Contact | Service | Professional) -> str:

@@ -17,7 +17,6 @@ from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue, integration_credential_revoke
 from sales.services import opportunity_create
 from support.services import case_open
-from tests import factories
 from tests.factories import local
 from tests.integration.conftest import reference_of
 
@@ -214,12 +213,7 @@ def test_filtering_by_another_companys_contact_finds_nothing(api, theirs):
 # --- Staff sessions (browsable API) -----------------------------------------------------------
 
 
-@pytest.fixture
-def staff(company):
-    """A staff member of `company` without any permission."""
-    return factories.staff_member("marta", company, permissions=[])
-
-
+@pytest.mark.staff_permissions()  # none: browsing the API needs no admin permission
 def test_staff_browse_their_own_company_only(staff, ana, theirs):
     client = APIClient()
     client.force_login(staff)

@@ -11,18 +11,10 @@ from rest_framework.test import APIClient
 from core.models import StaffMembership
 from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue
-from tests import factories
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.staff_permissions("integration")]
 
 URL = "/admin/integration/integrationcredential/"
-
-
-@pytest.fixture
-def staff(company):
-    return factories.staff_member(
-        "maria", company, "admin", permissions=factories.app_permissions("integration")
-    )
 
 
 def test_a_credential_created_in_the_admin_shows_its_token_once_and_works(client, staff, company):

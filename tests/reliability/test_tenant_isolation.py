@@ -5,14 +5,12 @@ integration API (/api/v1, taken from its OpenAPI document) called with a second 
 read-write credential on the first company's references: nothing of the first company is
 shown, and nothing of it changes."""
 
-import io
 import re
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-from django.core.management import call_command
 from django.utils import timezone
 
 from agenda.models import Appointment, Professional, Service
@@ -23,14 +21,15 @@ from core.services import contact_create
 from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue, public_references_assign
 from sales.models import Opportunity, Product, Quote
-from support.models import Case, CaseComment
+from support.models import Case
+from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT
 from tests.reliability.conftest import Gateway, assert_clean_wire, unique
-from tooling.registry import registry
+from tests.reliability.tenants import arguments_for, production_tools, seeded_sandbox, snapshot
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 SHARED_CONVERSATION = "conversation-7"  # both companies' Gateways may use the same id
-ANA, BRUNO = "12345678Z", "X1234567L"  # the first company's customers (seed_sandbox)
+ANA, BRUNO = ANA_DOCUMENT, BRUNO_DOCUMENT  # the first company's customers (seed_sandbox)
 CARLA = "87654321X"  # the second company's own customer
 PRIVATE = [
     "García",
@@ -44,77 +43,6 @@ PRIVATE = [
     '"Ana"',
     '"Bruno"',
 ]
-
-
-def arguments_for(identifier: str, refs: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Valid arguments for every production tool, aimed at the first company's things."""
-    return {
-        "accept_quote": {"identifier": identifier, "quote": refs["quote"]},
-        "add_case_comment": {"identifier": identifier, "case": refs["case"], "message": "Hola"},
-        "book_appointment": {
-            "identifier": identifier,
-            "service": "Corte de pelo",
-            "slot": refs["slot"],
-        },
-        "confirm_contact_change": {"identifier": identifier, "code": "123456"},
-        "cancel_appointment": {"identifier": identifier, "appointment": refs["appointment"]},
-        "confirm_case_resolved": {"identifier": identifier, "case": refs["resolved_case"]},
-        "create_quote": {"identifier": identifier, "items": [{"sku": "CAF-001", "quantity": 1}]},
-        "find_available_slots": {"service": "Corte de pelo", "from": refs["day"]},
-        "get_case": {"identifier": identifier, "case": refs["case"]},
-        "get_quote": {"identifier": identifier, "quote": refs["quote"]},
-        "identify_contact": {"document": ANA},
-        "list_my_appointments": {"identifier": identifier},
-        "list_my_cases": {"identifier": identifier},
-        "list_my_quotes": {"identifier": identifier},
-        "list_services": {},
-        "open_case": {
-            "identifier": identifier,
-            "subject": "Sigue igual",
-            "description": "Vuelve a pasar.",
-            "related_case": refs["closed_case"],
-        },
-        "reject_quote": {"identifier": identifier, "quote": refs["quote"]},
-        "report_case_not_fixed": {
-            "identifier": identifier,
-            "case": refs["resolved_case"],
-            "message": "No está arreglado.",
-        },
-        "request_sales_contact": {"identifier": identifier, "topic": "Quiero comprar"},
-        "request_verification_code": {"identifier": identifier, "channel": "sms"},
-        "reschedule_appointment": {
-            "identifier": identifier,
-            "appointment": refs["appointment"],
-            "slot": refs["slot"],
-        },
-        "search_products": {"query": "Café"},
-        "update_contact_details": {"identifier": identifier, "email": "nuevo@example.com"},
-        "verify_code": {"identifier": identifier, "code": "123456"},
-    }
-
-
-def production_tools() -> list[str]:
-    return [t.name for t in registry.all() if not t.name.startswith("testapp_")]
-
-
-def snapshot(company: Company) -> dict[str, Any]:
-    """What the first company's staff would see change."""
-    return {
-        "appointments": sorted(
-            Appointment.objects.filter(company=company).values_list(
-                "reference", "state", "starts_at"
-            )
-        ),
-        "quotes": sorted(Quote.objects.filter(company=company).values_list("reference", "state")),
-        "cases": sorted(Case.objects.filter(company=company).values_list("reference", "state")),
-        "comments": CaseComment.objects.filter(case__company=company).count(),
-        "opportunities": sorted(
-            Opportunity.objects.filter(company=company).values_list("reference", "state")
-        ),
-        "contacts": sorted(
-            Contact.objects.filter(company=company).values_list("document_number", "phone", "email")
-        ),
-    }
 
 
 def first_company_sees_its_things(server_url: str, token: str) -> dict[str, str]:
@@ -149,14 +77,6 @@ def leaks(text: str, sent: dict[str, Any], foreign_references: set[str]) -> list
     found = [p for p in PRIVATE if p in text and p.strip('"') not in sent_text]
     found += [r for r in foreign_references if r in text and r not in sent_text]
     return found
-
-
-def seeded_sandbox() -> tuple[Company, str]:
-    """The first company, as `seed_sandbox` builds it, and its Gateway token."""
-    out = io.StringIO()
-    call_command("seed_sandbox", stdout=out)
-    token = re.search(r"Gateway token:\s*(\S+)", out.getvalue()).group(1)
-    return Company.objects.get(slug="sandbox"), token
 
 
 def test_a_second_companys_token_reaches_nothing_of_the_first_company_through_any_tool(

@@ -8,7 +8,7 @@ import pytest
 from sales.models import Quote
 from sales.services.quote_lifecycle import quote_create
 from sales.services.quote_pricing import QuoteItem
-from tests.sales.test_transitions import quote_in
+from tests.factories import quote_in
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,7 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from core.identity import identify_contact
-from core.models import Company, Contact, Conversation, StepUpPolicy
+from core.models import Conversation, StepUpPolicy
 from sales.models import Opportunity, Product, Quote
 from sales.services.catalog import price_list_item_set
 from sales.services.quote_lifecycle import (
@@ -29,15 +28,6 @@ ANA = "12345678Z"
 BRUNO = "X1234567L"
 
 
-def identify(company: Company, conversation_id: str, contact: Contact) -> Conversation:
-    """The conversation as identify_contact leaves it once the customer gave their document."""
-    conversation, _ = Conversation.objects.get_or_create(
-        company=company, external_id=conversation_id
-    )
-    identify_contact(conversation=conversation, kind="document", value=contact.document_number)
-    return conversation
-
-
 def verify(conversation: Conversation) -> None:
     """What a successful verify_code leaves behind: the conversation verified for a while."""
     now = timezone.now()
@@ -51,9 +41,9 @@ def key() -> str:
 
 
 @pytest.fixture
-def anas_chat(tool_client, company, ana, catalog):
+def anas_chat(tool_client, ana, catalog, make_identified):
     """Ana identified in the tool client's conversation, with the company's default policy."""
-    return identify(company, tool_client.conversation_id, ana)
+    return make_identified(ana, tool_client.conversation_id)
 
 
 @pytest.fixture

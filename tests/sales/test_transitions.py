@@ -17,13 +17,12 @@ from sales.services.opportunities import (
 from sales.services.quote_lifecycle import (
     quote_accept,
     quote_cancel,
-    quote_create,
     quote_deliver,
     quote_expire,
     quote_reject,
     quote_send,
 )
-from sales.services.quote_pricing import QuoteItem
+from tests.factories import quote_in
 
 pytestmark = pytest.mark.django_db
 
@@ -63,37 +62,6 @@ QUOTE_TABLE = {
     ("delivered", "deliver"): "delivered",
     ("cancelled", "cancel"): "cancelled",
 }
-
-
-def quote_in(state: str, company, contact) -> Quote:
-    """A quote brought to `state` the way it happens in real life: through the services."""
-    opportunity = None
-    if state == "superseded":
-        opportunity = opportunity_create(company=company, contact=contact, title="Pedido")
-    quote = quote_create(
-        company=company,
-        contact=contact,
-        items=[QuoteItem("CAF-001", 1)],
-        send=state != "draft",
-        opportunity=opportunity,
-    )
-    if opportunity is not None:
-        opportunity_win(opportunity=opportunity)
-        quote.refresh_from_db()
-    path = {
-        "draft": [],
-        "sent": [],
-        "accepted": ["accept"],
-        "rejected": ["reject"],
-        "expired": ["expire"],
-        "superseded": [],
-        "delivered": ["accept", "deliver"],
-        "cancelled": ["accept", "cancel"],
-    }[state]
-    for action in path:
-        quote = QUOTE_ACTIONS[action](quote)
-    assert quote.state == state
-    return quote
 
 
 # What the customer is told each state is called.

@@ -40,13 +40,13 @@ CREATE = Budget(
     at_most=18,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         "INSERT sales_quote",
         "INSERT sales_quoteline",  # all the lines at once
         "INSERT django_fsm_log_statelog",  # draft -> sent
         "UPDATE sales_quote",
         "INSERT tooling_exposedreference",  # the new quote, seen by the conversation
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
@@ -60,7 +60,7 @@ ACCEPT = Budget(
     at_most=17,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         "SELECT sales_opportunity FOR UPDATE",
         "SELECT sales_quote FOR UPDATE",
         "SELECT sales_product FOR UPDATE",
@@ -68,7 +68,7 @@ ACCEPT = Budget(
         "INSERT sales_stockreservation",  # all the reservations at once
         "INSERT django_fsm_log_statelog",  # sent -> accepted
         "UPDATE sales_quote",
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
@@ -76,11 +76,11 @@ REJECT = Budget(
     at_most=12,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         "SELECT sales_quote FOR UPDATE",
         "INSERT django_fsm_log_statelog",  # sent -> rejected
         "UPDATE sales_quote",
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
@@ -88,10 +88,10 @@ REQUEST_CONTACT = Budget(
     at_most=11,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         "INSERT sales_opportunity",
         "INSERT tooling_exposedreference",
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )

@@ -21,7 +21,7 @@ from django.core import mail
 from core.models import Contact, SecurityEvent, StepUpPolicy, VerificationChallenge
 from core.normalize import mask_email, mask_phone
 from tests import factories
-from tests.reliability.test_tenant_isolation import arguments_for
+from tests.reliability.tenants import arguments_for
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)

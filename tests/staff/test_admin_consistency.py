@@ -15,7 +15,7 @@ from agenda.services import appointment_cancel
 from core.models import VerificationChallenge
 from core.normalize import mask_phone
 from core.verification.issue import challenge_issue
-from tests.staff.test_admin_work import change_url
+from tests.admin_pages import change_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,7 +48,7 @@ def test_a_scheduled_appointment_offers_only_the_transitions_its_state_allows(
 def test_records_that_must_not_change_have_no_save_delete_or_bulk_delete(
     client, sol_day, sol_admin, model
 ):
-    from tests.staff.test_trace import call
+    from tests.staff.trace_calls import call
 
     challenge = challenge_issue(contact=sol_day.contact, channel="sms")
     call(sol_day.company, "list_services", {}, conversation_id="conv-r")

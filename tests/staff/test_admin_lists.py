@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from core.models import Conversation, IdempotencyRecord
 from core.services import contact_create
-from tests.staff.test_trace import call
+from tests.staff.trace_calls import call
 from tooling.context import CallMeta, ToolContext
 from tooling.ledger import LedgerEntry, ledger_record
 from tooling.models import ExposedReference, ToolCall
@@ -72,7 +72,7 @@ def reads_every_row(sql: str, table: str) -> bool:
     ("url", "table"),
     [
         ("/admin/tooling/toolcall/", "tooling_toolcall"),
-        ("/admin/core/idempotencyrecord/", "tooling_idempotencyrecord"),
+        ("/admin/core/idempotencyrecord/", "core_idempotencyrecord"),
         ("/admin/tooling/exposedreference/", "tooling_exposedreference"),
     ],
 )
@@ -146,8 +146,8 @@ def test_idempotency_records_are_listed_newest_first_and_found_by_exact_key(clie
     by_operation, _ = listed(client, "/admin/core/idempotencyrecord/?q=book_appointment")
 
     assert page.index(f"/{newer.pk}/change/") < page.index(f"/{older.pk}/change/")
-    page_query = next(sql for sql in queries if "ORDER BY" in sql and "tooling_idempotency" in sql)
-    assert page_query.endswith('ORDER BY "tooling_idempotencyrecord"."id" DESC')
+    page_query = next(sql for sql in queries if "ORDER BY" in sql and "core_idempotency" in sql)
+    assert page_query.endswith('ORDER BY "core_idempotencyrecord"."id" DESC')
     assert f"/{older.pk}/change/" in exact and f"/{newer.pk}/change/" not in exact
     assert f"/{older.pk}/change/" not in partial  # a key is matched whole, by its index
     assert f"/{newer.pk}/change/" in by_operation and f"/{older.pk}/change/" not in by_operation

@@ -8,14 +8,11 @@ from django_fsm_log.models import StateLog
 
 from core.models import Conversation
 from sales.models import Quote
-from tests.staff.test_trace import call
+from tests.admin_pages import change_url
+from tests.staff.trace_calls import call
 from tooling.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def change_url(obj) -> str:
-    return f"/admin/{obj._meta.app_label}/{obj._meta.model_name}/{obj.pk}/change/"
 
 
 def history(obj) -> list[tuple[str, str, str]]:

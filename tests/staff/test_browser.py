@@ -21,7 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from core.models import Conversation
 from tests.factories import PASSWORD
-from tests.staff.test_trace import call
+from tests.staff.trace_calls import call
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 

@@ -12,7 +12,7 @@ from django.utils import translation
 from core.errors import PermissionRefused
 from core.services import gateway_credential_issue
 from tests.conftest import McpClient
-from tests.staff.test_trace import call
+from tests.staff.trace_calls import call
 from tooling import mcp as mcp_module
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from core.models import Contact, GatewayCredential, StaffMembership
 from core.roles import staff_membership_set
 from core.services import gateway_credential_issue
 from sales.models import Opportunity
-from tests.agenda.test_admin import form_data
+from tests.admin_pages import form_data
 
 pytestmark = pytest.mark.django_db
 

@@ -14,12 +14,10 @@ from django.utils import timezone
 
 from core.models import Company
 from core.services import contact_create
+from tests.staff.trace_calls import call
 from tests.testapp.models import Counter
 from tooling import trace
-from tooling.context import CallMeta
-from tooling.execution import call_tool
 from tooling.models import ToolCall
-from tooling.registry import registry
 from tooling.tasks import TRIM_TASK_NAME, tool_calls_trim_task
 from tooling.trace import redact_arguments
 
@@ -31,17 +29,6 @@ def trace_of(company, conversation_id: str) -> list[ToolCall]:
         ToolCall.objects.filter(company=company, conversation_key=conversation_id).order_by(
             "created_at", "id"
         )
-    )
-
-
-def call(company, name: str, arguments: dict, **meta) -> object:
-    meta.setdefault("conversation_id", "conv-trace")
-    return call_tool(
-        registry.get(name),
-        company=company,
-        arguments=arguments,
-        meta=CallMeta(**meta),
-        surface="mcp",
     )
 
 

@@ -1,13 +1,12 @@
 """The support admin: a scoped case queue whose buttons and comments go through the services."""
 
-import re
-
 import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django_fsm_log.models import StateLog
 
 from support.models import Case, CaseComment
+from tests.admin_pages import change_form_data, change_url, transition_buttons
 
 pytestmark = pytest.mark.django_db
 S = Case.State
@@ -24,37 +23,6 @@ def agent(make_staff):
 def agent_client(client, agent):
     client.force_login(agent)
     return client
-
-
-def change_url(case: Case) -> str:
-    return reverse("admin:support_case_change", args=[case.pk])
-
-
-def transition_buttons(response) -> set[str]:
-    return set(re.findall(r'name="_fsm_transition_to"\s+value="(\w+)"', response.content.decode()))
-
-
-def change_form_data(client, case: Case, **overrides) -> dict:
-    """What the browser would post back from the change page, plus the overrides."""
-    response = client.get(change_url(case))
-    assert response.status_code == 200
-    form = response.context["adminform"].form
-    data = {
-        name: ("" if value is None else getattr(value, "pk", value))
-        for name, value in form.initial.items()
-        if name in form.fields
-    }
-    for inline in response.context["inline_admin_formsets"]:
-        management = inline.formset.management_form
-        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
-            data[f"{management.prefix}-{name}"] = management[name].value()
-        for existing in inline.formset.initial_forms:
-            for name in existing.fields:
-                value = existing[name].value()
-                if value is not None:
-                    data[existing.add_prefix(name)] = getattr(value, "pk", value)
-    data.update(overrides)
-    return data
 
 
 def with_new_comment(data: dict, body: str, *, public: bool) -> dict:

@@ -6,8 +6,6 @@ import uuid
 import pytest
 from django.core import mail
 
-from core.identity import identify_contact
-from core.models import Conversation
 from support import services
 from support.models import Case, CaseComment
 from tooling.context import CallMeta, ToolContext
@@ -17,16 +15,6 @@ from tooling.registry import registry
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Case.State
 ANA = "12345678Z"
-
-
-@pytest.fixture
-def ana_client(tool_client, company, ana):
-    """The conversation of tool_client, identified as Ana (the `contact` fixture)."""
-    conversation, _ = Conversation.objects.get_or_create(
-        company=company, external_id=tool_client.conversation_id
-    )
-    identify_contact(conversation=conversation, kind="document", value=ANA)
-    return tool_client
 
 
 def key() -> str:

@@ -402,7 +402,7 @@ def test_the_record_is_inserted_in_the_effects_transaction_and_invisible_until_c
         try:
             with other.cursor() as cursor:
                 cursor.execute(
-                    "SELECT count(*) FROM tooling_idempotencyrecord WHERE key = %s", ["k-1"]
+                    "SELECT count(*) FROM core_idempotencyrecord WHERE key = %s", ["k-1"]
                 )
                 seen["elsewhere"] = cursor.fetchone()[0]
         finally:

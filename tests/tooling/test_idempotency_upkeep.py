@@ -8,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from core.idempotency import idempotent_execute
@@ -19,9 +18,8 @@ from core.idempotency.tasks import (
 )
 from core.models import IdempotencyRecord
 from core.postgresql.base import bound_this_process, current_deadline
-from tests import factories
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.staff_permissions("core.view_idempotencyrecord")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_ANSWER = "Reserva RS-SECRET de Ana Pérez"
@@ -34,16 +32,6 @@ def executed(company, key: str, operation: str = "testapp_cancel_reservation"):
         operation=operation,
         request={"reference": "RS-2"},
         effect=lambda: ({"detail": SECRET_ANSWER}, 200),
-    )
-
-
-@pytest.fixture
-def staff(company):
-    return factories.staff_member(
-        "lucia",
-        company,
-        "admin",
-        permissions=Permission.objects.filter(codename="view_idempotencyrecord"),
     )
 
 

@@ -28,11 +28,6 @@ def random_phone() -> str:
     return str(next(_phones))
 
 
-@pytest.fixture
-def staff(make_staff):
-    return make_staff("marta", role="supervisor", email="marta@example.com")
-
-
 def limits(company, **fields):
     for name, value in fields.items():
         setattr(company, name, value)
@@ -61,12 +56,13 @@ def outcome(response: httpx.Response) -> str:
 
 
 def test_an_enumeration_through_one_credential_is_answered_alike_past_its_limit_and_staff_are_told(
-    tool_client, company, ana, staff, sms_outbox
+    tool_client, company, ana, make_staff, sms_outbox
 ):
     """The probe of issue 28: random phones, each in a new conversation. Past the
     credential's limit every phone gets one answer (verified mode); the customer's real
     phone too, and her code goes to her phone. One burst event is raised and mailed to
     staff, not one per call."""
+    make_staff("marta", role="supervisor", email="marta@example.com")
     limits(company, identify_failures_per_credential=8, identify_credential_window_minutes=60)
 
     probes = [identify(tool_client, phone=random_phone()) for _ in range(12)]

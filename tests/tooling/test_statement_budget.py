@@ -40,10 +40,10 @@ IDENTIFY = Budget(
     at_most=12,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",  # the claim, its lock wait bounded in-statement
+        "INSERT core_idempotencyrecord",  # the claim, its lock wait bounded in-statement
         "INSERT core_conversation",  # first sight: the row is this transaction's, not re-read
         "UPDATE core_conversation",
-        "UPDATE tooling_idempotencyrecord",  # the answer, stored with the effect
+        "UPDATE core_idempotencyrecord",  # the answer, stored with the effect
         "COMMIT",
     ),
 )
@@ -60,7 +60,7 @@ def test_a_first_identify_contact_of_a_new_conversation_stays_within_its_budget(
     assert outcome.body["first_name"] == "Ana"
     shapes = [shape(sql) for sql in statements]
     IDENTIFY.check(shapes)
-    assert shapes[0] == "SELECT tooling_idempotencyrecord"  # the key lookup, before any guard
+    assert shapes[0] == "SELECT core_idempotencyrecord"  # the key lookup, before any guard
     # The limits are read before the contacts (failures outlive a rolled-back insert), and
     # a row inserted by this transaction is not locked again.
     assert shapes.index("SELECT core_securityevent") < shapes.index("SELECT core_contact")
@@ -74,10 +74,10 @@ OPEN_CASE_BUDGET = Budget(
     at_most=8,
     includes=(
         "BEGIN",
-        "INSERT tooling_idempotencyrecord",
+        "INSERT core_idempotencyrecord",
         "INSERT support_case",  # a reference collision writes nothing and is drawn again
         "INSERT tooling_exposedreference",  # the ledger
-        "UPDATE tooling_idempotencyrecord",
+        "UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )

@@ -11,7 +11,8 @@ from django.utils import timezone
 from pydantic import Field
 
 from core.models import StepUpPolicy
-from tests.reliability.test_tenant_isolation import ANA, arguments_for, seeded_sandbox, snapshot
+from tests.factories import ANA_DOCUMENT as ANA
+from tests.reliability.tenants import arguments_for, seeded_sandbox, snapshot
 from tests.testapp import services
 from tests.testapp.models import Counter
 from tooling.context import CallMeta

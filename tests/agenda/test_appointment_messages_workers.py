@@ -9,7 +9,7 @@ from email.header import decode_header, make_header
 
 import pytest
 
-from agenda.messages import SEND_TASK, appointment_messages_sweep
+from agenda.appointment_messages import SEND_TASK, appointment_messages_sweep
 from agenda.models import Appointment, AppointmentMessage
 from agenda.services import appointment_book, appointment_cancel
 from core.jobs import task_named

@@ -1,7 +1,8 @@
-"""Confirmations and reminders of appointments (agenda.messages), in process: written by the
-services whoever books, moves or cancels; sent once, in the company's language, with nothing
-personal but the appointment's own facts; dropped when they no longer apply; opt-outs honoured;
-the reminder's lead validated. Through real workers: tests/agenda/test_messages_workers.py."""
+"""Confirmations and reminders of appointments (agenda.appointment_messages), in process:
+written by the services whoever books, moves or cancels; sent once, in the company's language,
+with nothing personal but the appointment's own facts; dropped when they no longer apply;
+opt-outs honoured; the reminder's lead validated. Through real workers:
+tests/agenda/test_appointment_messages_workers.py."""
 
 import re
 from datetime import timedelta
@@ -15,8 +16,8 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from agenda import clock, messages, tasks
-from agenda.messages import (
+from agenda import appointment_messages, clock, tasks
+from agenda.appointment_messages import (
     LOST_AFTER,
     SENDING_STALE_AFTER,
     appointment_message_deliver,
@@ -224,7 +225,8 @@ def test_a_cancelled_appointments_reminder_already_queued_is_dropped_not_sent(
     appointment = book()
     reminder = reminder_of(appointment)
     published = []
-    monkeypatch.setattr(messages, "publish", published.append)  # the task waits in the broker
+    # The task waits in the broker.
+    monkeypatch.setattr(appointment_messages, "publish", published.append)
     now["at"] = reminder.due_at
     assert appointment_messages_sweep().queued == 1
     assert published == [reminder.pk]

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterable
 _sources: list[Callable[[], Iterable[str]]] = []
 
 
-def step_up_actions_from(source: Callable[[], Iterable[str]]) -> None:
+def step_up_choices_from(source: Callable[[], Iterable[str]]) -> None:
     """Take the action names `source` returns, read at each check (tools may register later)."""
     if source not in _sources:
         _sources.append(source)
 
 
-def step_up_actions() -> set[str]:
+def step_up_choices() -> set[str]:
     return {name for source in _sources for name in source()}

@@ -1,0 +1,61 @@
+"""The admin as staff's browser meets it: a change page's address, its transition buttons, and
+what the browser posts back from a change page."""
+
+import re
+
+from django.db.models import Model
+
+
+def change_url(obj: Model) -> str:
+    return f"/admin/{obj._meta.app_label}/{obj._meta.model_name}/{obj.pk}/change/"
+
+
+def transition_buttons(response) -> set[str]:
+    return set(re.findall(r'name="_fsm_transition_to"\s+value="(\w+)"', response.content.decode()))
+
+
+def change_form_data(client, obj: Model, **overrides) -> dict:
+    """What the browser would post back from the change page of `obj`, plus the overrides."""
+    response = client.get(change_url(obj))
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    data = {
+        name: ("" if value is None else getattr(value, "pk", value))
+        for name, value in form.initial.items()
+        if name in form.fields
+    }
+    for inline in response.context["inline_admin_formsets"]:
+        management = inline.formset.management_form
+        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
+            data[f"{management.prefix}-{name}"] = management[name].value()
+        for existing in inline.formset.initial_forms:
+            for name in existing.fields:
+                value = existing[name].value()
+                if value is not None:
+                    data[existing.add_prefix(name)] = getattr(value, "pk", value)
+    data.update(overrides)
+    return data
+
+
+def form_data(page) -> dict:
+    """What a browser posts back from an admin change page untouched: every field of the main
+    form and of each inline form as rendered, with the inlines' management forms."""
+    forms = [page.context["adminform"].form]
+    for inline in page.context["inline_admin_formsets"]:
+        forms.append(inline.formset.management_form)
+        forms.extend(inline.formset.forms)
+    data: dict = {}
+    for form in forms:
+        for name, field in form.fields.items():
+            value = form[name].value()
+            widget = field.widget
+            key = form.add_prefix(name)
+            if getattr(widget, "widgets", None):  # a split date and time
+                for index, part in enumerate(widget.decompress(value)):
+                    data[f"{key}_{index}"] = "" if part is None else part
+            elif isinstance(value, bool):
+                if value:
+                    data[key] = "on"
+            elif value is not None:
+                data[key] = value
+    return data
