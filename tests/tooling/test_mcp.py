@@ -117,7 +117,7 @@ def test_initialize_without_client_info_is_invalid_params(mcp):
 
     body = error_of(response, 200, -32602)
     assert body["id"] == 3
-    assert {e["field"] for e in body["error"]["data"]["errors"]} >= {"params.protocolVersion"}
+    assert {e["field"] for e in body["error"]["data"]["problems"]} >= {"params.protocolVersion"}
 
 
 def test_notifications_are_accepted_with_202_and_no_body(mcp, subtests):
@@ -538,7 +538,7 @@ def test_malformed_tools_call_params_are_invalid_params(mcp, subtests):
         with subtests.test(params=params):
             body = error_of(mcp.request("tools/call", params), 200, -32602)
 
-            assert body["error"]["data"]["errors"]
+            assert body["error"]["data"]["problems"]
 
 
 def test_a_body_over_the_limit_is_413(mcp, settings):
