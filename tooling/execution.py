@@ -1,7 +1,7 @@
 """The single path every tool call takes, whatever the surface (MCP or REST).
 
 validate arguments -> (writes) idempotency engine (core.idempotency) -> handler -> output cap ->
-error mapping (core.outcome).
+error mapping (core.boundary) and its outcome (core.outcome).
 """
 
 import contextlib

@@ -465,6 +465,9 @@ def test_an_unknown_tool_is_invalid_params(mcp, subtests):
             body = error_of(mcp.call("no_such_tool", {}, modern=modern), status, -32602)
 
             assert "no_such_tool" in body["error"]["message"]
+            data = body["error"]["data"]
+            assert (data["error_type"], data["code"]) == ("VALIDATION", "unknown_tool")
+            assert data["problems"] == [{"field": "name", "message": "No tool with this name."}]
 
 
 BAD_ARGUMENTS = [
