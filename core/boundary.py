@@ -325,7 +325,9 @@ def as_garante_error(
 ) -> GaranteError:
     """The canonical error of any exception an API met. A database failure and anything
     unexpected are logged on `logger` with their trace ("... in `where`"); only what the
-    caller may act on is told."""
+    caller may act on is told. A pydantic error reaching here is unexpected too: the
+    caller's input is answered where it is parsed (`pydantic_problems_error`), so any other
+    is our own model refusing our own data."""
     if isinstance(exc, GaranteError):
         return exc
     found = _refusal(exc)
