@@ -69,6 +69,9 @@ MIDDLEWARE = [
 # probe. A path ending in "/" covers everything under it. Not the integration API (/api/v1/,
 # which staff may also use with their session) nor the API's documentation pages.
 GARANTE_MACHINE_API_PATHS = ("/mcp", "/api/tools/", "/api/ping")
+# Every API, the machine API's paths included: errors answered in JSON, never an HTML page
+# (core.middleware.api_of).
+GARANTE_API_PATHS = ("/mcp", "/api/")
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

@@ -10,8 +10,9 @@ from django.urls import include, path
 from django.views import defaults
 
 from agenda.views import appointment_messages_opt_out
+from core.boundary import error_response
 from core.metrics import metrics_view
-from core.outcome import error_response
+from core.middleware import api_of
 from tooling.api import api
 from tooling.mcp import mcp_endpoint
 from tooling.middleware import api_error_for
@@ -30,18 +31,13 @@ urlpatterns = [
 ]
 
 
-def _is_api(request: HttpRequest) -> bool:
-    # Any path at all under /api/, even one no pattern can match (a reference ending in a
-    # newline, which `$` and `.` both refuse): an integrator's client parses every answer.
-    return request.path_info.startswith("/api/") or request.path_info == "/mcp"
-
-
 def _api_or(page: Any, status: int) -> Any:
-    """Django's error page, or on the API's paths the canonical JSON error for that status."""
+    """Django's error page, or on the API's paths (any at all, even one no pattern can match:
+    an integrator's client parses every answer) the canonical JSON error for that status."""
 
     def handler(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if _is_api(request):
-            return error_response(api_error_for(status, request.path_info))
+        if api_of(request.path_info) is not None:
+            return error_response(api_error_for(status, request.path_info), request)
         return page(request, *args, **kwargs)
 
     return handler

@@ -112,11 +112,23 @@ class Conflict(GaranteError):
 
 
 class SystemUnavailable(GaranteError):
+    """A dependency is down (the database, the broker, a provider): retry later."""
+
     error_type = ErrorType.SYSTEM
     default_message = _(
         "Nuestro sistema no está disponible en este momento. Por favor, inténtelo más tarde."
     )
     default_code = "unavailable"
+
+
+class InternalError(GaranteError):
+    """Our own bug: an exception nothing expected, logged with its trace where it was caught.
+    The caller gets the same SYSTEM answer as an outage (what it can do is the same: retry
+    later), but the server side can tell the two apart, by this type."""
+
+    error_type = ErrorType.SYSTEM
+    default_message = SystemUnavailable.default_message
+    default_code = SystemUnavailable.default_code
 
 
 # VALIDATION codes (422) that a request well formed by the API's documents may still get:

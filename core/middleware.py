@@ -19,6 +19,7 @@ thread served before.
 """
 
 from collections.abc import Callable
+from enum import Enum
 
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
@@ -31,13 +32,30 @@ from django.middleware.locale import LocaleMiddleware as _Locale
 from django.utils import translation
 
 
-def is_machine_api(path: str) -> bool:
-    """Whether a request path belongs to the machine API: equal to one of
-    `settings.GARANTE_MACHINE_API_PATHS`, or under one of them that ends with a slash."""
-    for machine in settings.GARANTE_MACHINE_API_PATHS:
-        if path == machine or (machine.endswith("/") and path.startswith(machine)):
-            return True
-    return False
+class Api(Enum):
+    """The API a request path belongs to (`api_of`)."""
+
+    # The Gateway's (settings.GARANTE_MACHINE_API_PATHS): no browser middleware, one deadline.
+    MACHINE = "machine"
+    # The rest of settings.GARANTE_API_PATHS: the integration API and the APIs' documents.
+    OTHER = "other"
+
+
+def api_of(path: str) -> Api | None:
+    """The one "is this the API?" check: which API a request path belongs to, or None (the
+    admin, the pages). Every API answers its errors in JSON (config.urls), whatever path was
+    asked under it, even one no route can match; only the machine API skips the browser's
+    middleware. A path belongs to a listed path equal to it, or ending with a slash and
+    starting it."""
+    if _listed(path, settings.GARANTE_MACHINE_API_PATHS):
+        return Api.MACHINE
+    if _listed(path, settings.GARANTE_API_PATHS):
+        return Api.OTHER
+    return None
+
+
+def _listed(path: str, listed: tuple[str, ...]) -> bool:
+    return any(path == p or (p.endswith("/") and path.startswith(p)) for p in listed)
 
 
 class _BrowserOnly:
@@ -46,7 +64,7 @@ class _BrowserOnly:
     get_response: Callable[[HttpRequest], HttpResponseBase]
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        if is_machine_api(request.path_info):
+        if api_of(request.path_info) is Api.MACHINE:
             self.step_aside(request)
             return self.get_response(request)
         return super().__call__(request)  # type: ignore[misc]

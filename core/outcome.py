@@ -1,9 +1,9 @@
-"""A call's outcome and its HTTP answer: the one error mapping of every API (MCP, the REST tool
-mirror, the integration API), below them all, and what the tool-call trace records.
+"""A call's outcome and its HTTP answer, below every API (MCP, the REST tool mirror, the
+integration API), and what the tool-call trace records.
 
 An error becomes its canonical body (core.errors), shrunk to the output cap, with its status;
-an outcome becomes its HTTP answer with seed 2's replay and retry headers. Free of ninja and
-DRF so every surface answers through it.
+an outcome becomes its HTTP answer with seed 2's replay and retry headers. Which error an
+exception is, and an error's HTTP answer, are core.boundary's.
 """
 
 import json
@@ -67,8 +67,14 @@ def error_capped(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
     if isinstance(problems, list):
         omitted = payload.get("problems_omitted") or 0
         shrunk = dict(payload, problems=list(problems))
+        # The integration API's deprecated alias of the same list (core.boundary) is cut alike.
+        alias = isinstance(payload.get("errors"), list)
+        if alias:
+            shrunk["errors"] = list(payload["errors"])
         while shrunk["problems"] and len(dumps(shrunk)) > limit:
             shrunk["problems"].pop()
+            if alias:
+                shrunk["errors"].pop()
             omitted += 1
             shrunk["problems_omitted"] = omitted
         text = dumps(shrunk)
@@ -108,7 +114,3 @@ def outcome_response(outcome: Outcome) -> HttpResponse:
     if outcome.is_error and "retry_after_seconds" in outcome.body:
         headers["Retry-After"] = str(outcome.body["retry_after_seconds"])
     return text_response(outcome.body_text(), outcome.status, headers)
-
-
-def error_response(error: GaranteError) -> HttpResponse:
-    return outcome_response(error_outcome(error))

@@ -48,10 +48,15 @@ not count; values, array order and null-versus-omitted do. Only successes are st
 write (422, 404, ...) may be retried with the same key. Completed operations replay for at
 least 7 days.
 
-**Errors.** Every error has one JSON shape: `error_type` (VALIDATION 422, NOT_FOUND 404,
-PERMISSION 401/403/429, AMBIGUOUS 409, CONFLICT 409/410, SYSTEM 503), `user_message` (Spanish,
-for the end customer), a stable `code`, and extras such as `state`, `errors` (field problems)
-or `retry_after_seconds`. A dependency outage is 503 SYSTEM: retry later.
+**Errors.** Every error has one JSON shape, the same as the agent's tool API: `error_type`
+(VALIDATION 422, NOT_FOUND 404, PERMISSION 401/403/429, AMBIGUOUS 409, CONFLICT 409/410,
+SYSTEM 503), `user_message` (for the end customer, in the company's language), a stable
+`code`, and extras such as `state`, `retry_after_seconds` or `problems`. `problems` lists each
+field that is wrong as `{"field", "message"}`, at most 20, and `problems_omitted` says how
+many more there were. **Deprecated:** `errors`, the same list as `{"field", "problem"}`, is
+still sent for one release and then removed: read `problems`. A dependency outage is 503
+SYSTEM: retry later (a database outage says `retry_with_same_key` and
+`effect_may_have_happened`).
 
 **Lists** take `limit` (1 to 100, default 20), `ordering` (one of the list's ordering fields,
 `-` for descending), and filters; dates are local days of the company (`date_from`, `date_to`,
@@ -97,7 +102,7 @@ _READ_ERRORS = {
     422: OpenApiResponse(
         ErrorOut,
         "Invalid parameters: unknown_parameter, invalid_ordering, invalid_pagination, "
-        "invalid_date, or invalid_request (details in `errors`).",
+        "invalid_date, or invalid_request (details in `problems`).",
     ),
     429: OpenApiResponse(ErrorOut, "Too many requests."),
     503: OpenApiResponse(ErrorOut, "A dependency is down; retry later."),

@@ -7,29 +7,27 @@ become the `Idempotency-Key` and `X-Conversation-Id` headers (seed 2 rules for t
 import logging
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponse
-from django.utils.translation import gettext_lazy as _
+from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Swagger
-from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
 
-from core.errors import (
-    RULE_CODES,
-    GaranteError,
-    PermissionRefused,
-    ValidationFailed,
+from core.boundary import (
+    as_garante_error,
+    error_response,
+    malformed_json,
+    unsupported_media_type,
 )
+from core.errors import RULE_CODES, GaranteError
 from core.idempotency import HTTP_KEY_PATTERN, check_http_key
 from core.models import Company, Conversation
-from core.outcome import error_response, json_response, outcome_response
+from core.outcome import outcome_response
 from core.request_json import loads
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
-from tooling.execution import call_tool, database_unavailable
+from tooling.execution import call_tool
 from tooling.http import is_json_media_type
 from tooling.registry import Tool, ToolErrorOut, registry
 
@@ -43,22 +41,13 @@ class GatewayBearer(HttpBearer):
         return company
 
 
-class UnsupportedMediaType(ValidationFailed):
-    def __init__(self) -> None:
-        super().__init__(
-            _("Envíe el cuerpo como application/json."),
-            code="unsupported_media_type",
-            http_status=415,
-        )
-
-
 class StrictJSONParser(Parser):
     """Bodies parsed as MCP's are (core.request_json.loads): NaN and Infinity are malformed JSON,
     and only a body sent as application/json (UTF-8) is read at all."""
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
         if not is_json_media_type(request.META.get("CONTENT_TYPE")):
-            raise UnsupportedMediaType()
+            raise unsupported_media_type()
         return loads(request.body)
 
 
@@ -76,12 +65,14 @@ api = NinjaAPI(
 )
 
 
-@api.exception_handler(AuthenticationError)
-def on_unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
-    error = PermissionRefused(
-        _("Credenciales no válidas."), code="unauthenticated", http_status=401
+@api.exception_handler(Exception)
+@api.exception_handler(Http404)
+@api.exception_handler(HttpError)  # AuthenticationError too, and a parser's failure
+def on_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """Whatever ninja met outside call_tool (which answers its own): the one mapping."""
+    return error_response(
+        as_garante_error(exc, logger=logger, where="the REST tool mirror"), request
     )
-    return json_response(error.as_dict(), 401, {"WWW-Authenticate": "Bearer"})
 
 
 @api.exception_handler(NinjaValidationError)
@@ -91,43 +82,8 @@ def on_invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
     match = request.resolver_match
     tool = registry.get(match.url_name.removeprefix(_URL_NAME_PREFIX)) if match else None
     if tool is None or not isinstance(getattr(request, "auth", None), Company):
-        return error_response(ValidationFailed(code="bad_request"))
+        return on_error(request, exc)
     return _tool_response(tool, request)
-
-
-@api.exception_handler(RequestDataTooBig)
-def on_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
-    return error_response(
-        ValidationFailed(
-            _("La petición es demasiado grande."), code="body_too_large", http_status=413
-        )
-    )
-
-
-@api.exception_handler(HttpError)
-def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    # ninja raises HttpError(400) when the parser fails, whatever it raised (kept as the cause).
-    if isinstance(exc.__cause__, UnsupportedMediaType):
-        return error_response(exc.__cause__)
-    message = (
-        _("El cuerpo de la petición no es JSON válido.")
-        if exc.status_code == 400
-        else _("La petición no es válida.")
-    )
-    code = "malformed_json" if exc.status_code == 400 else "bad_request"
-    return error_response(ValidationFailed(message, code=code, http_status=exc.status_code))
-
-
-@api.exception_handler(GaranteError)
-def on_business_error(request: HttpRequest, exc: GaranteError) -> HttpResponse:
-    # Raised outside call_tool: by an input validator while ninja parses the body.
-    return error_response(exc)
-
-
-@api.exception_handler(DatabaseError)
-def on_database_down(request: HttpRequest, exc: Exception) -> HttpResponse:
-    logger.exception("database failure outside a tool call")
-    return error_response(database_unavailable())
 
 
 @api.get("/ping", tags=["health"], summary="Liveness probe (no database)")
@@ -208,13 +164,7 @@ def _tool_response(tool: Tool, request: HttpRequest) -> HttpResponse:
     try:
         arguments = loads(request.body or b"{}")
     except ValueError:
-        return error_response(
-            ValidationFailed(
-                _("El cuerpo de la petición no es JSON válido."),
-                code="malformed_json",
-                http_status=400,
-            )
-        )
+        return error_response(malformed_json())
     meta = CallMeta(conversation_id=conversation_id, idempotency_key=idempotency_key)
     outcome = call_tool(tool, company=request.auth, arguments=arguments, meta=meta, surface="rest")
     return outcome_response(outcome)

@@ -1,23 +1,21 @@
 """The single path every tool call takes, whatever the surface (MCP or REST).
 
 validate arguments -> (writes) idempotency engine (core.idempotency) -> handler -> output cap ->
-error mapping (core.outcome).
+error mapping (core.boundary) and its outcome (core.outcome).
 """
 
 import contextlib
-import itertools
 import logging
 import time
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
-from django.db import DatabaseError, connection
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
-from core.errors import GaranteError, SystemUnavailable, ValidationFailed
-from core.idempotency import check_gateway_key, effect_may_have_happened, idempotent_execute
+from core.boundary import as_garante_error, problem, problems_error, pydantic_problems_error
+from core.errors import ValidationFailed
+from core.idempotency import check_gateway_key, idempotent_execute
 from core.models import Company, Conversation
 from core.outcome import Outcome, error_outcome
 from tooling.context import CallMeta, ToolContext
@@ -31,105 +29,33 @@ from tooling.trace import tool_call_record
 logger = logging.getLogger("garante.tools")
 
 
-class InvalidArguments(Exception):
-    """The arguments do not match the tool's input schema: a VALIDATION result listing each
-    problem, so that the model can correct its call (MCP 2025-11-25, SEP-1303; REST 422)."""
-
-    def __init__(self, problems: list[dict[str, str]], *, omitted: int = 0) -> None:
-        self.problems = problems
-        self.omitted = omitted
-        super().__init__("invalid tool arguments")
-
-    def as_error(self) -> ValidationFailed:
-        # The output cap shortens `problems` further if the answer would exceed it.
-        return ValidationFailed(
-            INVALID_ARGUMENTS_MESSAGE,
-            code="invalid_arguments",
-            problems=self.problems,
-            problems_omitted=self.omitted or None,
-        )
-
-
 INVALID_ARGUMENTS_MESSAGE = _("Falta algún dato o alguno no es válido.")
-# Problems listed at most; the answer says how many more there were.
-MAX_PROBLEMS = 20
 
 
 def parse_arguments(tool: Tool, arguments: Any) -> Any:
+    """The tool's validated input, or VALIDATION `invalid_arguments` listing each problem
+    (core.boundary's shape and cut), so that the model can correct its call (MCP 2025-11-25,
+    SEP-1303; REST 422)."""
     nul = _nul_character_at(arguments)
     if nul is not None:
         # PostgreSQL cannot store the character, so a write would fail as if the database
         # were down: the caller's mistake is answered as one instead.
-        raise InvalidArguments(
-            [{"field": _field_text(nul), "message": "Text must not contain NUL characters."}]
+        raise problems_error(
+            [nul],
+            lambda path: problem(path, "Text must not contain NUL characters."),
+            code="invalid_arguments",
+            message=INVALID_ARGUMENTS_MESSAGE,
         )
     try:
         return tool.input.model_validate(arguments)
     except pydantic.ValidationError as exc:
-        raise invalid_arguments(
-            tool.input_schema,
+        raise pydantic_problems_error(
             exc.errors(include_url=False, include_context=False, include_input=False),
+            code="invalid_arguments",
+            message=INVALID_ARGUMENTS_MESSAGE,
+            root="(arguments)",
+            schema=tool.input_schema,
         ) from None
-
-
-def invalid_arguments(
-    schema: Mapping[str, Any], errors: list[Mapping[str, Any]]
-) -> InvalidArguments:
-    """The problems of a failed validation, as both surfaces answer them: each with the
-    field's dotted path within the arguments and what is wrong and what is accepted. The
-    caller's input itself is never echoed, only the names of its fields, shortened."""
-    problems = [
-        {"field": _field_text(_dotted(error["loc"])), "message": _problem_message(schema, error)}
-        for error in itertools.islice(errors, MAX_PROBLEMS)
-    ]
-    return InvalidArguments(problems, omitted=max(0, len(errors) - MAX_PROBLEMS))
-
-
-def _dotted(loc: Iterable[Any]) -> str:
-    return ".".join(str(part) for part in loc) or "(arguments)"
-
-
-def _field_text(path: str) -> str:
-    """A field path as it can be shown: an argument's name is the caller's, as long and as
-    strange as they like, so control characters are replaced and the path shortened."""
-    printable = "".join(c if c.isprintable() else "?" for c in path[: _FIELD_CHARS + 1])
-    return printable if len(printable) <= _FIELD_CHARS else printable[: _FIELD_CHARS - 1] + "…"
-
-
-_FIELD_CHARS = 128
-_MESSAGE_CHARS = 300
-# pydantic's prefixes of a validator's own message, which only repeat the type of failure.
-_VALIDATOR_PREFIXES = ("Value error, ", "Assertion failed, ")
-
-
-def _problem_message(schema: Mapping[str, Any], error: Mapping[str, Any]) -> str:
-    kind, message, loc = error["type"], str(error["msg"]), tuple(error["loc"])
-    if kind == "missing":
-        message = "Required: this argument is missing."
-    elif kind == "extra_forbidden":
-        accepted = _accepted_names(schema, loc[:-1])
-        message = "Unknown argument. Accepted: " + (", ".join(accepted) or "none") + "."
-    else:
-        for prefix in _VALIDATOR_PREFIXES:
-            message = message.removeprefix(prefix)
-        if kind in ("model_type", "model_attributes_type", "dict_type") and not loc:
-            message = "The arguments must be a JSON object."
-    return message if len(message) <= _MESSAGE_CHARS else message[: _MESSAGE_CHARS - 1] + "…"
-
-
-def _accepted_names(schema: Mapping[str, Any], loc: tuple[Any, ...]) -> list[str]:
-    """The argument names the object at `loc` accepts, read from the tool's input schema."""
-    node: Mapping[str, Any] = schema
-    for part in (*loc, None):
-        while "$ref" in node:  # "#/$defs/Name", the only references pydantic writes
-            node = schema.get("$defs", {}).get(node["$ref"].rsplit("/", 1)[-1], {})
-        if part is None:
-            break
-        if isinstance(part, int):
-            node = node.get("items", {})
-        else:
-            node = node.get("properties", {}).get(part, {})
-    return list(node.get("properties", {}))
 
 
 def _nul_character_at(arguments: Any) -> str | None:
@@ -170,13 +96,9 @@ def call_tool(
     with company_language(company):
         try:
             params = parse_arguments(tool, arguments)
-        except InvalidArguments as exc:
-            outcome = error_outcome(exc.as_error())
-        except GaranteError as error:  # a validator that normalises (a phone, a document)
-            outcome = error_outcome(error)
-        except Exception:
-            logger.exception("unexpected failure validating the arguments of %s", tool.name)
-            outcome = error_outcome(SystemUnavailable())
+        except Exception as failure:  # a validator that normalises (a phone) raises its own
+            where = f"validating the arguments of {tool.name}"
+            outcome = error_outcome(as_garante_error(failure, logger=logger, where=where))
         else:
             outcome = _run(tool, company=company, params=params, meta=meta, surface=surface)
     elapsed = time.monotonic() - started
@@ -250,27 +172,8 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
                 replayed=result.replayed,
                 text=result.text,
             )
-    except GaranteError as error:
-        return error_outcome(error)
-    except DatabaseError as failure:
-        logger.exception("database failure in tool %s", tool.name)
-        _discard_broken_connection()
-        return error_outcome(database_unavailable(failure))
-    except Exception:
-        logger.exception("unexpected failure in tool %s", tool.name)
-        return error_outcome(SystemUnavailable())
-
-
-def database_unavailable(failure: DatabaseError | None = None) -> SystemUnavailable:
-    """SYSTEM for a database failure, on every surface of the tool API, saying what the caller
-    may do: the same call with the same key again is always safe (a committed effect is
-    replayed, a rolled-back one runs), and whether the effect may have happened (the failure
-    came while the call's transaction was committing; never before the call ran)."""
-    return SystemUnavailable(
-        code="database_unavailable",
-        retry_with_same_key=True,
-        effect_may_have_happened=failure is not None and effect_may_have_happened(failure),
-    )
+    except Exception as failure:  # a GaranteError as it is; a database failure, a bug: SYSTEM
+        return error_outcome(as_garante_error(failure, logger=logger, where=f"tool {tool.name}"))
 
 
 def handler_run_checked(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, Any]:
@@ -303,10 +206,3 @@ def _check_conversation_id(conversation_id: Any) -> None:
 
 # What the conversation's row can hold: a longer id would fail its insert as a database error.
 _CONVERSATION_ID_MAX_LENGTH = Conversation._meta.get_field("external_id").max_length
-
-
-def _discard_broken_connection() -> None:
-    """After a database failure, make the next request reconnect instead of reusing a dead link."""
-    if not connection.in_atomic_block:
-        with contextlib.suppress(DatabaseError):
-            connection.close_if_unusable_or_obsolete()

@@ -21,12 +21,13 @@ older clients drop the JSON-RPC body of a 4xx. A missing, wrong or revoked token
 Business errors are tool results with `isError: true`, never JSON-RPC errors; so are arguments
 that fail a tool's input schema (spec 2025-11-25, SEP-1303: the model reads a tool result and
 can correct its call, while clients seldom pass it a protocol error). -32602 stays for what the
-protocol itself rejects: an unknown tool, malformed params, the 2026-07-28 `_meta` keys.
+protocol itself rejects: an unknown tool, malformed params, the 2026-07-28 `_meta` keys. An
+error's `data`, where it has one, is the canonical error body (core.boundary): -32602's lists
+`problems` as a tool result does.
 """
 
 import base64
 import binascii
-import contextlib
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -37,9 +38,8 @@ from urllib.parse import urlsplit
 import pydantic
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, UnreadablePostError
-from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import csrf_exempt
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -61,13 +61,23 @@ from mcp_types.jsonrpc import (
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIONS
 
-from core.errors import PermissionRefused, SystemUnavailable
+from core.boundary import (
+    as_garante_error,
+    bearer_challenge,
+    method_not_allowed,
+    problem,
+    problems_error,
+    pydantic_problems_error,
+    unauthenticated,
+    unsupported_media_type,
+)
+from core.errors import GaranteError
 from core.models import Company
 from core.outcome import Outcome, dumps, error_outcome, json_response, text_response
 from core.request_json import loads
 from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
-from tooling.execution import call_tool, company_language, database_unavailable
+from tooling.execution import call_tool, company_language
 from tooling.http import is_json_media_type
 from tooling.registry import registry
 
@@ -178,7 +188,12 @@ def _receive(request: HttpRequest) -> HttpResponse | JSONRPCRequest | JSONRPCNot
     if request.method != "POST":
         return _error_response(
             None,
-            RpcError(INVALID_REQUEST, "Method not allowed: use POST", status=405),
+            RpcError(
+                INVALID_REQUEST,
+                "Method not allowed: use POST",
+                data=_error_data(method_not_allowed()),
+                status=405,
+            ),
             headers={"Allow": "POST"},
         )
     if not _origin_allowed(request):
@@ -199,10 +214,9 @@ def _receive(request: HttpRequest) -> HttpResponse | JSONRPCRequest | JSONRPCNot
 def _answer(request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification) -> HttpResponse:
     try:
         company = gateway_company(request)
-    except DatabaseError:
-        logger.exception("database failure while authenticating an MCP request")
-        _discard_broken_connection()
-        return _outage_response(request, message)
+    except DatabaseError as failure:
+        down = as_garante_error(failure, logger=logger, where="an MCP request's authentication")
+        return _outage_response(request, message, down)
     if company is None:
         return _unauthenticated(request, message)
 
@@ -238,6 +252,7 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse:
             RpcError(
                 INVALID_REQUEST,
                 "Unsupported Media Type: Content-Type must be application/json",
+                data=_error_data(unsupported_media_type()),
                 status=415,
             ),
         )
@@ -301,27 +316,26 @@ def _envelope(decoded: Any) -> JSONRPCRequest | JSONRPCNotification:
     return message
 
 
+def _error_data(error: GaranteError) -> dict[str, Any]:
+    """A JSON-RPC error's `data`: the canonical error body, as every API writes it."""
+    return error_outcome(error).body
+
+
 def _unauthenticated(
     request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification
 ) -> HttpResponse:
-    error = PermissionRefused(_("Credenciales no válidas."), code="unauthenticated")
-    # RFC 6750: a bare challenge when no credentials came, invalid_token when they were wrong.
-    challenge = (
-        'Bearer error="invalid_token"' if request_header(request, "Authorization") else "Bearer"
-    )
     return _error_response(
         message.id if isinstance(message, JSONRPCRequest) else None,
-        RpcError(UNAUTHENTICATED, "Unauthorized", data=error.as_dict(), status=401),
-        headers={"WWW-Authenticate": challenge},
+        RpcError(UNAUTHENTICATED, "Unauthorized", data=_error_data(unauthenticated()), status=401),
+        headers={"WWW-Authenticate": bearer_challenge(request)},
     )
 
 
 def _outage_response(
-    request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification
+    request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification, down: GaranteError
 ) -> HttpResponse:
     """The database is down before we know the company: a tools/call still gets a SYSTEM
     tool result (what the agent understands); anything else a JSON-RPC error with 503."""
-    down = database_unavailable()
     if isinstance(message, JSONRPCRequest) and message.method == "tools/call":
         try:
             route = _route(request, message)
@@ -332,16 +346,10 @@ def _outage_response(
     return _error_response(
         request_id,
         RpcError(
-            INTERNAL_ERROR, "Service temporarily unavailable", data=down.as_dict(), status=503
+            INTERNAL_ERROR, "Service temporarily unavailable", data=_error_data(down), status=503
         ),
         headers={"Retry-After": "5"},
     )
-
-
-def _discard_broken_connection() -> None:
-    if not connection.in_atomic_block:
-        with contextlib.suppress(DatabaseError):
-            connection.close_if_unusable_or_obsolete()
 
 
 # --- era routing -------------------------------------------------------------------------
@@ -448,8 +456,13 @@ def _dispatch(company: Company, message: JSONRPCRequest, route: Route) -> str:
     except KeyError:
         raise _method_not_found(method) from None
     except pydantic.ValidationError as exc:
+        invalid = pydantic_problems_error(
+            exc.errors(include_url=False, include_context=False, include_input=False),
+            code="invalid_params",
+            root="(params)",
+        )
         raise RpcError(
-            INVALID_PARAMS, f"Invalid params for {method}", data={"errors": _problems(exc)}
+            INVALID_PARAMS, f"Invalid params for {method}", data=_error_data(invalid)
         ) from None
     handler = HANDLERS.get(method)
     if handler is None:
@@ -459,13 +472,6 @@ def _dispatch(company: Company, message: JSONRPCRequest, route: Route) -> str:
 
 def _method_not_found(method: str) -> RpcError:
     return RpcError(METHOD_NOT_FOUND, f"Method not found: {method[:128]}")
-
-
-def _problems(exc: pydantic.ValidationError) -> list[dict[str, str]]:
-    return [
-        {"field": ".".join(str(p) for p in err["loc"]) or "(params)", "problem": err["msg"]}
-        for err in exc.errors(include_url=False, include_context=False, include_input=False)
-    ][:10]
 
 
 def _shape(method: str, route: Route, result: dict[str, Any]) -> str:
@@ -538,11 +544,10 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> str:
     name = params["name"]
     tool = registry.get(name)
     if tool is None:
-        raise RpcError(
-            INVALID_PARAMS,
-            f"Unknown tool: {name[:128]}",
-            data={"errors": [{"field": "name", "problem": "No tool with this name."}]},
+        unknown = problems_error(
+            ["name"], lambda field: problem(field, "No tool with this name."), code="unknown_tool"
         )
+        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name[:128]}", data=_error_data(unknown))
     meta = params.get("_meta") or {}
     call_meta = CallMeta(
         conversation_id=meta.get(CONVERSATION_KEY),
@@ -558,11 +563,11 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> str:
             meta=call_meta,
             surface="mcp",
         )
-    except Exception:
+    except Exception as failure:
         # call_tool maps every failure itself; this is the last line before the wire.
-        logger.exception("unexpected failure calling tool %s over MCP", tool.name)
         with company_language(company):
-            outcome = error_outcome(SystemUnavailable())
+            where = f"calling tool {tool.name} over MCP"
+            outcome = error_outcome(as_garante_error(failure, logger=logger, where=where))
     return _tool_result(outcome, route)
 
 

@@ -14,34 +14,19 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.translation import gettext_lazy as _
 
-from core.errors import (
-    GaranteError,
-    NotFound,
-    PermissionRefused,
-    SystemUnavailable,
-    ValidationFailed,
-)
-from core.middleware import is_machine_api
-from core.outcome import error_response
+from core.boundary import error_for_status, error_response
+from core.errors import GaranteError, NotFound
+from core.middleware import Api, api_of
 from core.postgresql.base import call_within
 
 
 def api_error_for(status: int, path: str) -> GaranteError:
-    """The canonical error a machine API answers with `status` instead of Django's page: the
-    one mapping of this middleware and of the project's error handlers (config urls)."""
-    if status == 404:
-        if path.startswith("/api/tools/"):
-            return NotFound(_("No existe esa herramienta."), code="unknown_tool")
-        return NotFound(_("No encontré lo que busca."), code="not_found")
-    if status == 403:
-        return PermissionRefused(_("No tiene permiso para hacer eso."), code="permission_denied")
-    if status == 405:
-        return ValidationFailed(
-            _("Ese método HTTP no está permitido aquí."), code="method_not_allowed", http_status=405
-        )
-    if status >= 500:
-        return SystemUnavailable()
-    return ValidationFailed(_("La petición no es válida."), code="bad_request", http_status=status)
+    """The canonical error an API answers with `status` instead of Django's page
+    (core.boundary.error_for_status), naming what is missing under the tool mirror: the one
+    mapping of this middleware and of the project's error handlers (config urls)."""
+    if status == 404 and path.startswith("/api/tools/"):
+        return NotFound(_("No existe esa herramienta."), code="unknown_tool")
+    return error_for_status(status)
 
 
 def arrived_at(request: HttpRequest) -> float | None:
@@ -62,7 +47,8 @@ class MachineApiErrors:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        if is_machine_api(request.path_info):
+        machine = api_of(request.path_info) is Api.MACHINE
+        if machine:
             # One deadline for the whole call (core.postgresql.base.call_within).
             with call_within(settings.GARANTE_CALL_DEADLINE_SECONDS, started=arrived_at(request)):
                 response = self.get_response(request)
@@ -71,10 +57,10 @@ class MachineApiErrors:
         if (
             response.status_code < 400
             or response.get("Content-Type", "").startswith("application/json")
-            or not is_machine_api(request.path_info)
+            or not machine
         ):
             return response
-        answer = error_response(api_error_for(response.status_code, request.path_info))
+        answer = error_response(api_error_for(response.status_code, request.path_info), request)
         if "Allow" in response:
             answer["Allow"] = response["Allow"]
         return answer

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import translation
 
-from core.middleware import is_machine_api
+from core.middleware import Api, api_of
 from tests.conftest import McpClient
 from tooling.registry import registry
 
@@ -30,14 +30,21 @@ def _routes(patterns: list, prefix: str = "/") -> list[str]:
 
 def test_the_machine_api_is_the_mcp_endpoint_and_the_rest_tool_mirror_only():
     routes = _routes(get_resolver().url_patterns)
-    machine = sorted(route for route in routes if is_machine_api(route))
+    machine = sorted(route for route in routes if api_of(route) is Api.MACHINE)
     expected = ["/api/ping", "/mcp", *(f"/api/tools/{tool.name}" for tool in registry.all())]
     assert machine == sorted(expected)
     # What stays a browser's: the admin, the integration API (staff sessions), the docs pages.
     for path in ("/admin/", "/admin/login/", "/api/v1/contacts/", "/api/docs", "/api/openapi.json"):
-        assert not is_machine_api(path), path
-    assert not is_machine_api("/mcpx")
-    assert not is_machine_api("/api/tools")
+        assert api_of(path) is not Api.MACHINE, path
+    assert api_of("/mcpx") is not Api.MACHINE
+    assert api_of("/api/tools") is not Api.MACHINE
+
+
+def test_every_path_under_an_api_is_the_api_and_the_pages_are_not():
+    for path in ("/mcp", "/api/tools/nothing", "/api/v1/contacts/", "/api/v1/x\n", "/api/docs"):
+        assert api_of(path) is not None, path
+    for path in ("/admin/", "/mcpx", "/api", "/messages/opt-out/abc", "/metrics"):
+        assert api_of(path) is None, path
 
 
 def test_an_mcp_answer_carries_no_browser_state_but_keeps_the_security_headers(mcp: McpClient):

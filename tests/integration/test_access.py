@@ -74,9 +74,11 @@ def test_a_missing_or_wrong_token_is_401_with_www_authenticate_over_http(live_se
     malformed = httpx.get(url, headers={"Authorization": "Bearer two words"})
     right = httpx.get(url, headers={"Authorization": f"Bearer {rw_token}"})
 
+    assert missing.headers["WWW-Authenticate"] == "Bearer"
+    for response in (wrong, malformed):  # RFC 6750: credentials came, and were wrong
+        assert response.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
     for response in (missing, wrong, malformed):
         assert response.status_code == 401
-        assert response.headers["WWW-Authenticate"] == "Bearer"
         assert response.headers["Content-Type"] == "application/json"
         assert response.json()["error_type"] == "PERMISSION"
         assert response.json()["code"] == "unauthenticated"

@@ -132,7 +132,7 @@ def test_an_unknown_state_filter_is_a_validation_error_naming_the_parameter(api)
     response = api.get("appointments", state="lost")
 
     assert response.status_code == 422
-    assert response.json()["errors"][0]["field"] == "state"
+    assert response.json()["problems"][0]["field"] == "state"
 
 
 def test_it_retrieves_an_appointment_by_its_reference(api, booked):
@@ -200,5 +200,5 @@ def test_unknown_fields_in_a_body_are_refused(api, ana, service, marta, frozen_c
     response = book(api, ana, service, marta, "2026-12-08T10:00:00", price="0")
 
     assert response.status_code == 422
-    assert response.json()["errors"] == [{"field": "price", "problem": "Este campo no existe."}]
+    assert response.json()["problems"] == [{"field": "price", "message": "Este campo no existe."}]
     assert not Appointment.objects.exists()

@@ -20,7 +20,7 @@ def test_a_date_to_at_the_calendar_end_is_refused_as_an_invalid_date(api, resour
     assert response.status_code == 422, response.content
     body = response.json()
     assert (body["error_type"], body["code"]) == ("VALIDATION", "invalid_date")
-    assert [e["field"] for e in body["errors"]] == ["date_to"]
+    assert [e["field"] for e in body["problems"]] == ["date_to"]
 
 
 def test_the_calendar_ends_still_work_as_open_bounds(api):
@@ -37,7 +37,7 @@ def test_an_opportunity_amount_that_rounds_past_the_column_is_refused(api, ana):
 
     assert response.status_code == 422, response.content
     assert response.json()["code"] == "amount_too_large"
-    assert [e["field"] for e in response.json()["errors"]] == ["amount"]
+    assert [e["field"] for e in response.json()["problems"]] == ["amount"]
     assert not Opportunity.objects.exists()
 
 
@@ -68,7 +68,7 @@ def test_an_instant_at_the_calendar_ends_is_refused_before_anything_runs(
 
     assert response.status_code == 422, response.content
     assert response.json()["code"] == "invalid_date"
-    assert [e["field"] for e in response.json()["errors"]] == ["starts_at"]
+    assert [e["field"] for e in response.json()["problems"]] == ["starts_at"]
 
 
 def test_a_reschedule_to_year_one_is_refused_too(api, frozen_clock):

@@ -54,7 +54,7 @@ def test_a_string_field_refuses_a_number_instead_of_storing_its_text(api, field,
     response = api.post("contacts", body)
 
     assert response.status_code == 422, response.content
-    assert [e["field"] for e in response.json()["errors"]] == [field]
+    assert [e["field"] for e in response.json()["problems"]] == [field]
     assert not Contact.objects.filter(first_name__in=["0", "1.5", "Carla"]).exists()
 
 
@@ -64,7 +64,7 @@ def test_an_integer_field_refuses_text_floats_and_booleans(api, ana, catalog, qu
     response = api.post("quotes", {"contact": reference_of(ana), "items": items})
 
     assert response.status_code == 422, response.content
-    assert response.json()["errors"][0]["field"] == "items.0.quantity"
+    assert response.json()["problems"][0]["field"] == "items.0.quantity"
 
 
 @pytest.mark.parametrize("amount", [12, "1e2", " 5", "-1", "", "1.", ".5"])
@@ -74,7 +74,7 @@ def test_an_amount_is_a_string_of_plain_digits_as_documented(api, ana, amount):
     )
 
     assert response.status_code == 422, response.content
-    assert [e["field"] for e in response.json()["errors"]] == ["amount"]
+    assert [e["field"] for e in response.json()["problems"]] == ["amount"]
 
 
 def test_the_documented_amount_pattern_is_the_one_the_server_applies(api, ana):

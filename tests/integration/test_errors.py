@@ -71,8 +71,20 @@ def test_field_problems_are_listed_by_field_including_nested_ones(api, ana):
     )
 
     assert response.status_code == 422
-    assert {e["field"] for e in response.json()["errors"]} == {"contact", "items.0.quantity"}
-    assert set(response.json()) == ERROR_KEYS | {"errors"}
+    body = response.json()
+    assert {e["field"] for e in body["problems"]} == {"contact", "items.0.quantity"}
+    assert set(body) == ERROR_KEYS | {"problems", "errors"}
+
+
+def test_errors_is_the_deprecated_alias_of_problems_cut_alike(api):
+    response = api.post("contacts", {f"extra_{n}": n for n in range(25)})
+
+    assert response.status_code == 422
+    body = response.json()
+    assert len(body["problems"]) == 20 and body["problems_omitted"] == 5
+    assert body["errors"] == [
+        {"field": p["field"], "problem": p["message"]} for p in body["problems"]
+    ]
 
 
 def test_too_many_requests_are_429_with_retry_after(api, settings):

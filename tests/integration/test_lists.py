@@ -110,7 +110,7 @@ def test_bad_list_parameters_are_refused_not_ignored(api, company, ana, params, 
     assert response.status_code == 422
     body = response.json()
     assert (body["error_type"], body["code"]) == ("VALIDATION", code)
-    assert [e["field"] for e in body["errors"]] == [field]
+    assert [e["field"] for e in body["problems"]] == [field]
 
 
 def test_the_known_parameters_are_accepted(api, company, ana):

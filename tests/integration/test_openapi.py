@@ -45,6 +45,16 @@ def test_the_openapi_document_describes_every_resource_and_the_key_header(live_s
     assert document["components"]["schemas"]["CaseInRequest"]["additionalProperties"] is False
 
 
+def test_the_error_shape_lists_problems_and_marks_errors_deprecated(live_server):
+    document = httpx.get(f"{live_server.url}/api/v1/schema/?format=json").json()
+
+    error = document["components"]["schemas"]["ErrorOut"]["properties"]
+    assert error["problems"]["items"]["$ref"].endswith("/ProblemOut")
+    assert error["problems_omitted"]["type"] == "integer"
+    assert error["errors"]["deprecated"] is True
+    assert "Deprecated" in document["info"]["description"]
+
+
 def test_the_interactive_docs_are_served(live_server):
     response = httpx.get(f"{live_server.url}/api/v1/docs/")
 

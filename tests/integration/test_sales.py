@@ -150,7 +150,7 @@ def test_losing_needs_a_reason(api, ana):
     response = api.post(f"opportunities/{reference}/lose", {})
 
     assert response.status_code == 422
-    assert response.json()["errors"][0]["field"] == "reason"
+    assert response.json()["problems"][0]["field"] == "reason"
 
 
 def test_a_sent_quote_past_its_validity_reads_and_filters_as_expired(api, ana, catalog):

@@ -117,7 +117,7 @@ def test_initialize_without_client_info_is_invalid_params(mcp):
 
     body = error_of(response, 200, -32602)
     assert body["id"] == 3
-    assert {e["field"] for e in body["error"]["data"]["errors"]} >= {"params.protocolVersion"}
+    assert {e["field"] for e in body["error"]["data"]["problems"]} >= {"params.protocolVersion"}
 
 
 def test_notifications_are_accepted_with_202_and_no_body(mcp, subtests):
@@ -465,6 +465,9 @@ def test_an_unknown_tool_is_invalid_params(mcp, subtests):
             body = error_of(mcp.call("no_such_tool", {}, modern=modern), status, -32602)
 
             assert "no_such_tool" in body["error"]["message"]
+            data = body["error"]["data"]
+            assert (data["error_type"], data["code"]) == ("VALIDATION", "unknown_tool")
+            assert data["problems"] == [{"field": "name", "message": "No tool with this name."}]
 
 
 BAD_ARGUMENTS = [
@@ -538,7 +541,7 @@ def test_malformed_tools_call_params_are_invalid_params(mcp, subtests):
         with subtests.test(params=params):
             body = error_of(mcp.request("tools/call", params), 200, -32602)
 
-            assert body["error"]["data"]["errors"]
+            assert body["error"]["data"]["problems"]
 
 
 def test_a_body_over_the_limit_is_413(mcp, settings):
