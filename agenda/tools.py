@@ -8,7 +8,6 @@ local date and time, state. Never primary keys, never other customers' data.
 from datetime import timedelta
 from typing import Any
 
-from django.utils.translation import gettext_lazy as _
 from pydantic import Field
 
 from agenda import clock
@@ -24,16 +23,18 @@ from agenda.availability.slots import (
 )
 from agenda.models import CUSTOMER_STATE_LABELS, Appointment
 from agenda.selectors import (
-    appointment_get_for_contact,
     appointment_list_for_contact,
     appointment_owner_id,
-    fold_text,
     service_catalogue,
     service_resolve,
     service_resolve_cached,
 )
-from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
-from core.errors import ValidationFailed
+from agenda.services import (
+    appointment_book,
+    appointment_cancel,
+    appointment_reschedule,
+    appointment_to_move,
+)
 from core.identity import identified_contact
 from core.models import Contact
 from core.states import state_filter, state_shown
@@ -118,23 +119,14 @@ def _seen_appointment(ctx: ToolContext, contact: Contact, given: str) -> LedgerE
 
 
 def _appointment_to_move(ctx: ToolContext, given: str, service_name: str) -> Appointment:
-    """The appointment a slot search is for: one this conversation saw, of the customer it
-    identified (the search takes no identifier, so it checks against that one), and of the
-    named service (a move keeps its service)."""
+    """The appointment a slot search is for: one this conversation saw, for the customer it
+    identified (the search takes no identifier, so it passes that one); whose it is and that
+    it is of the named service, appointment_to_move checks."""
     contact = identified_contact(ctx.conversation)
     target = _seen_appointment(ctx, contact, given)
-    appointment = appointment_get_for_contact(
-        company=ctx.company, contact=contact, reference=target.reference
+    return appointment_to_move(
+        company=ctx.company, contact=contact, reference=target.reference, service_name=service_name
     )
-    if fold_text(service_name) not in fold_text(appointment.service.name):
-        raise ValidationFailed(
-            _(
-                "Una cita cambia de hora, no de servicio. Para otro servicio, reserve una "
-                "cita nueva."
-            ),
-            code="service_mismatch",
-        )
-    return appointment
 
 
 def _appointment_out(ctx: ToolContext, appointment: Appointment) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Sales tools for the Gateway: thin wrappers over sales selectors and services.
 
-Every tool that touches a customer's quotes takes their identifier and checks it against the
-conversation's identified contact; mutations act only on quotes this conversation has seen.
+Every tool that touches a customer's quotes takes their identifier (checked by the platform
+against the conversation's identified contact) and passes that contact to the selector or
+service, which checks the quote is theirs; mutations act only on quotes this conversation has
+seen.
 Amounts travel as strings in the currency's minor units, never as floats.
 """
 
@@ -14,7 +16,6 @@ from django.utils import timezone
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from core.errors import ValidationFailed
-from core.identity import check_owner
 from core.models import Company
 from core.normalize import mask_email
 from core.references import normalize_reference
@@ -204,9 +205,9 @@ def _ledger_entry(quote: Quote) -> LedgerEntry:
 
 
 def _quote_seen(ctx: ToolContext, given: str, *, with_opportunity: bool = False) -> Quote:
-    """The quote `given` designates among those this conversation saw, owned by the
-    identified customer, row-locked until the call's transaction ends (the transition reads
-    it no more).
+    """The quote `given` designates among those this conversation saw, row-locked until the
+    call's transaction ends (the transition reads it no more); whose it is, the transition
+    checks (given `contact`).
 
     A reference the conversation never saw is refused; when it names another customer's
     quote the refusal is PERMISSION, so the agent escalates instead of asking again.
@@ -216,14 +217,12 @@ def _quote_seen(ctx: ToolContext, given: str, *, with_opportunity: bool = False)
         given,
         owner=lambda reference: quote_owner_id(company=ctx.company, reference=reference),
     )
-    quote = quote_get(
+    return quote_get(
         company=ctx.company,
         reference=entry.reference,
         for_update=True,
         with_opportunity=with_opportunity,
     )
-    check_owner(contact=ctx.contact, owner_id=quote.contact_id)
-    return quote
 
 
 # --- search_products ----------------------------------------------------------------------------
@@ -380,8 +379,7 @@ def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
         if error.code != "reference_not_seen":
             raise
         reference = normalize_reference(params.quote)  # e.g. read from the quote's email
-    quote = quote_get(company=ctx.company, reference=reference)
-    check_owner(contact=ctx.contact, owner_id=quote.contact_id)
+    quote = quote_get(company=ctx.company, reference=reference, contact=ctx.contact)
     ctx.show(LedgerKind.QUOTE, [_ledger_entry(quote)])
     return _quote_detail(quote, timezone.now())
 
@@ -414,6 +412,7 @@ def accept_quote(ctx: ToolContext, params: AcceptQuoteIn) -> dict:
         # Its opportunity locked first: acceptance wins it and settles its other quotes.
         quote=_quote_seen(ctx, params.quote, with_opportunity=True),
         expected_total=params.expected_total,
+        contact=ctx.contact,
         # The step-up comes after the quote's state, validity and total checks (a quote that
         # cannot be accepted anyway says why without asking for a code first), so the tool
         # defers it to the service, which asks it before any effect.
@@ -440,7 +439,12 @@ class RejectQuoteIn(ToolInput):
     step_up=True,
 )
 def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
-    quote = quote_reject(quote=_quote_seen(ctx, params.quote), reason=params.reason, locked=True)
+    quote = quote_reject(
+        quote=_quote_seen(ctx, params.quote),
+        reason=params.reason,
+        contact=ctx.contact,
+        locked=True,
+    )
     return _quote_summary(quote, timezone.now())
 
 

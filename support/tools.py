@@ -14,7 +14,6 @@ from django.utils.translation import gettext_lazy as _
 from pydantic import Field
 
 from core.errors import NotFound, ValidationFailed
-from core.identity import check_owner
 from core.states import state_filter, state_shown
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
 from support.selectors import case_get, case_list, case_owner_id, case_public_comments
@@ -183,7 +182,6 @@ def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
 )
 def get_case(ctx: ToolContext, params: CaseIn) -> dict:
     case = _case_for_reading(ctx, params.case)
-    check_owner(contact=ctx.contact, owner_id=case.contact_id)
     comments, more = case_public_comments(case=case, limit=COMMENTS_SHOWN)
     related = case.related_case
     ctx.show(LedgerKind.CASE, [_ledger_entry(c) for c in (case, related) if c is not None])
@@ -255,22 +253,21 @@ def report_case_not_fixed(ctx: ToolContext, params: CaseMessageIn) -> dict:
 
 
 def _seen_case(ctx: ToolContext, given: str) -> Case:
-    """A case this conversation was shown (or created), and the speaker's own; another
-    customer's exact reference is PERMISSION."""
+    """A case this conversation was shown (or created); another customer's exact reference
+    is PERMISSION. Whose it is, the service it goes to checks (given `contact`)."""
     entry = ctx.seen(
         LedgerKind.CASE,
         given,
         owner=lambda reference: case_owner_id(company=ctx.company, reference=reference),
     )
-    case = case_get(company=ctx.company, reference=entry.reference)
-    check_owner(contact=ctx.contact, owner_id=case.contact_id)
-    return case
+    return case_get(company=ctx.company, reference=entry.reference)
 
 
 def _case_for_reading(ctx: ToolContext, given: str) -> Case:
-    """A read may name any case by its full reference, or loosely one the conversation saw."""
+    """A read may name any case by its full reference, or loosely one the conversation saw;
+    the customer's own only (case_get checks it)."""
     try:
-        return case_get(company=ctx.company, reference=given)
+        return case_get(company=ctx.company, reference=given, contact=ctx.contact)
     except NotFound:
         pass
     try:
@@ -279,7 +276,7 @@ def _case_for_reading(ctx: ToolContext, given: str) -> Case:
         if error.code != "reference_not_seen":
             raise
         raise NotFound(_("No encontré ese caso."), code="case_not_found") from None
-    return case_get(company=ctx.company, reference=entry.reference)
+    return case_get(company=ctx.company, reference=entry.reference, contact=ctx.contact)
 
 
 def _ledger_entry(case: Case) -> LedgerEntry:
