@@ -40,6 +40,7 @@ from core.models import Contact
 from core.states import state_filter, state_shown
 from tooling.toolkit import (
     Cursor,
+    Identifier,
     LedgerEntry,
     LedgerKind,
     ListOutput,
@@ -52,9 +53,6 @@ from tooling.toolkit import (
     tool,
 )
 
-IDENTIFIER_HELP = (
-    "The customer's document number, phone or email: the same one used with identify_contact."
-)
 APPOINTMENT_HELP = (
     "An appointment reference shown in this conversation (e.g. AP-7K2F9Q), its last "
     "characters, or its date and time as shown ('YYYY-MM-DD HH:MM')."
@@ -267,7 +265,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
 
 
 class ListMyAppointmentsIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    identifier: Identifier
     state: state_filter(CUSTOMER_STATE_LABELS) | None = Field(
         default=None,
         description="Only appointments in this state (the Spanish labels are accepted too).",
@@ -305,7 +303,7 @@ def list_my_appointments(ctx: ToolContext, params: ListMyAppointmentsIn) -> dict
 
 
 class BookAppointmentIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    identifier: Identifier
     service: str = Field(min_length=1, max_length=150, description="The service name.")
     slot: str = Field(min_length=1, max_length=60, description=SLOT_HELP)
 
@@ -342,7 +340,7 @@ def book_appointment(ctx: ToolContext, params: BookAppointmentIn) -> dict:
 
 
 class RescheduleAppointmentIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    identifier: Identifier
     appointment: str = Field(min_length=1, max_length=60, description=APPOINTMENT_HELP)
     slot: str = Field(min_length=1, max_length=60, description=SLOT_HELP)
 
@@ -378,7 +376,7 @@ def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) ->
 
 
 class CancelAppointmentIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    identifier: Identifier
     appointment: str = Field(min_length=1, max_length=60, description=APPOINTMENT_HELP)
 
 

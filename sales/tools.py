@@ -34,6 +34,7 @@ from sales.services.quote_lifecycle import quote_accept, quote_create, quote_rej
 from sales.services.quote_pricing import QuoteItem
 from tooling.toolkit import (
     Cursor,
+    Identifier,
     LedgerEntry,
     LedgerKind,
     PagedListOutput,
@@ -50,11 +51,6 @@ from tooling.toolkit import (
 # summarised, so a write never loses its answer (the reference) to truncation.
 _DETAIL_BUDGET = 2600
 
-Identifier = Field(
-    min_length=3,
-    max_length=254,
-    description="The customer's document number, phone or email, as given to identify_contact.",
-)
 QuoteReference = Field(
     min_length=2,
     max_length=64,
@@ -276,7 +272,7 @@ class QuoteItemIn(ToolInput):
 
 
 class CreateQuoteIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     items: list[QuoteItemIn] = Field(min_length=1, max_length=20)
     expected_total: Amount | None = ExpectedTotal
 
@@ -325,7 +321,7 @@ QuoteStateFilter = state_filter(
 
 
 class ListMyQuotesIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     state: QuoteStateFilter | None = Field(
         default=None, description="Only quotes in this state (Spanish labels accepted too)."
     )
@@ -356,7 +352,7 @@ def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
 
 
 class GetQuoteIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     quote: str = QuoteReference
 
 
@@ -388,7 +384,7 @@ def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
 
 
 class AcceptQuoteIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     quote: str = QuoteReference
     expected_total: Amount | None = ExpectedTotal
 
@@ -423,7 +419,7 @@ def accept_quote(ctx: ToolContext, params: AcceptQuoteIn) -> dict:
 
 
 class RejectQuoteIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     quote: str = QuoteReference
     reason: str = Field(default="", max_length=300, description="Why, in the customer's words.")
 
@@ -452,7 +448,7 @@ def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
 
 
 class RequestSalesContactIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     topic: str = Field(min_length=3, max_length=200, description="What the customer wants.")
     notes: str = Field(default="", max_length=1000, description="Details for the sales team.")
 

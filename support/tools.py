@@ -20,6 +20,7 @@ from support.selectors import case_get, case_list, case_owner_id, case_public_co
 from support.services import case_close, case_comment_add, case_open, case_reopen
 from tooling.toolkit import (
     Cursor,
+    Identifier,
     LedgerEntry,
     LedgerKind,
     PagedListOutput,
@@ -36,11 +37,6 @@ DESCRIPTION_CHARS = 500
 COMMENT_CHARS = 280
 COMMENTS_SHOWN = 5
 
-Identifier = Field(
-    min_length=3,
-    max_length=120,
-    description="The customer's document number, phone or email, as used with identify_contact.",
-)
 CaseReference = Field(
     min_length=2,
     max_length=32,
@@ -50,7 +46,7 @@ Message = Field(min_length=1, max_length=4000, description="The customer's words
 
 
 class OpenCaseIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     subject: str = Field(min_length=1, max_length=200, description="A short title.")
     description: str = Field(min_length=1, max_length=4000, description="What happens.")
     related_case: str | None = Field(
@@ -62,7 +58,7 @@ class OpenCaseIn(ToolInput):
 
 
 class ListMyCasesIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     state: state_filter(CUSTOMER_STATE_LABELS) | None = Field(
         default=None, description="Only cases in this state (Spanish labels accepted too)."
     )
@@ -71,7 +67,7 @@ class ListMyCasesIn(ToolInput):
 
 
 class CaseIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     case: str = CaseReference
 
 
