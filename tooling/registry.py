@@ -162,9 +162,7 @@ class Tool:
             )
         if takes_identifier and not _is_toolkit_identifier(self.input_schema):
             # One rule for what an identifier may be, whichever tool it is given to.
-            raise ValueError(
-                f"tool {self.name!r}: `identifier` is declared as the toolkit's Identifier"
-            )
+            raise ValueError(f"tool {self.name!r}: `identifier` is the toolkit's Identifier")
         if self.step_up is not None and (not self.identified or self.verification):
             raise ValueError(
                 f"tool {self.name!r}: step-up is for identified, non-verification tools"
