@@ -7,13 +7,10 @@ seen.
 Amounts travel as strings in the currency's minor units, never as floats.
 """
 
-import re
 from datetime import datetime
-from decimal import Decimal
-from typing import Annotated, Any
 
 from django.utils import timezone
-from pydantic import BeforeValidator, Field, WithJsonSchema
+from pydantic import Field
 
 from core.errors import ValidationFailed
 from core.models import Company
@@ -56,31 +53,6 @@ QuoteReference = Field(
     max_length=64,
     description="The quote's reference as shown to the customer (e.g. QT-7K2F9Q), or its end.",
 )
-# An amount sent as text: plain digits and an optional decimal part, as the schema's pattern
-# says (pydantic's own Decimal parsing also takes exponents, signs and blanks).
-AMOUNT_TEXT = r"^[0-9]{1,12}(\.[0-9]{1,6})?$"
-
-
-def _amount_text(value: Any) -> Any:
-    if isinstance(value, str) and not re.fullmatch(AMOUNT_TEXT, value):
-        raise ValueError('an amount as plain digits with an optional decimal part, like "53.33"')
-    return value
-
-
-# The schema written out: pydantic cannot render bounds set after a validator of its own.
-Amount = Annotated[
-    Decimal,
-    BeforeValidator(_amount_text),
-    Field(ge=0, lt=10**12),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "number", "minimum": 0, "exclusiveMaximum": 10**12},
-                {"type": "string", "pattern": AMOUNT_TEXT},
-            ]
-        }
-    ),
-]
 ExpectedTotal = Field(
     default=None,
     description='The total (tax included) you told the customer, as a string like "53.33". '
@@ -274,7 +246,7 @@ class QuoteItemIn(ToolInput):
 class CreateQuoteIn(ToolInput):
     identifier: Identifier
     items: list[QuoteItemIn] = Field(min_length=1, max_length=20)
-    expected_total: Amount | None = ExpectedTotal
+    expected_total: money.Amount | None = ExpectedTotal
 
 
 @tool(
@@ -386,7 +358,7 @@ def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
 class AcceptQuoteIn(ToolInput):
     identifier: Identifier
     quote: str = QuoteReference
-    expected_total: Amount | None = ExpectedTotal
+    expected_total: money.Amount | None = ExpectedTotal
 
 
 @tool(
