@@ -33,7 +33,7 @@ from agenda.models import (
     TimeOff,
     WorkingHours,
 )
-from agenda.selectors import agenda_settings_for
+from agenda.selectors import agenda_settings_for, appointment_get_for_contact, fold_text
 from core.errors import NotFound, NotInCompany, ValidationFailed
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
@@ -126,6 +126,25 @@ def _check_owner(contact: Contact | None, appointment: Appointment) -> None:
     """Customers act only on their own appointments; staff (contact=None) on any."""
     if contact is not None:
         check_owner(contact=contact, owner_id=appointment.contact_id)
+
+
+def appointment_to_move(
+    *, company: Company, contact: Contact, reference: str, service_name: str
+) -> Appointment:
+    """The appointment `contact` wants to move, as a search for slots to move it to names it:
+    theirs (NotFound; PermissionRefused for another's) and of the service the search is for.
+    A move keeps its service (appointment_reschedule keeps it): another service is
+    VALIDATION `service_mismatch`, so the customer books it instead. Reads only."""
+    appointment = appointment_get_for_contact(company=company, contact=contact, reference=reference)
+    if fold_text(service_name) not in fold_text(appointment.service.name):
+        raise ValidationFailed(
+            _(
+                "Una cita cambia de hora, no de servicio. Para otro servicio, reserve una "
+                "cita nueva."
+            ),
+            code="service_mismatch",
+        )
+    return appointment
 
 
 def _check_scheduled(appointment: Appointment) -> None:

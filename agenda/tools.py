@@ -8,7 +8,6 @@ local date and time, state. Never primary keys, never other customers' data.
 from datetime import timedelta
 from typing import Any
 
-from django.utils.translation import gettext_lazy as _
 from pydantic import Field
 
 from agenda import clock
@@ -24,21 +23,24 @@ from agenda.availability.slots import (
 )
 from agenda.models import CUSTOMER_STATE_LABELS, Appointment
 from agenda.selectors import (
-    appointment_get_for_contact,
     appointment_list_for_contact,
     appointment_owner_id,
-    fold_text,
     service_catalogue,
     service_resolve,
     service_resolve_cached,
 )
-from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
-from core.errors import ValidationFailed
+from agenda.services import (
+    appointment_book,
+    appointment_cancel,
+    appointment_reschedule,
+    appointment_to_move,
+)
 from core.identity import identified_contact
 from core.models import Contact
 from core.states import state_filter, state_shown
 from tooling.toolkit import (
     Cursor,
+    Identifier,
     LedgerEntry,
     LedgerKind,
     ListOutput,
@@ -51,9 +53,6 @@ from tooling.toolkit import (
     tool,
 )
 
-IDENTIFIER_HELP = (
-    "The customer's document number, phone or email: the same one used with identify_contact."
-)
 APPOINTMENT_HELP = (
     "An appointment reference shown in this conversation (e.g. AP-7K2F9Q), its last "
     "characters, or its date and time as shown ('YYYY-MM-DD HH:MM')."
@@ -118,23 +117,14 @@ def _seen_appointment(ctx: ToolContext, contact: Contact, given: str) -> LedgerE
 
 
 def _appointment_to_move(ctx: ToolContext, given: str, service_name: str) -> Appointment:
-    """The appointment a slot search is for: one this conversation saw, of the customer it
-    identified (the search takes no identifier, so it checks against that one), and of the
-    named service (a move keeps its service)."""
+    """The appointment a slot search is for: one this conversation saw, for the customer it
+    identified (the search takes no identifier, so it passes that one); whose it is and that
+    it is of the named service, appointment_to_move checks."""
     contact = identified_contact(ctx.conversation)
     target = _seen_appointment(ctx, contact, given)
-    appointment = appointment_get_for_contact(
-        company=ctx.company, contact=contact, reference=target.reference
+    return appointment_to_move(
+        company=ctx.company, contact=contact, reference=target.reference, service_name=service_name
     )
-    if fold_text(service_name) not in fold_text(appointment.service.name):
-        raise ValidationFailed(
-            _(
-                "Una cita cambia de hora, no de servicio. Para otro servicio, reserve una "
-                "cita nueva."
-            ),
-            code="service_mismatch",
-        )
-    return appointment
 
 
 def _appointment_out(ctx: ToolContext, appointment: Appointment) -> dict[str, Any]:
@@ -275,7 +265,7 @@ def find_available_slots(ctx: ToolContext, params: FindAvailableSlotsIn) -> dict
 
 
 class ListMyAppointmentsIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    identifier: Identifier
     state: state_filter(CUSTOMER_STATE_LABELS) | None = Field(
         default=None,
         description="Only appointments in this state (the Spanish labels are accepted too).",
@@ -313,7 +303,7 @@ def list_my_appointments(ctx: ToolContext, params: ListMyAppointmentsIn) -> dict
 
 
 class BookAppointmentIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    identifier: Identifier
     service: str = Field(min_length=1, max_length=150, description="The service name.")
     slot: str = Field(min_length=1, max_length=60, description=SLOT_HELP)
 
@@ -350,7 +340,7 @@ def book_appointment(ctx: ToolContext, params: BookAppointmentIn) -> dict:
 
 
 class RescheduleAppointmentIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    identifier: Identifier
     appointment: str = Field(min_length=1, max_length=60, description=APPOINTMENT_HELP)
     slot: str = Field(min_length=1, max_length=60, description=SLOT_HELP)
 
@@ -386,7 +376,7 @@ def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) ->
 
 
 class CancelAppointmentIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=120, description=IDENTIFIER_HELP)
+    identifier: Identifier
     appointment: str = Field(min_length=1, max_length=60, description=APPOINTMENT_HELP)
 
 

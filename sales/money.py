@@ -1,11 +1,14 @@
 """Money as Decimal in a currency's minor units: rounding, wire strings and spoken amounts."""
 
+import re
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Annotated, Any
 
 from babel.core import UnknownLocaleError
 from babel.numbers import format_currency
 from django.conf import settings
 from django.utils import formats, translation
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 # ISO 4217 minor-unit exponents that differ from the usual 2. Units of account with 4 decimals
 # (CLF, UYW) are left out on purpose: nobody quotes in them and the columns keep 3 decimals.
@@ -40,6 +43,53 @@ STORED_DECIMAL_PLACES = 3
 STORED_MAX_DIGITS = 14
 # Every stored amount is below this (eleven digits before the point).
 STORED_AMOUNT_LIMIT = Decimal(10) ** (STORED_MAX_DIGITS - STORED_DECIMAL_PLACES)
+
+# An amount as a caller sends it, to the tools and to the integration API alike: a string of
+# plain digits with an optional decimal part, as many of each as a money column holds (the
+# models' DecimalField: STORED_MAX_DIGITS, STORED_DECIMAL_PLACES of them decimals). No sign,
+# exponent or blank, which Decimal() itself would take. A larger or finer amount could never
+# be one the system computed, so it is bad input, refused before any service runs.
+AMOUNT_TEXT = (
+    rf"^[0-9]{{1,{STORED_MAX_DIGITS - STORED_DECIMAL_PLACES}}}"
+    rf"(?:\.[0-9]{{1,{STORED_DECIMAL_PLACES}}})?$"
+)
+AMOUNT_TEXT_PROBLEM = (
+    f'an amount as plain digits with an optional decimal part, like "53.33": at most '
+    f"{STORED_MAX_DIGITS - STORED_DECIMAL_PLACES} digits before the point and "
+    f"{STORED_DECIMAL_PLACES} after it"
+)
+
+
+def amount_from_text(text: Any) -> Decimal:
+    """The amount a caller wrote (AMOUNT_TEXT), or ValueError(AMOUNT_TEXT_PROBLEM)."""
+    if not isinstance(text, str) or not re.fullmatch(AMOUNT_TEXT, text):
+        raise ValueError(AMOUNT_TEXT_PROBLEM)
+    return Decimal(text)
+
+
+def _amount_given(value: Any) -> Any:
+    # Text is read by the one rule. A JSON number, which tool callers may send, is held to the
+    # column's range by the Field below, not to its decimals: a binary float has no exact
+    # decimals to count (53.33 is 53.3299999...), and any but the total is refused anyway.
+    return amount_from_text(value) if isinstance(value, str) else value
+
+
+# The pydantic type of an amount argument (the tools'; the integration API's DRF field is
+# integration.serializers.fields.AmountInput, on the same rule). Its schema is written out:
+# pydantic cannot render bounds set after a validator of its own.
+Amount = Annotated[
+    Decimal,
+    BeforeValidator(_amount_given),
+    Field(ge=0, lt=STORED_AMOUNT_LIMIT),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0, "exclusiveMaximum": int(STORED_AMOUNT_LIMIT)},
+                {"type": "string", "pattern": AMOUNT_TEXT},
+            ]
+        }
+    ),
+]
 
 
 def is_currency_code(code: str) -> bool:

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import NotFound
+from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
 from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote
@@ -76,10 +77,16 @@ def quote_list(
 
 
 def quote_get(
-    *, company: Company, reference: str, for_update: bool = False, with_opportunity: bool = False
+    *,
+    company: Company,
+    reference: str,
+    contact: Contact | None = None,
+    for_update: bool = False,
+    with_opportunity: bool = False,
 ) -> Quote:
     """The company's quote with this public reference, with its lines, if it was sent;
     NotFound otherwise. A quote never sent is staff work (even once expired), not found here.
+    With `contact`, a customer's read: PermissionRefused when the quote is another's.
 
     With `for_update` the quote's row is locked until the transaction ends, and its lines are
     not read (a transition needs the quote alone); `with_opportunity` locks its opportunity
@@ -96,6 +103,8 @@ def quote_get(
     quote = quotes.first()
     if quote is None:
         raise NotFound(_("No encontré esa cotización."), code="quote_not_found")
+    if contact is not None:
+        check_owner(contact=contact, owner_id=quote.contact_id)
     quote.company = company  # the caller's, already in memory
     if opportunity is not None and quote.opportunity_id == opportunity.pk:
         quote.opportunity = opportunity  # locked above: the transition reads it no more

@@ -1,20 +1,18 @@
 """Sales tools for the Gateway: thin wrappers over sales selectors and services.
 
-Every tool that touches a customer's quotes takes their identifier and checks it against the
-conversation's identified contact; mutations act only on quotes this conversation has seen.
+Every tool that touches a customer's quotes takes their identifier (checked by the platform
+against the conversation's identified contact) and passes that contact to the selector or
+service, which checks the quote is theirs; mutations act only on quotes this conversation has
+seen.
 Amounts travel as strings in the currency's minor units, never as floats.
 """
 
-import re
 from datetime import datetime
-from decimal import Decimal
-from typing import Annotated, Any
 
 from django.utils import timezone
-from pydantic import BeforeValidator, Field, WithJsonSchema
+from pydantic import Field
 
 from core.errors import ValidationFailed
-from core.identity import check_owner
 from core.models import Company
 from core.normalize import mask_email
 from core.references import normalize_reference
@@ -33,6 +31,7 @@ from sales.services.quote_lifecycle import quote_accept, quote_create, quote_rej
 from sales.services.quote_pricing import QuoteItem
 from tooling.toolkit import (
     Cursor,
+    Identifier,
     LedgerEntry,
     LedgerKind,
     PagedListOutput,
@@ -49,41 +48,11 @@ from tooling.toolkit import (
 # summarised, so a write never loses its answer (the reference) to truncation.
 _DETAIL_BUDGET = 2600
 
-Identifier = Field(
-    min_length=3,
-    max_length=254,
-    description="The customer's document number, phone or email, as given to identify_contact.",
-)
 QuoteReference = Field(
     min_length=2,
     max_length=64,
     description="The quote's reference as shown to the customer (e.g. QT-7K2F9Q), or its end.",
 )
-# An amount sent as text: plain digits and an optional decimal part, as the schema's pattern
-# says (pydantic's own Decimal parsing also takes exponents, signs and blanks).
-AMOUNT_TEXT = r"^[0-9]{1,12}(\.[0-9]{1,6})?$"
-
-
-def _amount_text(value: Any) -> Any:
-    if isinstance(value, str) and not re.fullmatch(AMOUNT_TEXT, value):
-        raise ValueError('an amount as plain digits with an optional decimal part, like "53.33"')
-    return value
-
-
-# The schema written out: pydantic cannot render bounds set after a validator of its own.
-Amount = Annotated[
-    Decimal,
-    BeforeValidator(_amount_text),
-    Field(ge=0, lt=10**12),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "number", "minimum": 0, "exclusiveMaximum": 10**12},
-                {"type": "string", "pattern": AMOUNT_TEXT},
-            ]
-        }
-    ),
-]
 ExpectedTotal = Field(
     default=None,
     description='The total (tax included) you told the customer, as a string like "53.33". '
@@ -204,9 +173,9 @@ def _ledger_entry(quote: Quote) -> LedgerEntry:
 
 
 def _quote_seen(ctx: ToolContext, given: str, *, with_opportunity: bool = False) -> Quote:
-    """The quote `given` designates among those this conversation saw, owned by the
-    identified customer, row-locked until the call's transaction ends (the transition reads
-    it no more).
+    """The quote `given` designates among those this conversation saw, row-locked until the
+    call's transaction ends (the transition reads it no more); whose it is, the transition
+    checks (given `contact`).
 
     A reference the conversation never saw is refused; when it names another customer's
     quote the refusal is PERMISSION, so the agent escalates instead of asking again.
@@ -216,14 +185,12 @@ def _quote_seen(ctx: ToolContext, given: str, *, with_opportunity: bool = False)
         given,
         owner=lambda reference: quote_owner_id(company=ctx.company, reference=reference),
     )
-    quote = quote_get(
+    return quote_get(
         company=ctx.company,
         reference=entry.reference,
         for_update=True,
         with_opportunity=with_opportunity,
     )
-    check_owner(contact=ctx.contact, owner_id=quote.contact_id)
-    return quote
 
 
 # --- search_products ----------------------------------------------------------------------------
@@ -277,9 +244,9 @@ class QuoteItemIn(ToolInput):
 
 
 class CreateQuoteIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     items: list[QuoteItemIn] = Field(min_length=1, max_length=20)
-    expected_total: Amount | None = ExpectedTotal
+    expected_total: money.Amount | None = ExpectedTotal
 
 
 @tool(
@@ -326,7 +293,7 @@ QuoteStateFilter = state_filter(
 
 
 class ListMyQuotesIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     state: QuoteStateFilter | None = Field(
         default=None, description="Only quotes in this state (Spanish labels accepted too)."
     )
@@ -357,7 +324,7 @@ def list_my_quotes(ctx: ToolContext, params: ListMyQuotesIn) -> dict:
 
 
 class GetQuoteIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     quote: str = QuoteReference
 
 
@@ -380,8 +347,7 @@ def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
         if error.code != "reference_not_seen":
             raise
         reference = normalize_reference(params.quote)  # e.g. read from the quote's email
-    quote = quote_get(company=ctx.company, reference=reference)
-    check_owner(contact=ctx.contact, owner_id=quote.contact_id)
+    quote = quote_get(company=ctx.company, reference=reference, contact=ctx.contact)
     ctx.show(LedgerKind.QUOTE, [_ledger_entry(quote)])
     return _quote_detail(quote, timezone.now())
 
@@ -390,9 +356,9 @@ def get_quote(ctx: ToolContext, params: GetQuoteIn) -> dict:
 
 
 class AcceptQuoteIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     quote: str = QuoteReference
-    expected_total: Amount | None = ExpectedTotal
+    expected_total: money.Amount | None = ExpectedTotal
 
 
 @tool(
@@ -414,6 +380,7 @@ def accept_quote(ctx: ToolContext, params: AcceptQuoteIn) -> dict:
         # Its opportunity locked first: acceptance wins it and settles its other quotes.
         quote=_quote_seen(ctx, params.quote, with_opportunity=True),
         expected_total=params.expected_total,
+        contact=ctx.contact,
         # The step-up comes after the quote's state, validity and total checks (a quote that
         # cannot be accepted anyway says why without asking for a code first), so the tool
         # defers it to the service, which asks it before any effect.
@@ -424,7 +391,7 @@ def accept_quote(ctx: ToolContext, params: AcceptQuoteIn) -> dict:
 
 
 class RejectQuoteIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     quote: str = QuoteReference
     reason: str = Field(default="", max_length=300, description="Why, in the customer's words.")
 
@@ -440,7 +407,12 @@ class RejectQuoteIn(ToolInput):
     step_up=True,
 )
 def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
-    quote = quote_reject(quote=_quote_seen(ctx, params.quote), reason=params.reason, locked=True)
+    quote = quote_reject(
+        quote=_quote_seen(ctx, params.quote),
+        reason=params.reason,
+        contact=ctx.contact,
+        locked=True,
+    )
     return _quote_summary(quote, timezone.now())
 
 
@@ -448,7 +420,7 @@ def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
 
 
 class RequestSalesContactIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     topic: str = Field(min_length=3, max_length=200, description="What the customer wants.")
     notes: str = Field(default="", max_length=1000, description="Details for the sales team.")
 

@@ -7,6 +7,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import NotFound
+from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
 from support.models import Case, CaseComment, SupportSettings
@@ -24,8 +25,9 @@ def case_list(
     return cases.order_by("-created_at", "-pk")
 
 
-def case_get(*, company: Company, reference: str) -> Case:
-    """The company's case with this exact public reference, or NotFound."""
+def case_get(*, company: Company, reference: str, contact: Contact | None = None) -> Case:
+    """The company's case with this exact public reference, or NotFound; with `contact`,
+    PermissionRefused when it is another customer's (a customer reads only their own)."""
     case = (
         Case.objects.select_related("contact", "assignee", "related_case")
         .filter(company=company, reference=normalize_reference(reference))
@@ -33,6 +35,8 @@ def case_get(*, company: Company, reference: str) -> Case:
     )
     if case is None:
         raise NotFound(_("No encontré ese caso."), code="case_not_found")
+    if contact is not None:
+        check_owner(contact=contact, owner_id=case.contact_id)
     return case
 
 

@@ -1,7 +1,9 @@
 """Writes of the support app: opening cases, moving them through their states, comments.
 
 Every state change locks the case row first (`select_for_update`) and re-reads it, so a rule is
-checked against the state that is true now, not the one a caller saw earlier.
+checked against the state that is true now, not the one a caller saw earlier. A customer acts
+only on their own cases: each service given a `contact` checks it here, on the row it locked
+(`core.identity.check_owner`); the tools pass the identified contact and check nothing.
 """
 
 import logging
@@ -15,7 +17,8 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
-from core.errors import NotInCompany, PermissionRefused, ValidationFailed
+from core.errors import NotInCompany, ValidationFailed
+from core.identity import check_owner
 from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation, StaffMembership
@@ -78,8 +81,7 @@ def case_open(
         NotInCompany.check(
             related_case.company_id, company.pk, _("No encontré ese caso."), code="case_not_found"
         )
-        if related_case.contact_id != contact.pk:
-            raise _not_owner_error()
+        check_owner(contact=contact, owner_id=related_case.contact_id)
     if assignee is not None:
         _check_staff_of(company=company, user=assignee)
     case = Case(
@@ -148,8 +150,8 @@ def case_comment_add(
             _("El comentario es demasiado largo (máximo 4000 caracteres)."), code="comment_too_long"
         )
     case = _lock(case)
-    if author_contact is not None and author_contact.pk != case.contact_id:
-        raise _not_owner_error()
+    if author_contact is not None:
+        check_owner(contact=author_contact, owner_id=case.contact_id)
     if case.state == Case.State.CLOSED:
         raise _closed_error(case)
     if author_contact is not None and case.state == Case.State.WAITING_CUSTOMER:
@@ -333,10 +335,6 @@ def _lock(case: Case) -> Case:
     return Case.objects.select_for_update().select_related("company").get(pk=case.pk)
 
 
-def _not_owner_error() -> PermissionRefused:
-    return PermissionRefused(_("Ese caso no está a nombre de quien me habla."), code="not_owner")
-
-
 def _closed_error(case: Case) -> ValidationFailed:
     return ValidationFailed(
         _(
@@ -359,8 +357,8 @@ def _transition(
 ) -> Case:
     """Lock, check owner and that the transition is allowed now, apply it, stamp, save."""
     case = _lock(case)
-    if contact is not None and contact.pk != case.contact_id:
-        raise _not_owner_error()
+    if contact is not None:
+        check_owner(contact=contact, owner_id=case.contact_id)
     if case.state == Case.State.CLOSED:
         raise _closed_error(case)
     method = getattr(case, name)

@@ -14,13 +14,13 @@ from django.utils.translation import gettext_lazy as _
 from pydantic import Field
 
 from core.errors import NotFound, ValidationFailed
-from core.identity import check_owner
 from core.states import state_filter, state_shown
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
 from support.selectors import case_get, case_list, case_owner_id, case_public_comments
 from support.services import case_close, case_comment_add, case_open, case_reopen
 from tooling.toolkit import (
     Cursor,
+    Identifier,
     LedgerEntry,
     LedgerKind,
     PagedListOutput,
@@ -37,11 +37,6 @@ DESCRIPTION_CHARS = 500
 COMMENT_CHARS = 280
 COMMENTS_SHOWN = 5
 
-Identifier = Field(
-    min_length=3,
-    max_length=120,
-    description="The customer's document number, phone or email, as used with identify_contact.",
-)
 CaseReference = Field(
     min_length=2,
     max_length=32,
@@ -51,7 +46,7 @@ Message = Field(min_length=1, max_length=4000, description="The customer's words
 
 
 class OpenCaseIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     subject: str = Field(min_length=1, max_length=200, description="A short title.")
     description: str = Field(min_length=1, max_length=4000, description="What happens.")
     related_case: str | None = Field(
@@ -63,7 +58,7 @@ class OpenCaseIn(ToolInput):
 
 
 class ListMyCasesIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     state: state_filter(CUSTOMER_STATE_LABELS) | None = Field(
         default=None, description="Only cases in this state (Spanish labels accepted too)."
     )
@@ -72,7 +67,7 @@ class ListMyCasesIn(ToolInput):
 
 
 class CaseIn(ToolInput):
-    identifier: str = Identifier
+    identifier: Identifier
     case: str = CaseReference
 
 
@@ -183,7 +178,6 @@ def list_my_cases(ctx: ToolContext, params: ListMyCasesIn) -> dict:
 )
 def get_case(ctx: ToolContext, params: CaseIn) -> dict:
     case = _case_for_reading(ctx, params.case)
-    check_owner(contact=ctx.contact, owner_id=case.contact_id)
     comments, more = case_public_comments(case=case, limit=COMMENTS_SHOWN)
     related = case.related_case
     ctx.show(LedgerKind.CASE, [_ledger_entry(c) for c in (case, related) if c is not None])
@@ -255,22 +249,21 @@ def report_case_not_fixed(ctx: ToolContext, params: CaseMessageIn) -> dict:
 
 
 def _seen_case(ctx: ToolContext, given: str) -> Case:
-    """A case this conversation was shown (or created), and the speaker's own; another
-    customer's exact reference is PERMISSION."""
+    """A case this conversation was shown (or created); another customer's exact reference
+    is PERMISSION. Whose it is, the service it goes to checks (given `contact`)."""
     entry = ctx.seen(
         LedgerKind.CASE,
         given,
         owner=lambda reference: case_owner_id(company=ctx.company, reference=reference),
     )
-    case = case_get(company=ctx.company, reference=entry.reference)
-    check_owner(contact=ctx.contact, owner_id=case.contact_id)
-    return case
+    return case_get(company=ctx.company, reference=entry.reference)
 
 
 def _case_for_reading(ctx: ToolContext, given: str) -> Case:
-    """A read may name any case by its full reference, or loosely one the conversation saw."""
+    """A read may name any case by its full reference, or loosely one the conversation saw;
+    the customer's own only (case_get checks it)."""
     try:
-        return case_get(company=ctx.company, reference=given)
+        return case_get(company=ctx.company, reference=given, contact=ctx.contact)
     except NotFound:
         pass
     try:
@@ -279,7 +272,7 @@ def _case_for_reading(ctx: ToolContext, given: str) -> Case:
         if error.code != "reference_not_seen":
             raise
         raise NotFound(_("No encontré ese caso."), code="case_not_found") from None
-    return case_get(company=ctx.company, reference=entry.reference)
+    return case_get(company=ctx.company, reference=entry.reference, contact=ctx.contact)
 
 
 def _ledger_entry(case: Case) -> LedgerEntry:

@@ -111,7 +111,8 @@ class ToolContext:
         With `owner` (a reference's owner's contact id, or None), for a mutation of the
         speaker's own entity: a reference never seen that is exactly another customer's is
         PERMISSION instead, so the agent escalates. The speaker is `contact`, by default the
-        identified `self.contact`. The caller still checks the owner of what it resolves."""
+        identified `self.contact`. Whose the resolved entity is, the service or selector the
+        tool passes the contact to checks."""
         if owner is None:
             return ledger_resolve(self, kind, given)
         speaker = contact if contact is not None else self.contact

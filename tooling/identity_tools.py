@@ -14,11 +14,7 @@ from core.identity import identification_confirm, identify_contact
 from core.normalize import mask_email, mask_phone
 from core.services import contact_change_confirm, contact_change_request
 from core.verification import challenge_issue, challenge_verify
-from tooling.toolkit import ToolContext, ToolInput, ToolOutput, tool
-
-IDENTIFIER_DESCRIPTION = (
-    "The document number, phone or email the customer identified with in identify_contact."
-)
+from tooling.toolkit import Identifier, ToolContext, ToolInput, ToolOutput, tool
 
 
 class IdentifyContactIn(ToolInput):
@@ -136,7 +132,7 @@ def identify_contact_tool(ctx: ToolContext, params: IdentifyContactIn) -> dict:
 
 
 class RequestVerificationCodeIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=254, description=IDENTIFIER_DESCRIPTION)
+    identifier: Identifier
     channel: Literal["sms", "email"] = Field(
         description="Where to send the code: the customer's registered phone (sms) or email."
     )
@@ -177,7 +173,7 @@ def request_verification_code(ctx: ToolContext, params: RequestVerificationCodeI
 
 
 class VerifyCodeIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=254, description=IDENTIFIER_DESCRIPTION)
+    identifier: Identifier
     code: str = Field(min_length=1, max_length=20, description="The code the customer received.")
 
 
@@ -214,7 +210,7 @@ def verify_code(ctx: ToolContext, params: VerifyCodeIn) -> dict:
 
 
 class UpdateContactDetailsIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=254, description=IDENTIFIER_DESCRIPTION)
+    identifier: Identifier
     phone: str | None = Field(
         default=None, max_length=40, description="The new phone number (or give email)."
     )
@@ -260,7 +256,7 @@ def update_contact_details(ctx: ToolContext, params: UpdateContactDetailsIn) -> 
 
 
 class ConfirmContactChangeIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=254, description=IDENTIFIER_DESCRIPTION)
+    identifier: Identifier
     code: str = Field(
         min_length=1,
         max_length=20,

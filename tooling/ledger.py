@@ -247,7 +247,7 @@ def ledger_resolve_owned(
     A reference this conversation never saw is refused as usual, except when it is exactly
     another customer's entity (`owner_of(reference)` gives its contact id): then ownership is
     the truthful answer, PERMISSION, so the agent escalates instead of asking again. The
-    caller still checks the owner of the entity it resolves.
+    service or selector the entity goes to, given the contact, checks its owner.
     """
     try:
         return ledger_resolve(ctx, kind, given)

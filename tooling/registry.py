@@ -6,7 +6,7 @@ The MCP endpoint and the REST mirror both read this registry; neither knows any 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,6 +54,25 @@ class ToolInput(BaseModel):
         _text_rules(schema)
 
 
+# The `identifier` argument of every identified tool, declared here once: the customer's
+# document number, phone or email, read by core.identity as the identification read it. Up to
+# 254 characters, the longest identifier a contact can have: an email (the EmailField's 254,
+# RFC 5321's longest path); a document number is stored in 32 at most, a phone in E.164's 16.
+# At least one: a shorter text than any real identifier (none has under 4) is answered by the
+# identification itself, VALIDATION `invalid_identifier`, which tells the customer what to give.
+IDENTIFIER_MIN_LENGTH = 1
+IDENTIFIER_MAX_LENGTH = 254
+Identifier = Annotated[
+    str,
+    Field(
+        min_length=IDENTIFIER_MIN_LENGTH,
+        max_length=IDENTIFIER_MAX_LENGTH,
+        description="The customer's document number, phone or email: the same one used with "
+        "identify_contact.",
+    ),
+]
+
+
 class ToolOutput(BaseModel):
     """Base of every tool's success shape, which `tools/list` publishes as its outputSchema.
     Handlers still build plain dicts (the output cap measures their JSON); the shape is the
@@ -81,6 +100,15 @@ class ToolErrorOut(BaseModel):
     )
     problems_omitted: int | None = Field(
         default=None, description="invalid_arguments: problems left out to keep it short."
+    )
+
+
+def _is_toolkit_identifier(input_schema: dict[str, Any]) -> bool:
+    declared = input_schema["properties"]["identifier"]
+    return (
+        declared.get("type") == "string"
+        and declared.get("minLength") == IDENTIFIER_MIN_LENGTH
+        and declared.get("maxLength") == IDENTIFIER_MAX_LENGTH
     )
 
 
@@ -132,6 +160,9 @@ class Tool:
             raise ValueError(
                 f"tool {self.name!r}: identified=True goes with an `identifier` argument"
             )
+        if takes_identifier and not _is_toolkit_identifier(self.input_schema):
+            # One rule for what an identifier may be, whichever tool it is given to.
+            raise ValueError(f"tool {self.name!r}: `identifier` is the toolkit's Identifier")
         if self.step_up is not None and (not self.identified or self.verification):
             raise ValueError(
                 f"tool {self.name!r}: step-up is for identified, non-verification tools"

@@ -4,14 +4,14 @@ it imports (tests/tooling/test_toolkit_imports.py holds every tools.py to it).
 A tool is a function in its app's `tools.py`, declared with `@tool` and autodiscovered:
 
     class CloseCaseIn(ToolInput):
-        identifier: str = Field(min_length=1, max_length=254)
+        identifier: Identifier
         case: str = Field(min_length=1, max_length=32)
 
     @tool(name="close_case", title=..., description=..., input=CloseCaseIn,
           output=CaseOut, write=True, identified=True, step_up=True)
     def close_case(ctx: ToolContext, params: CloseCaseIn) -> dict:
         entry = ctx.seen(LedgerKind.CASE, params.case, owner=owner_of_case)
-        case = case_close(..., contact=ctx.contact)
+        case = case_close(..., contact=ctx.contact)  # the service checks the case is theirs
         ctx.show(LedgerKind.CASE, [LedgerEntry(case.reference, case.subject)])
         return {...}
 
@@ -24,10 +24,11 @@ from core.outcome import dumps
 from tooling.context import ToolContext
 from tooling.ledger import LedgerEntry, LedgerKind
 from tooling.output import Cursor, ListOutput, PagedListOutput, listing, page
-from tooling.registry import ToolInput, ToolOutput, tool
+from tooling.registry import Identifier, ToolInput, ToolOutput, tool
 
 __all__ = [
     "Cursor",
+    "Identifier",
     "LedgerEntry",
     "LedgerKind",
     "ListOutput",

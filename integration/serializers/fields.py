@@ -1,7 +1,6 @@
 """Fields the resources share: money and state labels in answers, strict amounts and instants
 in requests."""
 
-import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -46,22 +45,34 @@ class StateLabelField(serializers.Field):
         return state_shown(value, self.labels)["state_label"]
 
 
-class DecimalInput(serializers.DecimalField):
-    """A non-negative amount given as a JSON string of plain digits ("53.33"), as the document
-    says: DRF alone would also take a number, an exponent ("1e2"), spaces or a sign."""
+class AmountInput(serializers.DecimalField):
+    """A non-negative amount given as a JSON string of plain digits ("53.33"), read by the
+    rule every API reads amounts by (sales.money.amount_from_text: as many digits as a money
+    column holds), as the document says: DRF alone would also take a number, an exponent
+    ("1e2"), spaces or a sign."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(min_value=Decimal(0), **kwargs)
-        whole = self.max_digits - self.decimal_places
-        self.pattern = rf"^[0-9]{{1,{whole}}}(?:\.[0-9]{{1,{self.decimal_places}}})?$"
+        super().__init__(
+            max_digits=money.STORED_MAX_DIGITS,
+            decimal_places=money.STORED_DECIMAL_PLACES,
+            min_value=Decimal(0),
+            **kwargs,
+        )
         set_override(
             self,
             "field",
-            {"type": "string", "format": "decimal", "pattern": self.pattern, "example": "53.33"},
+            {
+                "type": "string",
+                "format": "decimal",
+                "pattern": money.AMOUNT_TEXT,
+                "example": "53.33",
+            },
         )
 
     def to_internal_value(self, data: Any) -> Decimal:
-        if not isinstance(data, str) or not re.fullmatch(self.pattern, data):
+        try:
+            money.amount_from_text(data)
+        except ValueError:
             self.fail("invalid")
         return super().to_internal_value(data)
 

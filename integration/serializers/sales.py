@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from integration.serializers.fields import DecimalInput, MoneyField, StateLabelField
+from integration.serializers.fields import AmountInput, MoneyField, StateLabelField
 from integration.serializers.references import ReferenceField, ReferenceInput
 from integration.serializers.strict import StrictSerializer
 from sales import money
@@ -132,13 +132,13 @@ class QuoteItemIn(StrictSerializer):
     quantity = serializers.IntegerField(min_value=1, max_value=MAX_LINE_QUANTITY)
 
 
-class ExpectedTotal(DecimalInput):
+class ExpectedTotal(AmountInput):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault(
             "help_text",
             "The total (tax included) the caller believes; refused with the real one if not.",
         )
-        super().__init__(max_digits=17, decimal_places=3, required=False, **kwargs)
+        super().__init__(required=False, **kwargs)
 
 
 class QuoteIn(StrictSerializer):
@@ -188,11 +188,7 @@ class OpportunityIn(StrictSerializer):
     contact = ReferenceInput("CT-7K2F9Q")
     title = serializers.CharField(max_length=200)
     notes = serializers.CharField(max_length=4000, required=False, allow_blank=True)
-    amount = DecimalInput(
-        max_digits=money.STORED_MAX_DIGITS,
-        decimal_places=money.STORED_DECIMAL_PLACES,
-        required=False,
-    )
+    amount = AmountInput(required=False)
     currency = serializers.RegexField(r"^[A-Za-z]{3}$", required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
 from core.errors import NotInCompany, ValidationFailed
+from core.identity import check_owner
 from core.jobs import task_named
 from core.models import Company, Contact, Conversation
 from core.references import insert_with_fresh_reference
@@ -204,12 +205,16 @@ def quote_accept(
     quote: Quote,
     expected_total: Decimal | str | None = None,
     authorize: Callable[[], None] | None = None,
+    contact: Contact | None = None,
     by: Any = None,
     now: datetime | None = None,
     locked: bool = False,
 ) -> Quote:
     """Accept a sent, still valid quote: reserve its stock, win its opportunity and settle
     the opportunity's other open quotes (superseded), all in one transaction.
+
+    `contact`: the customer accepting it, who must own it (PermissionRefused otherwise,
+    before any other check); staff pass none.
 
     `authorize`, if given, runs after the state, validity and total checks and before any
     effect (the tool's step-up check): a quote that cannot be accepted anyway says why
@@ -226,6 +231,7 @@ def quote_accept(
 
     with transaction.atomic():
         current = quote if locked else quote_lock(quote, with_opportunity=True)
+        _check_owner(contact, current)
         quote_guard(current, current.accept, now)
         check_expected_total(expected_total, current.total, current.currency)
         if authorize is not None:
@@ -257,21 +263,29 @@ def quote_reject(
     *,
     quote: Quote,
     reason: str = "",
+    contact: Contact | None = None,
     by: Any = None,
     now: datetime | None = None,
     locked: bool = False,
 ) -> Quote:
-    """Reject a sent, still valid quote. `locked` as in quote_accept."""
+    """Reject a sent, still valid quote. `contact` and `locked` as in quote_accept."""
     now = now or timezone.now()
 
     with transaction.atomic():
         current = quote if locked else quote_lock(quote)
+        _check_owner(contact, current)
         quote_guard(current, current.reject, now)
         current.reject(by=by)
         current.rejection_reason = reason.strip()[:300]
         current.resolved_at = now
         current.save(update_fields=["state", "rejection_reason", "resolved_at"])
         return current
+
+
+def _check_owner(contact: Contact | None, quote: Quote) -> None:
+    """Customers act only on their own quotes; staff (contact=None) on any."""
+    if contact is not None:
+        check_owner(contact=contact, owner_id=quote.contact_id)
 
 
 def quote_deliver(

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from pydantic import Field
 
 from core.models import StepUpPolicy
 from tests.factories import ANA_DOCUMENT as ANA
@@ -18,7 +17,7 @@ from tests.testapp.models import Counter
 from tooling.context import CallMeta
 from tooling.execution import call_tool
 from tooling.registry import Tool, registry
-from tooling.toolkit import ToolContext, ToolInput, ToolOutput
+from tooling.toolkit import Identifier, ToolContext, ToolInput, ToolOutput
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -104,7 +103,7 @@ def test_every_tool_acting_for_an_identified_customer_declares_a_step_up():
 
 
 class SpeakerIn(ToolInput):
-    identifier: str = Field(min_length=1, max_length=120)
+    identifier: Identifier
 
 
 class SpeakerOut(ToolOutput):
