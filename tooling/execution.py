@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
@@ -307,6 +307,7 @@ _CONVERSATION_ID_MAX_LENGTH = Conversation._meta.get_field("external_id").max_le
 
 def _discard_broken_connection() -> None:
     """After a database failure, make the next request reconnect instead of reusing a dead link."""
-    if not connection.in_atomic_block:
+    # Never inside a transaction (a caller's, a test's): closing would end it.
+    if connection.connection is not None and transaction.get_autocommit():
         with contextlib.suppress(DatabaseError):
             connection.close_if_unusable_or_obsolete()

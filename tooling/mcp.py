@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 import pydantic
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.http import HttpRequest, HttpResponse, UnreadablePostError
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import csrf_exempt
@@ -339,7 +339,8 @@ def _outage_response(
 
 
 def _discard_broken_connection() -> None:
-    if not connection.in_atomic_block:
+    # Never inside a transaction (a caller's, a test's): closing would end it.
+    if connection.connection is not None and transaction.get_autocommit():
         with contextlib.suppress(DatabaseError):
             connection.close_if_unusable_or_obsolete()
 
