@@ -291,6 +291,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
             if configured is None or int(configured) <= 0 or int(configured) > bound:
                 conn_params = {**conn_params, "connect_timeout": bound}
         connection = super().get_new_connection(conn_params)
+        # Django opens its named cursors (`.iterator()`) through this factory when parameters
+        # are bound by the server, as config.settings has them.
         connection.server_cursor_factory = _bounded(
             connection.server_cursor_factory, _BoundedServerCursor
         )
