@@ -36,7 +36,6 @@ an unknown startup parameter; neither bounds a frozen server.
 import contextlib
 import functools
 import itertools
-import math
 import os
 import socket
 import threading
@@ -57,6 +56,10 @@ _call_ends: ContextVar[float | None] = ContextVar("garante_db_call_ends", defaul
 _SPENT = 0.001
 # The shortest wait libpq's connect_timeout allows.
 _CONNECT_SECONDS = 2
+# How late past its deadline an exchange may be ended, at most; and how many such ticks with
+# nothing watched before the watchdog sleeps until the next watch.
+_WATCH_TICK = 0.05
+_QUIET_TICKS = 20
 
 
 def bound_this_process(seconds: float | None) -> None:
@@ -129,10 +132,10 @@ class _Watchdog:
 
     def _start_afresh(self) -> None:
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        self._wake = threading.Condition(self._lock)
         self._watched: dict[int, tuple[float, int]] = {}  # token: (ends, descriptor)
         self._tokens = itertools.count()
-        self._wakes_at = math.inf
+        self._asleep = True  # until woken by a watch: nothing to look at
         self._thread: threading.Thread | None = None
 
     def watch(self, fileno: int, ends: float) -> int:
@@ -141,13 +144,17 @@ class _Watchdog:
         with self._lock:
             token = next(self._tokens)
             self._watched[token] = (ends, descriptor)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="garante-db-deadline", daemon=True
-                )
-                self._thread.start()
-            elif ends < self._wakes_at:
-                self._changed.notify()
+            if self._asleep:
+                # Only the first watch after a quiet spell wakes the thread: waking it (a
+                # thread switch) on every statement would cost more than the watch itself.
+                self._asleep = False
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="garante-db-deadline", daemon=True
+                    )
+                    self._thread.start()
+                else:
+                    self._wake.notify()
         return token
 
     def forget(self, token: int) -> bool:
@@ -160,6 +167,7 @@ class _Watchdog:
         return False
 
     def _run(self) -> None:
+        quiet = 0  # looks in a row that found nothing watched
         with self._lock:
             while True:
                 now = time.monotonic()
@@ -167,8 +175,17 @@ class _Watchdog:
                     if ends <= now:
                         del self._watched[token]
                         _shut_down(descriptor)
-                self._wakes_at = min((ends for ends, _ in self._watched.values()), default=math.inf)
-                self._changed.wait(None if self._wakes_at == math.inf else self._wakes_at - now)
+                if self._watched:
+                    quiet = 0
+                    earliest = min(ends for ends, _ in self._watched.values())
+                    # A watch made meanwhile may end sooner: look again within a tick.
+                    self._wake.wait(min(_WATCH_TICK, earliest - now))
+                elif quiet < _QUIET_TICKS:
+                    quiet += 1
+                    self._wake.wait(_WATCH_TICK)
+                else:
+                    self._asleep = True
+                    self._wake.wait()
 
 
 def _shut_down(descriptor: int) -> None:
@@ -187,33 +204,44 @@ def _shut_down(descriptor: int) -> None:
 _watchdog = _Watchdog()
 
 
-@contextlib.contextmanager
-def _answered_in_time(
-    connection: psycopg.Connection | None, error: type[Exception] = DatabaseAnswerTimeout
-) -> Iterator[None]:
+class _answered_in_time:
     """Bound one exchange on `connection` by `current_deadline()`; past it the connection is
-    closed (its state is unknown: the answer may still come) and `error` is raised."""
-    bound = current_deadline()
-    if bound is None or connection is None or connection.closed:
-        yield  # a closed connection fails by itself, at once
-        return
-    left = _call_left()
-    if left is not None and left <= 0:
-        # The call's deadline has passed (it queued for a thread past it): nothing is sent,
-        # and the connection goes with the failed call.
-        connection.close()
-        raise error("the database did not answer within the call's deadline")
-    token = _watchdog.watch(connection.fileno(), time.monotonic() + bound)
-    try:
-        yield
-    except BaseException:
-        if _watchdog.forget(token):
+    closed (its state is unknown: the answer may still come) and `error` is raised.
+
+    A class rather than a generator: it runs around every statement."""
+
+    __slots__ = ("bound", "connection", "error", "token")
+
+    def __init__(
+        self,
+        connection: psycopg.Connection | None,
+        error: type[Exception] = DatabaseAnswerTimeout,
+    ) -> None:
+        self.connection = connection
+        self.error = error
+        self.token: int | None = None
+
+    def __enter__(self) -> None:
+        connection = self.connection
+        self.bound = bound = current_deadline()
+        if bound is None or connection is None or connection.closed:
+            return  # unbounded; a closed connection fails by itself, at once
+        left = _call_left()
+        if left is not None and left <= 0:
+            # The call's deadline has passed (it queued for a thread past it): nothing is
+            # sent, and the connection goes with the failed call.
             connection.close()
-            raise error(f"the database did not answer within {bound:g} s") from None
-        raise
-    if _watchdog.forget(token):
-        # The answer came as the deadline passed: it stands, but the socket is shut.
-        connection.close()
+            raise self.error("the database did not answer within the call's deadline")
+        self.token = _watchdog.watch(connection.fileno(), time.monotonic() + bound)
+
+    def __exit__(self, kind: type[BaseException] | None, *_: Any) -> None:
+        if self.token is None or not _watchdog.forget(self.token):
+            return
+        # The deadline passed: the socket was shut, so the connection goes. An answer that
+        # came as it passed stands; a wait it ended fails as an outage.
+        self.connection.close()
+        if kind is not None:
+            raise self.error(f"the database did not answer within {self.bound:g} s") from None
 
 
 class _BoundedCursor:

@@ -364,3 +364,27 @@ def test_the_web_server_and_the_workers_bound_their_processes_and_manage_py_does
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["None", str(settings.GARANTE_DB_ANSWER_SECONDS)]
+
+
+def test_a_forked_worker_ends_its_own_late_exchanges():
+    """gunicorn and Celery fork their workers from a parent that may have watched exchanges
+    already: the watchdog thread is not inherited, so each child starts its own."""
+    from core.postgresql.base import _watchdog
+
+    parent_side, _ = socket.socketpair()
+    _watchdog.forget(_watchdog.watch(parent_side.fileno(), time.monotonic() + 60))
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a socket whose peer never answers, watched for 0.1 s
+        try:
+            mine, _peer = socket.socketpair()
+            _watchdog.watch(mine.fileno(), time.monotonic() + 0.1)
+            mine.settimeout(WAIT_SECONDS)
+            os.write(writer, b"ended" if mine.recv(1) == b"" else b"answered")
+        except OSError:
+            os.write(writer, b"still waiting")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+    assert os.read(reader, 32) == b"ended"  # shut down: the end of the stream
