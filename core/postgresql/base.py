@@ -17,7 +17,8 @@ watchdog thread shuts the connection's socket down, which wakes the waiting thre
 with a closed connection: it is never reused, and the call fails as a database outage does
 (SYSTEM). A transaction left open on the server is rolled back there once it sees the
 connection gone. Connecting is bounded by libpq's own `connect_timeout`. The watch costs no
-statement and no round trip: a few microseconds of bookkeeping per exchange.
+statement and no round trip: about ten microseconds of bookkeeping per exchange, and it ends
+an exchange at most a watchdog tick (50 ms) past its deadline.
 
 Celery workers are bound alike (config.celery; the hourly purge sets a longer bound of its
 own); management commands (a migration building an index) are not. `answers_within(seconds)`
