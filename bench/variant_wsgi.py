@@ -8,15 +8,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.variant_settings")
 
 from config.wsgi import application  # noqa: E402
 
-if "health_check_poll" in _OFF:
-    from django.db.backends.postgresql import base as django_base
-
-    from core.postgresql import base as garante_base
-
-    garante_base.DatabaseWrapper.close_if_health_check_failed = (
-        django_base.DatabaseWrapper.close_if_health_check_failed
-    )
-
 if "answer_deadline" in _OFF:
     from core.postgresql.base import bound_this_process
 

@@ -49,14 +49,9 @@ MECHANISMS: dict[str, Mechanism] = {
         "preparing",
         ALL,
     ),
-    "health_check_poll": Mechanism(
-        "core/postgresql/base.py: a kept connection's health checked by polling its socket "
-        "instead of Django's SELECT 1 per request",
-        ALL,
-    ),
     "answer_deadline": Mechanism(
-        "core/postgresql/base.py: every wait for PostgreSQL bounded (a reliability "
-        "mechanism: its cost, not a gain, is what is measured)",
+        "core/postgresql/base.py: every exchange with PostgreSQL watched by a deadline "
+        "thread (a reliability mechanism: its cost, not a gain, is what is measured)",
         ALL,
     ),
     "hand_built_sql": Mechanism(

@@ -107,7 +107,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # The same backend, with a health check that polls the socket before it sends SELECT 1.
+    # The same backend, with a bound on every wait for the server's answers (core.postgresql).
     DATABASES["default"]["ENGINE"] = "core.postgresql"
     # Parameters bound by the server, and a statement run more than this many times on a
     # connection prepared there: the same few statements run on every tool call, and parsing

@@ -22,7 +22,7 @@ from typing import Any, TypedDict, TypeVar
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
@@ -293,7 +293,9 @@ def database_unavailable(failure: DatabaseError | None = None) -> SystemUnavaila
 
 def discard_broken_connection() -> None:
     """After a database failure, make the next request reconnect instead of reusing a dead link."""
-    if not connection.in_atomic_block:
+    # Never inside a transaction (a caller's, a test's): closing would end it. With no
+    # connection there is nothing to discard, and checking would connect during an outage.
+    if connection.connection is not None and transaction.get_autocommit():
         with contextlib.suppress(DatabaseError):
             connection.close_if_unusable_or_obsolete()
 

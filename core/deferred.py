@@ -83,7 +83,7 @@ class DeferredQueue:
 
     def _write_logged(self, items: list[Any], *, batch: bool = False) -> None:
         try:
-            if connection.in_atomic_block:
+            if not transaction.get_autocommit():
                 # Deferral off, inside a caller's transaction (a test, a nested use): a
                 # savepoint, so a failure leaves that transaction usable.
                 with transaction.atomic():

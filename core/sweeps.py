@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
-from django.db import connection
+from django.db import connection, transaction
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from core.metrics import SWEEP_ROWS
@@ -80,6 +80,6 @@ def _database_answers() -> bool:
     itself leaves it usable (its transaction rolled back); an outage does not."""
     if connection.connection is None:
         return True  # closed, not broken: the next row connects again
-    if connection.in_atomic_block:
+    if not transaction.get_autocommit():
         return True  # the caller's transaction decides; nothing can be asked inside it now
     return connection.is_usable()

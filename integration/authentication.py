@@ -8,7 +8,6 @@ from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.cache import caches
-from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
 from rest_framework.authentication import (
@@ -101,7 +100,7 @@ class IntegrationTokenAuthentication(BaseAuthentication):
         return "Bearer"
 
 
-def _staff_company(request: HttpRequest, user: AbstractBaseUser) -> Company:
+def _staff_company(request: Request, user: AbstractBaseUser) -> Company:
     """The company a staff member works on: their only one, or the one they name (by slug in
     the X-Garante-Company header or the `company` query parameter) among theirs."""
     chosen = request.headers.get(COMPANY_HEADER) or request.GET.get(COMPANY_PARAMETER)
@@ -138,7 +137,7 @@ class StaffSessionAuthentication(SessionAuthentication):
         user = result[0]
         if not user.is_staff:
             return None
-        company = _staff_company(request._request, user)
+        company = _staff_company(request, user)
         # What they may change there depends on the action: HasCompanyAccess asks their role.
         return user, IntegrationAccess(company=company, can_write=False, staff_user=user)
 
@@ -170,7 +169,7 @@ def _staff_may(request: Request, view: Any, access: IntegrationAccess) -> bool:
     company_permission = getattr(view, "company_permission", None)
     if company_permission is None:  # the API root: an index, GET only
         return True
-    allowed = staff_company_ids(request._request, company_permission())
+    allowed = staff_company_ids(request, company_permission())
     if allowed is None or access.company.pk in allowed:
         return True
     raise PermissionRefused(

@@ -134,6 +134,12 @@ class PriceList(models.Model):
         if self.valid_from and self.valid_until and self.valid_from >= self.valid_until:
             raise ValidationError({"valid_until": _("The window must end after it starts.")})
 
+    def validate_constraints(self, exclude=None) -> None:
+        # Making this list the default takes the mark from the current one (price_list_save),
+        # so "another list is the default" is never an error to show; the database still
+        # holds one default per company.
+        super().validate_constraints(exclude={*(exclude or ()), "is_default"})
+
 
 class PriceListItem(models.Model):
     """The unit price of one product in one price list (before tax)."""

@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
-from django.db import connection
+from django.db import connection, transaction
 
 from core.identity import contact_for_conversation, require_step_up
 from core.models import Company, Contact, Conversation
@@ -53,7 +53,7 @@ class ToolContext:
         conversation = _conversation_read(self.company, self.meta.conversation_id)
         if conversation is None:
             conversation, inserted = _conversation_create(self.company, self.meta.conversation_id)
-            self._conversation_inserted = inserted and connection.in_atomic_block
+            self._conversation_inserted = inserted and not transaction.get_autocommit()
         conversation.company = self.company
         return conversation
 

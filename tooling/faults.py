@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import ValidationFailed
@@ -33,7 +33,7 @@ def injected_fault(company: Company, fault: str | None) -> Iterator[None]:
         return
     if fault not in SUPPORTED_FAULTS:
         raise ValidationFailed(_("Ese fallo simulado no existe."), code="unknown_fault")
-    if connection.in_atomic_block:
+    if not transaction.get_autocommit():
         # A connection inside a transaction cannot be swapped; fail every statement instead.
         # Execute wrappers run outside Django's error translation, so raise Django's class
         # around the driver's own error, as a failing cursor would.

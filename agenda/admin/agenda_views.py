@@ -125,7 +125,7 @@ class AgendaPagesMixin:
         asked = request.GET.get("move", "")
         if not asked:
             return None
-        appointments = self.admin_site._registry[Appointment]
+        appointments = self.admin_site.get_model_admin(Appointment)
         found = (
             appointments.get_queryset(request)
             .select_related("company", "contact", "service", "professional")
@@ -173,7 +173,7 @@ class AgendaPagesMixin:
             query["date"] = to.isoformat()
             return query.urlencode()
 
-        appointments = self.admin_site._registry[Appointment]
+        appointments = self.admin_site.get_model_admin(Appointment)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,

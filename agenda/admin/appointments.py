@@ -281,7 +281,8 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         twice. Moved, the agenda of the new day shows it."""
         appointment = self.get_object(request, unquote(object_id))
         if appointment is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            # Django's own answer to an object that is gone: a message, then the admin index.
+            return self.change_view(request, object_id)
         if not self.has_view_permission(request, appointment):
             raise PermissionDenied
         if self.settled(appointment) or not self.has_change_permission(request, appointment):
@@ -292,12 +293,7 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         applied = (
             request.method == "POST"
             and form.is_valid()
-            and self._apply_fsm_transition(
-                obj=appointment,
-                transition_name="reschedule",
-                request=request,
-                kwargs=form.cleaned_data,
-            )
+            and self.apply_transition(request, appointment, "reschedule", form.cleaned_data)
         )
         if applied:
             moved = Appointment.objects.select_related("company").get(pk=appointment.pk)

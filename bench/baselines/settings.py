@@ -1,8 +1,9 @@
 """Settings of the baselines: a minimal production-like Django project on the bench database.
 
 The same database as Garante and its persistent connections (`CONN_MAX_AGE`), with Django's
-defaults otherwise: its own PostgreSQL backend, no health checks (Garante's, polled without a
-round trip, are one of its mechanisms), the security and common middleware only.
+defaults otherwise: its own PostgreSQL backend, no health checks (Garante runs Django's,
+CONN_HEALTH_CHECKS: a SELECT 1 on a kept connection before each request's first statement),
+the security and common middleware only.
 """
 
 import os

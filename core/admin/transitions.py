@@ -8,14 +8,17 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model
+from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
+from django.template.response import TemplateResponse
 from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
-from django_fsm import Transition
-from django_fsm.admin import FSMAdminMixin
+from django_fsm import FSMFieldMixin, Transition
+from django_fsm.admin import FSMAdminMixin, FSMTransitionContext
 from django_fsm_log.admin import StateLogInline
 from django_fsm_log.models import StateLog
 
@@ -117,7 +120,7 @@ class ServiceTransitionsAdmin(RecordRulesAdmin, FSMAdminMixin):
         if name in self.fsm_services and super(RecordRulesAdmin, self).has_change_permission(
             request, obj
         ):
-            self._apply_fsm_transition(obj=obj, transition_name=name, request=request)
+            self.apply_transition(request, obj, name)
             return
         super().refuse_settled(request, obj)
 
@@ -157,44 +160,117 @@ class ServiceTransitionsAdmin(RecordRulesAdmin, FSMAdminMixin):
     def get_help_text(self, transition: Transition) -> str:
         return transition.custom.get("help_text") or ""  # not the tooltip "None"
 
-    def _get_fsm_extra_context(self, *, request: HttpRequest, obj: Model | None):
-        # Staff who may not change the object see no buttons.
-        if obj is None or not self.has_change_permission(request, obj):
-            return iter(())
-        return super()._get_fsm_extra_context(request=request, obj=obj)
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        obj = self.get_object(request, unquote(object_id))
+        if obj is not None and not self.has_change_permission(request, obj):
+            # Staff who may not change the object see no buttons: the admin's own page,
+            # without django-fsm-2's part of it.
+            return super(FSMAdminMixin, self).change_view(
+                request, object_id, form_url, extra_context
+            )
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def response_change(self, request: HttpRequest, obj: Model) -> HttpResponse:
         name = request.POST.get(self.fsm_post_param)
-        if name and name not in self.fsm_services:
+        if not name:
+            return super().response_change(request, obj)
+        transition = self.fsm_transition(obj, name)
+        if transition is None:
             self.message_user(request, _("Unknown transition."), level=messages.ERROR)
-            return HttpResponseRedirect(request.path)
-        return super().response_change(request, obj)
+        elif self.get_fsm_transition_form(transition):
+            opts = self.model._meta
+            return redirect(
+                f"admin:{opts.app_label}_{opts.model_name}_transition",
+                object_id=obj.pk,
+                transition_name=name,
+            )
+        else:
+            self.apply_transition(request, obj, name)
+        return HttpResponseRedirect(request.get_full_path())
 
     def fsm_transition_view(
         self, request: HttpRequest, object_id: str, transition_name: str, **kwargs: Any
     ) -> HttpResponse:
         """The transition-form view (reschedule, reject with a reason, ...): django-fsm-2 checks
-        only the transition's own permission; it also needs the change permission here."""
+        only the transition's own permission; it also needs the change permission here. A valid
+        form is applied by the service; a form with errors, or refused, is shown again."""
         obj = self.get_object(request, object_id)
         if obj is not None and not self.has_change_permission(request, obj):
             raise PermissionDenied
-        if obj is not None and transition_name not in self.fsm_services:
+        transition = None if obj is None else self.fsm_transition(obj, transition_name)
+        opts = self.model._meta
+        if obj is not None and transition is None:
             self.message_user(request, _("Unknown transition."), level=messages.ERROR)
-            opts = self.model._meta
             return redirect(f"admin:{opts.app_label}_{opts.model_name}_change", object_id=obj.pk)
+        form_class = None if transition is None else self.get_fsm_transition_form(transition)
+        if (
+            request.method == "POST"
+            and form_class is not None
+            and transition.has_perm(obj, user=request.user)
+        ):
+            if issubclass(form_class, ModelForm):
+                form = form_class(data=request.POST, instance=obj)
+            else:
+                form = form_class(data=request.POST)
+            if form.is_valid() and self.apply_transition(
+                request, obj, transition_name, form.cleaned_data
+            ):
+                change = f"admin:{opts.app_label}_{opts.model_name}_change"
+                return redirect(change, object_id=obj.pk)
+            return self.transition_form_page(request, obj, transition, form)
+        # Anything else (the form's first showing, a missing object or permission) is
+        # django-fsm-2's, which applies nothing on it.
         return super().fsm_transition_view(request, object_id, transition_name, **kwargs)
 
-    def _apply_fsm_transition(
-        self, *, obj: Any, transition_name: str, request: HttpRequest, kwargs: Any = None
+    def transition_form_page(
+        self, request: HttpRequest, obj: Model, transition: Transition, form: Any
+    ) -> HttpResponse:
+        """A transition's form page, as django-fsm-2 draws it (with the form's errors, or the
+        service's refusal above it)."""
+        return TemplateResponse(
+            request,
+            self.fsm_transition_form_template,
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "original": obj,
+                "transition": FSMTransitionContext(
+                    name=transition.name,
+                    label=self.get_fsm_label(transition),
+                    help_text=self.get_help_text(transition),
+                ),
+                "transition_form": form,
+            },
+        )
+
+    def fsm_transition(self, obj: Model, name: str) -> Transition | None:
+        """The transition `name` of `obj`, if a service applies it here."""
+        if name not in self.fsm_services:
+            return None
+        for field_name in self.fsm_fields:
+            field = type(obj)._meta.get_field(field_name)
+            for transition in field.get_all_transitions(type(obj)):
+                if transition.name == name:
+                    return transition
+        return None
+
+    def apply_transition(
+        self, request: HttpRequest, obj: Any, name: str, form_data: dict[str, Any] | None = None
     ) -> bool:
-        """django-fsm-2's one hook for applying a transition, from a button or a form: run the
-        service instead of the bare model method."""
-        service = self.fsm_services.get(transition_name)
+        """Apply a transition, from a button or a form, by its service instead of the bare
+        model method; the staff member is told the outcome. Whether it went through."""
+        service = self.fsm_services.get(name)
         if service is None:
             self.message_user(request, _("Unknown transition."), level=messages.ERROR)
             return False
         try:
-            done = service(obj, request.user, **(kwargs or {}))
+            done = service(obj, request.user, **(form_data or {}))
         except GaranteError as error:
             self.message_user(request, str(error.user_message), level=messages.ERROR)
             return False
@@ -229,11 +305,12 @@ class TransitionHistoryInline(StateLogInline):
 
     @admin.display(description=_("action"))
     def transition_shown(self, log: StateLog) -> str:
-        method = getattr(log.content_type.model_class(), log.transition, None)
-        meta = getattr(method, "_django_fsm", None)
-        for transition in getattr(meta, "transitions", {}).values():
-            if transition.custom.get("label"):
-                return str(transition.custom["label"])
+        model = log.content_type.model_class()
+        for field in model._meta.fields if model is not None else ():
+            if isinstance(field, FSMFieldMixin):
+                for transition in field.get_all_transitions(model):
+                    if transition.name == log.transition and transition.custom.get("label"):
+                        return str(transition.custom["label"])
         return log.transition
 
     @admin.display(description=_("from"))

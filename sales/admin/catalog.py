@@ -121,12 +121,11 @@ class PriceListItemForm(forms.ModelForm):
 
 
 class PriceListItemFormSet(forms.BaseInlineFormSet):
-    def _construct_form(self, i: int, **kwargs: Any) -> forms.ModelForm:
-        form = super()._construct_form(i, **kwargs)
+    def add_fields(self, form: forms.ModelForm, index: int | None) -> None:
+        super().add_fields(form, index)
         # Each price checks its decimals against its list's currency; a list being created
         # has no id yet, so each price gets the list itself (as saving will give it).
         form.instance.price_list = self.instance
-        return form
 
 
 class PriceListItemInline(ScopedProductInline):
@@ -152,11 +151,6 @@ class PriceListForm(forms.ModelForm):
     class Meta:
         model = PriceList
         fields = ["company", "name", "currency", "valid_from", "valid_until", "is_default"]
-
-    def _get_validation_exclusions(self) -> set[str]:
-        # Making this list the default takes it from the current one (price_list_save), so
-        # "another list is the default" is not an error here.
-        return {*super()._get_validation_exclusions(), "is_default"}
 
 
 @admin.register(PriceList)

@@ -1,11 +1,12 @@
-"""The PostgreSQL backend's health check of kept connections (core/postgresql): no round trip
-for a healthy idle connection, Django's full check when the server has closed it. Its answer
-deadline: in the web server's processes, a server that does not answer fails the call within
-seconds instead of holding it. And its options (config/settings.py): parameters bound by the server,
-hot statements prepared."""
+"""The PostgreSQL backend (core/postgresql): kept connections checked by Django's own health
+check, and its answer deadline: in the web server's processes, a server that does not answer
+(busy, frozen) fails the call within seconds instead of holding it. And its options
+(config/settings.py): parameters bound by the server, hot statements prepared."""
 
+import contextlib
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -52,21 +53,6 @@ def backend_pid(connection) -> int:
 def next_request(connection) -> None:
     """What Django does to a kept connection between two requests."""
     connection.close_if_unusable_or_obsolete()
-
-
-def test_a_healthy_idle_connection_is_kept_without_a_round_trip(kept, monkeypatch):
-    pid = backend_pid(kept)
-    next_request(kept)
-
-    def no_round_trip():
-        raise AssertionError("SELECT 1 sent to a healthy idle connection")
-
-    monkeypatch.setattr(kept, "is_usable", no_round_trip)
-    kept.close_if_health_check_failed()
-
-    monkeypatch.undo()
-    assert kept.health_check_done is True
-    assert backend_pid(kept) == pid  # the same connection, still working
 
 
 def test_a_connection_the_server_closed_is_replaced_before_the_next_query(kept):
@@ -179,6 +165,77 @@ def test_within_a_deadline_an_unanswered_statement_fails_and_its_connection_goes
     next_request(kept)
     assert backend_pid(kept) != pid  # the next request connects again
     assert wait_for(lambda: not backend_alive(pid), timeout=WAIT_SECONDS)  # the server let go
+
+
+@contextlib.contextmanager
+def frozen(pid: int):
+    """The server process of a connection stopped (SIGSTOP): alive, its socket open and
+    acknowledged by the kernel, answering nothing, as a frozen host or hung storage looks.
+    On leaving it is continued and ended; after WAIT_SECONDS anyway, so that a wait nothing
+    bounds fails the test instead of hanging it."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except (PermissionError, ProcessLookupError):
+        pytest.skip("cannot stop a PostgreSQL server process from here")
+    thaw = threading.Timer(WAIT_SECONDS, os.kill, [pid, signal.SIGCONT])
+    thaw.start()
+    try:
+        yield
+    finally:
+        thaw.cancel()
+        os.kill(pid, signal.SIGCONT)
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def _statement(kept) -> None:
+    with kept.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _commit(kept) -> None:
+    kept.commit()
+
+
+def _fetch(kept) -> None:
+    kept.cursor_for_test.fetchmany(5)
+
+
+@pytest.fixture
+def in_transaction(kept):
+    """`kept` inside a transaction, with a server-side cursor (`.iterator()`'s) open on it."""
+    kept.set_autocommit(False)
+    cursor = kept.chunked_cursor()
+    cursor.execute("SELECT generate_series(1, 10000)")
+    cursor.fetchmany(5)
+    kept.cursor_for_test = cursor
+    yield kept
+
+
+@pytest.mark.parametrize(
+    "exchange",
+    [
+        pytest.param(_statement, id="a statement"),
+        pytest.param(_commit, id="a commit"),
+        pytest.param(_fetch, id="a server-side cursor's fetch"),
+    ],
+)
+def test_within_a_deadline_a_frozen_server_is_given_up_and_its_connection_goes(
+    in_transaction, exchange
+):
+    """Neither TCP (the server's kernel still acknowledges) nor the server's own timeouts (it
+    runs none while stopped) end this wait: the client's watch does, within the bound."""
+    kept = in_transaction
+    pid = backend_pid(kept)
+    with frozen(pid):
+        started = time.monotonic()
+        refused = pytest.raises(OperationalError, match="did not answer within 1 s")
+        with answers_within(1), refused:
+            exchange(kept)
+        waited = time.monotonic() - started
+
+        assert 1 <= waited < 1 + WAIT_SECONDS / 4
+        assert kept.connection.closed  # its state unknown: never reused
 
 
 def test_a_calls_exchanges_share_one_deadline_however_many_they_are(kept, bounded_process):
@@ -307,3 +364,27 @@ def test_the_web_server_and_the_workers_bound_their_processes_and_manage_py_does
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["None", str(settings.GARANTE_DB_ANSWER_SECONDS)]
+
+
+def test_a_forked_worker_ends_its_own_late_exchanges():
+    """gunicorn and Celery fork their workers from a parent that may have watched exchanges
+    already: the watchdog thread is not inherited, so each child starts its own."""
+    from core.postgresql.base import _watchdog
+
+    parent_side, _ = socket.socketpair()
+    _watchdog.forget(_watchdog.watch(parent_side.fileno(), time.monotonic() + 60))
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a socket whose peer never answers, watched for 0.1 s
+        try:
+            mine, _peer = socket.socketpair()
+            _watchdog.watch(mine.fileno(), time.monotonic() + 0.1)
+            mine.settimeout(WAIT_SECONDS)
+            os.write(writer, b"ended" if mine.recv(1) == b"" else b"answered")
+        except OSError:
+            os.write(writer, b"still waiting")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+    assert os.read(reader, 32) == b"ended"  # shut down: the end of the stream
