@@ -28,7 +28,7 @@ def draw(report: dict[str, Any], out: Path) -> None:
         "#ff7f0e"
         if kind == "sdk"
         else "#9e9e9e"
-        if name.startswith(("ceiling", "baseline"))
+        if name.startswith("baseline")
         else "#2ca02c"
         if kind == "variant"
         else "#1f77b4"

@@ -9,11 +9,12 @@ from typing import Any
 import httpx
 
 from bench.config import (
+    API_PING,
     BALANCE_ATTEMPTS,
     BALANCED_SHARE,
+    BARE_NINJA,
     CASE_ARGS,
     CASE_CONVERSATIONS,
-    CEILING,
     CONNECTIONS,
     CUSTOMER,
     MCP_PING,
@@ -151,13 +152,14 @@ def baselines() -> dict[str, Scenario]:
             PLAIN_READ, path="/plain/read", method="GET", token=False, plain=f"read:{PLAIN_ITEMS}"
         ),
         PLAIN_WRITE: Scenario(PLAIN_WRITE, path="/plain/write", token=False, plain="write"),
+        BARE_NINJA: Scenario(BARE_NINJA, path="/plain/ping", method="GET", token=False),
     }
 
 
 def all_scenarios() -> list[Scenario]:
     slots_args = {"service": "Corte de pelo", "from": next_monday(), "limit": 10}
     return [
-        Scenario(CEILING, path="/api/ping", method="GET", token=False, short="ceiling"),
+        Scenario(API_PING, path="/api/ping", method="GET", token=False, short="api_ping"),
         Scenario(MCP_PING, body='{"jsonrpc":"2.0","id":1,"method":"ping"}', short="mcp_ping"),
         Scenario(
             "list_services", tool="list_services", arguments={"limit": 20}, short="list_services"

@@ -4,7 +4,7 @@
 import os
 
 from config.settings import *  # noqa: F403
-from config.settings import DATABASES, MIDDLEWARE
+from config.settings import DATABASES, LOGGING, MIDDLEWARE
 
 _OFF = set(os.environ.get("GARANTE_BENCH_OFF", "").split(","))
 
@@ -29,3 +29,6 @@ if "machine_api_middleware" in _OFF:
         ),
     }
     MIDDLEWARE = [_DJANGO.get(name, name) for name in MIDDLEWARE]
+if "request_log" in _OFF:
+    # The request's one line (core.request_log) not written; every other logger as shipped.
+    LOGGING["loggers"]["garante.requests"] = {"level": "WARNING"}

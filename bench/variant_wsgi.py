@@ -6,6 +6,25 @@ import os
 _OFF = set(os.environ.get("GARANTE_BENCH_OFF", "").split(","))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.variant_settings")
 
+if "metrics" in _OFF:
+    # Every series a no-op, before anything binds their children (core.request_log's
+    # middleware binds its timers when the application is built, below).
+    from core import metrics
+
+    class _Uncounted:
+        def labels(self, *values):
+            return self
+
+        def inc(self, amount=1):
+            pass
+
+        def observe(self, amount):
+            pass
+
+    for _name, _value in list(vars(metrics).items()):
+        if type(_value).__module__ == "prometheus_client.metrics":  # a series or a child
+            setattr(metrics, _name, _Uncounted())
+
 from config.wsgi import application  # noqa: E402
 
 if "answer_deadline" in _OFF:

@@ -22,9 +22,23 @@ class Mechanism:
 READS = ("list_services", "find_available_slots")
 WRITES = ("identify_contact (first write)", "open_case (first write)")
 REPLAY = ("open_case (replay)",)
+PINGS = ("GET /api/ping", "MCP ping (auth + envelope, no tool)")
 ALL = ("MCP ping (auth + envelope, no tool)", *READS, *WRITES, *REPLAY)
 
 MECHANISMS: dict[str, Mechanism] = {
+    "request_log": Mechanism(
+        "core/request_log.py: one log line per request (logger garante.requests, INFO), with "
+        "its request id, surface, status, duration and, for a tool call, the call's fields; "
+        "off here means that logger at WARNING, the rest of the logging as shipped",
+        (*PINGS, "list_services", *REPLAY),
+    ),
+    "metrics": Mechanism(
+        "core/metrics.py: the Prometheus series counted on every request (HTTP requests and "
+        "their duration, core/request_log.py; tool calls, tooling/metrics.py; the idempotency "
+        "engine's outcomes), in prometheus_client's multiprocess mode as gunicorn.conf.py sets "
+        "it; off here means every series a no-op (bench/variant_wsgi.py)",
+        (*PINGS, "list_services", *REPLAY),
+    ),
     "process_cache": Mechanism(
         "core/process_cache.py: the token's company and the service catalogue kept in each "
         "process for 1 s (GARANTE_PROCESS_CACHE_SECONDS)",
@@ -91,13 +105,13 @@ MECHANISMS: dict[str, Mechanism] = {
     ),
     "h1c_parser": Mechanism(
         "requirements.txt gunicorn_h1c: gunicorn parses HTTP with its C parser",
-        ("ceiling: GET /api/ping", *ALL),
+        ("GET /api/ping", *ALL),
         gunicorn_add=("--http-parser", "python"),
     ),
     "reuse_port": Mechanism(
         "bench and deployment: gunicorn --reuse-port, a listening socket per worker so the "
         "kernel spreads kept-alive connections over both",
-        ("ceiling: GET /api/ping", *ALL),
+        ("GET /api/ping", *ALL),
         gunicorn_drop=("--reuse-port",),
     ),
 }

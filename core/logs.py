@@ -23,7 +23,7 @@ from celery import current_task
 from django.http import HttpRequest
 
 from core.redaction import IDENTIFIER_KEYS, SECRET_KEYS, scrub_secrets
-from core.request_log import current_request, loggable_path
+from core.request_log import ALREADY_MASKED, current_request, loggable_path
 
 # Keys whose values a line never shows, whatever their shape.
 _HIDDEN_KEYS = SECRET_KEYS | IDENTIFIER_KEYS | {"authorization", "destination", "to"}
@@ -33,8 +33,9 @@ _MAX_DEPTH = 4
 _RECORD_ATTRIBUTES = frozenset(
     logging.LogRecord("", logging.INFO, "", 0, "", None, None).__dict__
 ) | {"message", "asctime", "taskName"}
-# Set on a record once masked, so that a filter and a formatter both on the way mask it once.
-_MASKED = "_garante_masked"
+# Set on a record once masked, so that a filter and a formatter both on the way mask it once;
+# the request line (core.request_log) comes with it set, masked by its writer.
+_MASKED = ALREADY_MASKED
 
 
 def masked(value: Any, key: str = "", depth: int = 0) -> Any:
@@ -105,6 +106,8 @@ class RequestContextFilter(logging.Filter):
     and name, on a record; and masks it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.__dict__.get(_MASKED) and hasattr(record, "request_id"):
+            return True  # the request line: stamped and masked by its writer
         state = current_request()
         if state is not None:
             if not hasattr(record, "request_id"):

@@ -163,6 +163,24 @@ def test_a_malformed_request_id_is_replaced_and_never_echoed(json_lines, token, 
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("given", "written"),
+    [("Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8", "[token]"), ("call:600111222", "call:[number]")],
+)
+def test_a_well_formed_request_id_is_answered_as_sent_and_written_masked(
+    json_lines, given, written
+):
+    # The request line is masked by its writer (core.request_log), not by core.logs: a caller's
+    # id shaped like a credential or holding a phone number is answered back, never written.
+    response = Client().get("/api/ping", headers={"X-Request-ID": given})
+
+    assert response["X-Request-ID"] == given
+    [line] = json_lines.events("request")
+    assert line["request_id"] == written
+    assert given not in json_lines.text
+
+
+@pytest.mark.django_db
 def test_each_request_gets_an_id_of_its_own(json_lines):
     ids = {Client().get("/api/ping")["X-Request-ID"] for _ in range(3)}
 
