@@ -54,6 +54,18 @@ def api_of(path: str) -> Api | None:
     return None
 
 
+def request_api(request: HttpRequest) -> Api | None:
+    """`api_of` the request's path, decided once per request: the middleware that ask (the
+    six browser ones, the machine API's errors) read the answer kept on the request."""
+    api = getattr(request, "garante_api", _UNDECIDED)
+    if api is _UNDECIDED:
+        api = request.garante_api = api_of(request.path_info)
+    return api
+
+
+_UNDECIDED = object()
+
+
 def _listed(path: str, listed: tuple[str, ...]) -> bool:
     return any(path == p or (p.endswith("/") and path.startswith(p)) for p in listed)
 
@@ -64,7 +76,7 @@ class _BrowserOnly:
     get_response: Callable[[HttpRequest], HttpResponseBase]
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        if api_of(request.path_info) is Api.MACHINE:
+        if request_api(request) is Api.MACHINE:
             self.step_aside(request)
             return self.get_response(request)
         return super().__call__(request)  # type: ignore[misc]

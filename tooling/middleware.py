@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.boundary import error_for_status, error_response
 from core.errors import GaranteError, NotFound
-from core.middleware import Api, api_of
+from core.middleware import Api, request_api
 from core.postgresql.base import call_within
 
 
@@ -47,7 +47,7 @@ class MachineApiErrors:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        machine = api_of(request.path_info) is Api.MACHINE
+        machine = request_api(request) is Api.MACHINE
         if machine:
             # One deadline for the whole call (core.postgresql.base.call_within).
             with call_within(settings.GARANTE_CALL_DEADLINE_SECONDS, started=arrived_at(request)):
