@@ -24,6 +24,7 @@ from sales.services.quote_lifecycle import (
     quote_expire,
 )
 from sales.services.quote_pricing import QuoteItem
+from tests.factories import ANA_EMAIL
 
 pytestmark = pytest.mark.django_db
 
@@ -189,7 +190,7 @@ def test_staff_create_a_draft_priced_by_the_system_and_send_it(
 
     quote.refresh_from_db()
     assert quote.state == Quote.State.SENT
-    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+    assert [m.to for m in mail.outbox] == [[ANA_EMAIL]]
 
 
 def test_the_quote_form_shows_the_rules_as_errors(admin_client, company, ana, catalog):
