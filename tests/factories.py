@@ -2,15 +2,19 @@
 
 Plain builder functions (no factory library): each takes the company it belongs to and
 keyword overrides, and returns a saved object. tests/conftest.py turns the usual members into
-fixtures (`company`, `other_company`, `ana`, `bruno`, `service`, `marta`, `catalog`,
-`make_staff`); app conftests add only what is theirs.
+fixtures (`company`, `other_company`, `ana`, `bruno`, `agenda_settings`, `service`, `marta`,
+`catalog`, `staff`, `make_staff`; the agenda's `frozen_clock` at MONDAY_8AM; conversations
+identified as a contact: `make_identified`, `ana_conv`, `ana_client`); app conftests add only
+what is theirs. Tests name the cast's identifiers by the constants below (ANA_DOCUMENT,
+ANA_PHONE, ANA_EMAIL, and Bruno's), never written out: they are also the identifiers of
+`seed_sandbox`'s customers, which the tests against a seeded sandbox use.
 
 - companies: `company()` — a production company with a unique name and slug
   (`environment=Company.Environment.SANDBOX` for a sandbox: its messages to customers are
   kept in its outbox, never sent, core.outbound);
-- customers: `ana(company)` (Ana García, DNI 12345678Z, +34600111222, ana@example.com) and
-  `bruno(company)` (Bruno López, NIE X1234567L, +34600333444, bruno@example.com); a test that
-  needs one identifier absent says so (`ana(company, email="")`);
+- customers: `ana(company)` (Ana García: ANA_DOCUMENT, a DNI, ANA_PHONE, ANA_EMAIL) and
+  `bruno(company)` (Bruno López: BRUNO_DOCUMENT, a NIE, BRUNO_PHONE, BRUNO_EMAIL); a test
+  that needs one identifier absent says so (`ana(company, email="")`);
 - the salon: `service(company)` ("Corte de pelo", 30 minutes and 10 of buffer) and
   `marta(company, service)`, who works 09:00-13:00 and 15:00-19:00 on weekdays
   (`days=EVERY_DAY` for every day);
@@ -55,7 +59,12 @@ EVERY_DAY = range(7)
 PASSWORD = "pw-staff-2026!"
 
 ANA_DOCUMENT = "12345678Z"
+ANA_PHONE = "+34600111222"
+ANA_PHONE_NATIONAL = "600111222"  # ANA_PHONE as a customer in Spain types it
+ANA_EMAIL = "ana@example.com"
 BRUNO_DOCUMENT = "X1234567L"
+BRUNO_PHONE = "+34600333444"
+BRUNO_EMAIL = "bruno@example.com"
 
 
 def local(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
@@ -90,8 +99,8 @@ def ana(company: Company, **overrides: str) -> Contact:
             "first_name": "Ana",
             "last_name": "García",
             "document_number": ANA_DOCUMENT,
-            "phone": "+34600111222",
-            "email": "ana@example.com",
+            "phone": ANA_PHONE,
+            "email": ANA_EMAIL,
             **overrides,
         },
     )
@@ -104,8 +113,8 @@ def bruno(company: Company, **overrides: str) -> Contact:
             "first_name": "Bruno",
             "last_name": "López",
             "document_number": BRUNO_DOCUMENT,
-            "phone": "+34600333444",
-            "email": "bruno@example.com",
+            "phone": BRUNO_PHONE,
+            "email": BRUNO_EMAIL,
             **overrides,
         },
     )

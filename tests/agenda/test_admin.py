@@ -15,7 +15,7 @@ from agenda.models import Appointment, TimeOff
 from agenda.services import appointment_book, appointment_cancel, professional_create
 from core.models import StaffMembership
 from core.services import contact_create
-from tests.admin_pages import form_data
+from tests.admin_pages import change_url, form_data, transition_buttons
 from tests.factories import MONDAY_8AM, local
 
 # Staff here hold the agenda's permissions only.
@@ -43,14 +43,6 @@ def appointment(company, service, marta, ana):
         created_via="gateway",
         now=MONDAY_8AM,
     )
-
-
-def change_url(appointment: Appointment) -> str:
-    return reverse("admin:agenda_appointment_change", args=[appointment.pk])
-
-
-def buttons(response) -> set[str]:
-    return set(re.findall(r'name="_fsm_transition_to"\s+value="(\w+)"', response.content.decode()))
 
 
 def press(client, appointment: Appointment, transition: str):
@@ -105,7 +97,7 @@ def test_staff_see_only_their_companys_appointments(
 def test_a_scheduled_appointment_offers_its_transitions_and_a_terminal_one_none(
     staff_client, appointment
 ):
-    assert buttons(staff_client.get(change_url(appointment))) == {
+    assert transition_buttons(staff_client.get(change_url(appointment))) == {
         "cancel",
         "mark_attended",
         "mark_no_show",
@@ -114,7 +106,7 @@ def test_a_scheduled_appointment_offers_its_transitions_and_a_terminal_one_none(
 
     press(staff_client, appointment, "cancel")
 
-    assert buttons(staff_client.get(change_url(appointment))) == set()
+    assert transition_buttons(staff_client.get(change_url(appointment))) == set()
 
 
 def test_the_cancel_button_goes_through_the_service_and_records_who(

@@ -33,7 +33,7 @@ from core.outbound import OutboundTransient
 from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue
 from tests import factories
-from tests.factories import MONDAY_8AM, local
+from tests.factories import ANA_EMAIL, ANA_PHONE, ANA_PHONE_NATIONAL, BRUNO_PHONE, MONDAY_8AM, local
 from tests.integration.conftest import reference_of
 from tests.row_faults import first_update_refused, update_refused
 from tooling.context import CallMeta
@@ -105,13 +105,13 @@ def test_a_booking_texts_its_confirmation_with_the_appointments_facts_only(book,
     appointment = book()
 
     (sms,) = sms_outbox
-    assert sms.to == "+34600111222"
+    assert sms.to == ANA_PHONE
     assert sms.body == (
         "Peluquería Sol: su cita de Corte de pelo con Marta queda reservada para el martes "
         "8 de diciembre de 2026 a las 10:00."
     )
     # Nothing else about the customer: not their name, document, phone, email or reference.
-    for personal in ("Ana", "García", ana.document_number, "600111222", "ana@", "AP-"):
+    for personal in ("Ana", "García", ana.document_number, ANA_PHONE_NATIONAL, "ana@", "AP-"):
         assert personal not in sms.body
     confirmation = AppointmentMessage.objects.get(appointment=appointment, kind=Kind.BOOKED)
     assert (confirmation.status, confirmation.channel) == (Status.SENT, "sms")
@@ -363,7 +363,7 @@ def test_a_customer_who_opted_out_of_sms_gets_email_instead(book, ana, sms_outbo
 
     assert sms_outbox == []
     ((recipients, _email),) = server.messages
-    assert recipients == ["ana@example.com"]
+    assert recipients == [ANA_EMAIL]
     assert reminder_of(appointment).channel == "email"
 
 
@@ -737,7 +737,7 @@ def test_the_sweep_goes_on_past_a_row_that_fails_counts_it_and_queues_it_next_ru
 
     assert (result.queued, result.failed) == (1, 1)
     assert f"sweep agenda.messages_queue: row {failing.pk} failed" in caplog.text
-    assert [m.to for m in sms_outbox] == ["+34600333444"]  # Bruno's reminder went
+    assert [m.to for m in sms_outbox] == [BRUNO_PHONE]  # Bruno's reminder went
     assert reminder_of(second).status == Status.SENT
     assert reminder_of(first).status == Status.SCHEDULED  # still due
     # Ana's appointment started an hour ago by the next run: her late reminder is dropped.

@@ -28,10 +28,9 @@ from core import references
 from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Company, Conversation
-from tests.factories import MONDAY_8AM, WEEKDAYS, local
+from tests.factories import ANA_DOCUMENT, MONDAY_8AM, WEEKDAYS, local
 from tests.statements import Budget, call_statements, shape
 
-ANA = "12345678Z"
 CONVERSATION = "conv-budget"
 
 # book_appointment: the engine's claim, the call's conversation and step-up policy, the slot in
@@ -127,7 +126,7 @@ def gateway(company, marta, ana, monkeypatch):
     conversation, on Monday 7 December 2026 at 08:00 in Madrid."""
     monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
     conversation = Conversation.objects.create(company=company, external_id=CONVERSATION)
-    identify_contact(conversation=conversation, kind="document", value=ANA)
+    identify_contact(conversation=conversation, kind="document", value=ANA_DOCUMENT)
     ContentType.objects.get_for_model(Appointment)  # the transition log's, cached per process
     return Company.objects.get(pk=company.pk)
 
@@ -167,7 +166,9 @@ def crowded(company, service, ana, marta):
 
 def book(company: Company, slot: str):
     return call(
-        company, "book_appointment", {"identifier": ANA, "service": "Corte de pelo", "slot": slot}
+        company,
+        "book_appointment",
+        {"identifier": ANA_DOCUMENT, "service": "Corte de pelo", "slot": slot},
     )
 
 
@@ -203,7 +204,7 @@ def test_a_first_reschedule_stays_within_its_statement_budget(gateway, crowded):
         gateway,
         "reschedule_appointment",
         {
-            "identifier": ANA,
+            "identifier": ANA_DOCUMENT,
             "appointment": booked.body["appointment"],
             "slot": first_slot(gateway, "2026-12-30"),
         },
@@ -223,7 +224,7 @@ def test_a_first_cancel_stays_within_its_statement_budget(gateway):
     outcome, statements = call(
         gateway,
         "cancel_appointment",
-        {"identifier": ANA, "appointment": booked.body["appointment"]},
+        {"identifier": ANA_DOCUMENT, "appointment": booked.body["appointment"]},
     )
 
     assert outcome.is_error is False, outcome.body

@@ -21,11 +21,10 @@ from core.errors import ValidationFailed
 from core.identity import identify_contact
 from core.models import Conversation, StaffMembership
 from tests.admin_pages import form_data
-from tests.factories import MONDAY_8AM, WEEKDAYS, local
+from tests.factories import ANA_DOCUMENT, MONDAY_8AM, WEEKDAYS, local
 from tests.statements import call_statements
 
 WAIT_SECONDS = 30  # an upper bound for a thread to get where it is going, not a timing
-ANA = "12345678Z"
 CONVERSATION = "conv-edges"
 
 
@@ -205,7 +204,7 @@ def gateway(company, marta, ana, monkeypatch):
     """A conversation in which Ana is identified, on Monday 7 December 2026 at 08:00."""
     monkeypatch.setattr(clock, "now", lambda: MONDAY_8AM)
     conversation = Conversation.objects.create(company=company, external_id=CONVERSATION)
-    identify_contact(conversation=conversation, kind="document", value=ANA)
+    identify_contact(conversation=conversation, kind="document", value=ANA_DOCUMENT)
     return company
 
 
@@ -224,7 +223,7 @@ def booked_by_the_agent(company, day: str, at: str) -> str:
     outcome = call(
         company,
         "book_appointment",
-        {"identifier": ANA, "service": "Corte de pelo", "slot": slot},
+        {"identifier": ANA_DOCUMENT, "service": "Corte de pelo", "slot": slot},
         write=True,
     )
     assert outcome.is_error is False, outcome.body

@@ -11,14 +11,15 @@ from agenda.availability.search import slots_available
 from agenda.models import Appointment, Professional, Service
 from core.models import Company
 from core.services import contact_create
+from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def sandbox_company(company):
-    contact_create(company=company, first_name="Ana", document_number="12345678Z")
-    contact_create(company=company, first_name="Bruno", document_number="X1234567L")
+    contact_create(company=company, first_name="Ana", document_number=ANA_DOCUMENT)
+    contact_create(company=company, first_name="Bruno", document_number=BRUNO_DOCUMENT)
     return company
 
 

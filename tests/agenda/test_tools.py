@@ -9,13 +9,11 @@ from django_fsm_log.models import StateLog
 
 from agenda.models import Appointment, Service, TimeOff
 from agenda.services import appointment_book, professional_create
-from tests.factories import MONDAY_8AM, WEEKDAYS, local
+from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT, MONDAY_8AM, WEEKDAYS, local
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ANA_DOCUMENT = "12345678Z"
-BRUNO_DOCUMENT = "X1234567L"
 APPOINTMENT_KEYS = {
     "appointment",
     "service",

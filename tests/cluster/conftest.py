@@ -22,6 +22,7 @@ import pytest
 
 from deploy.cluster import Cluster
 from deploy.processes import executable
+from tests.factories import ANA_EMAIL
 from tests.script_support import scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -145,7 +146,7 @@ def identified_conversation(cluster, url: str | None = None) -> str:
     response = tool(
         url or cluster.url,
         "identify_contact",
-        {"email": "ana@example.com"},
+        {"email": ANA_EMAIL},
         token=cluster.token,
         conversation=conversation,
         key=uuid.uuid4().hex,
@@ -156,4 +157,4 @@ def identified_conversation(cluster, url: str | None = None) -> str:
 
 def case_body(subject: str) -> dict:
     """open_case's arguments for Ana, with this subject."""
-    return {"identifier": "ana@example.com", "subject": subject, "description": "Fallos."}
+    return {"identifier": ANA_EMAIL, "subject": subject, "description": "Fallos."}

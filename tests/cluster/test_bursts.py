@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.cluster.conftest import CALL_DEADLINE_SECONDS, tool
+from tests.factories import ANA_EMAIL
 
 # What a burst's slowest call may take, end to end through nginx, on this 2-core machine
 # shared by the nodes, PgBouncer, PostgreSQL and the callers themselves.
@@ -208,7 +209,7 @@ def test_with_pgbouncer_frozen_every_call_answers_system_by_its_deadline(cluster
                     lambda: tool(
                         cluster.url,
                         "identify_contact",
-                        {"email": "ana@example.com"},
+                        {"email": ANA_EMAIL},
                         token=token,
                         conversation=f"frozen-{uuid.uuid4().hex[:10]}",
                         key=uuid.uuid4().hex,
@@ -231,7 +232,7 @@ def test_with_pgbouncer_frozen_every_call_answers_system_by_its_deadline(cluster
     again = tool(
         cluster.url,
         "identify_contact",
-        {"email": "ana@example.com"},
+        {"email": ANA_EMAIL},
         token=token,
         conversation=f"thawed-{uuid.uuid4().hex[:10]}",
         key=uuid.uuid4().hex,

@@ -12,18 +12,18 @@ from aiosmtpd.controller import Controller
 
 from deploy.processes import stop_started
 from tests.cluster.conftest import tool
+from tests.factories import BRUNO_EMAIL
 from tests.servers import Inbox, free_port, wait_for
 
 # Bruno: Ana's codes are counted by other tests (five a contact an hour).
-BRUNO = "bruno@example.com"
 
 
 def code_requested(cluster) -> int:
     """A code for Bruno by email, asked for through nginx; the challenge's id."""
     conversation = f"conv-{uuid.uuid4().hex[:10]}"
     for name, body in [
-        ("identify_contact", {"email": BRUNO}),
-        ("request_verification_code", {"identifier": BRUNO, "channel": "email"}),
+        ("identify_contact", {"email": BRUNO_EMAIL}),
+        ("request_verification_code", {"identifier": BRUNO_EMAIL, "channel": "email"}),
     ]:
         response = tool(
             cluster.url,
@@ -74,7 +74,7 @@ def test_an_email_code_leaves_by_the_clusters_own_backend_and_is_marked_sent(clu
     status, attempts, error, message_id = delivery(cluster, challenge)
     assert (status, attempts, error) == ("sent", 1, "")
     written = [message_from_bytes(path.read_bytes()) for path in set(mail.glob("*")) - before]
-    assert [(m["To"], m["Message-ID"]) for m in written] == [(BRUNO, message_id)]
+    assert [(m["To"], m["Message-ID"]) for m in written] == [(BRUNO_EMAIL, message_id)]
 
 
 def test_an_email_code_reaches_an_smtp_server_and_is_marked_sent(cluster):
@@ -94,7 +94,7 @@ def test_an_email_code_reaches_an_smtp_server_and_is_marked_sent(cluster):
         controller.stop()
     status, attempts, _error, message_id = delivery(cluster, challenge)
     assert (status, attempts) == ("sent", 1)
-    assert [(m["To"], m["Message-ID"]) for m in inbox.messages] == [(BRUNO, message_id)]
+    assert [(m["To"], m["Message-ID"]) for m in inbox.messages] == [(BRUNO_EMAIL, message_id)]
 
 
 def test_a_code_sent_while_the_smtp_server_is_down_leaves_once_when_it_is_back(cluster):
@@ -121,4 +121,4 @@ def test_a_code_sent_while_the_smtp_server_is_down_leaves_once_when_it_is_back(c
             controller.stop()
     status, attempts, error, message_id = delivery(cluster, challenge)
     assert status == "sent" and attempts >= 2 and error == ""
-    assert [(m["To"], m["Message-ID"]) for m in inbox.messages] == [(BRUNO, message_id)]
+    assert [(m["To"], m["Message-ID"]) for m in inbox.messages] == [(BRUNO_EMAIL, message_id)]

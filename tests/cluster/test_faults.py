@@ -16,6 +16,7 @@ from aiosmtpd.controller import Controller
 
 from deploy.processes import stop_started
 from tests.cluster.conftest import case_body, identified_conversation, tool
+from tests.factories import ANA_EMAIL
 from tests.servers import Inbox, free_port, wait_for
 
 CLIENTS = 4
@@ -268,7 +269,7 @@ def test_a_worker_killed_while_sending_a_code_sends_it_at_most_once(cluster):
             response = tool(
                 cluster.url,
                 "request_verification_code",
-                {"identifier": "ana@example.com", "channel": "email"},
+                {"identifier": ANA_EMAIL, "channel": "email"},
                 token=cluster.token,
                 conversation=conversation,
                 key=uuid.uuid4().hex,

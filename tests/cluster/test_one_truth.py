@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from tests.cluster.conftest import identified_conversation, tool
+from tests.factories import ANA_EMAIL
 
 PAIRS = 20
 # The bound stated in docs/scaling.md: a change made in the admin or a service is refused on
@@ -30,7 +31,7 @@ def test_the_same_key_sent_to_both_nodes_at_once_has_one_effect_and_one_answer(c
             return http.post(
                 "/api/tools/open_case",
                 json={
-                    "identifier": "ana@example.com",
+                    "identifier": ANA_EMAIL,
                     "subject": f"{subject} {n}",
                     "description": "Se cayó la conexión.",
                 },
@@ -261,7 +262,7 @@ def test_code_sends_and_wrong_codes_count_across_nodes(cluster):
         response = tool(
             cluster.node_urls[n % 2],
             "request_verification_code",
-            {"identifier": "ana@example.com", "channel": "email"},
+            {"identifier": ANA_EMAIL, "channel": "email"},
             token=cluster.token,
             conversation=conversation,
             key=uuid.uuid4().hex,
@@ -274,7 +275,7 @@ def test_code_sends_and_wrong_codes_count_across_nodes(cluster):
         response = tool(
             cluster.node_urls[n % 2],
             "verify_code",
-            {"identifier": "ana@example.com", "code": "000000"},
+            {"identifier": ANA_EMAIL, "code": "000000"},
             token=cluster.token,
             conversation=conversation,
             key=uuid.uuid4().hex,

@@ -27,24 +27,23 @@ from agenda.opt_out import opt_out_key_new, opt_out_link
 from config.celery import app as celery_app
 from core.logs import PlainFormatter, RequestContextFilter
 from tests import factories
+from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT, BRUNO_EMAIL, BRUNO_PHONE
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_ID = "5f0c8f43-9d1e-4b7a-8c2e-1a2b3c4d5e6f"
 # Bruno's kwargs as Celery writes them (its `kwargsrepr`) for the notice to his old phone.
-KWARGS = repr(
-    {"contact_id": 7, "channel": "sms", "destination": "+34600333444", "changed": ["phone"]}
-)
+KWARGS = repr({"contact_id": 7, "channel": "sms", "destination": BRUNO_PHONE, "changed": ["phone"]})
 # Shapes a customer's data takes in a text, each of which a line must not show.
 PERSONAL = [
-    "+34600333444",
+    BRUNO_PHONE,
     "600333444",
     "600 333 444",
     "600-333-444",
-    "bruno@example.com",
+    BRUNO_EMAIL,
     "Bruno.Lopez@Example.COM",
     "bruno%40example.com",
-    "X1234567L",
-    "12345678Z",
+    BRUNO_DOCUMENT,
+    ANA_DOCUMENT,
     "12.345.678-Z",
 ]
 # What operators search for, which masking must leave exactly as it is.
@@ -67,7 +66,7 @@ def request_lines(json_lines):
 
 @pytest.mark.django_db
 def test_djangos_request_field_is_its_method_and_path_never_its_query(request_lines):
-    query = {"email": "bruno@example.com", "phone": "+34600333444", "name": "Bruno López"}
+    query = {"email": BRUNO_EMAIL, "phone": BRUNO_PHONE, "name": "Bruno López"}
 
     response = Client().get("/api/v1/contacts", query)
 
@@ -83,7 +82,7 @@ def test_djangos_request_field_is_its_method_and_path_never_its_query(request_li
 
 
 def test_a_request_logged_as_an_argument_is_its_method_and_path_too(json_lines):
-    request = RequestFactory().get("/api/v1/contacts", {"email": "bruno@example.com"})
+    request = RequestFactory().get("/api/v1/contacts", {"email": BRUNO_EMAIL})
 
     logging.getLogger("garante.test").warning("refused %s", request)
 
@@ -129,9 +128,9 @@ def test_any_field_hides_secrets_and_identifiers_by_their_key_and_keeps_numbers(
 
     logging.getLogger("garante.test").warning(
         "checked %(count)d contacts for %(who)s",
-        {"count": 12, "who": "bruno@example.com", "code": "482913"},
+        {"count": 12, "who": BRUNO_EMAIL, "code": "482913"},
         extra={
-            "phone": "+34600333444",
+            "phone": BRUNO_PHONE,
             "code": "482913",
             "contact": {
                 "Email": "x@example.es",
@@ -256,8 +255,8 @@ def test_plain_lines_are_masked_as_json_lines_are():
     logger = logging.getLogger("garante.test.plain")
     logger.addHandler(handler)
     try:
-        request = RequestFactory().get("/api/v1/contacts", {"phone": "+34600333444"})
-        logger.warning("refused %s for %s: %s", request, "bruno@example.com", KEPT[0])
+        request = RequestFactory().get("/api/v1/contacts", {"phone": BRUNO_PHONE})
+        logger.warning("refused %s for %s: %s", request, BRUNO_EMAIL, KEPT[0])
         try:
             raise ValueError("no contact with document 12.345.678-Z")
         except ValueError:

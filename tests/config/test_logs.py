@@ -18,15 +18,16 @@ import pytest
 from django.test import Client
 
 from core.services import contact_create
+from tests.factories import ANA_DOCUMENT, ANA_PHONE, ANA_PHONE_NATIONAL
 from tooling.context import CallMeta
 from tooling.execution import call_tool
 from tooling.registry import registry
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENT, PHONE, EMAIL = "12345678Z", "600111222", "ana.garcia@example.com"
+DOCUMENT, PHONE, EMAIL = ANA_DOCUMENT, ANA_PHONE_NATIONAL, "ana.garcia@example.com"
 # What a caller may send that must never be written: identifiers in the shapes a customer
 # gives them, and a conversation id that is a phone number (some gateways use one).
-PERSONAL = [DOCUMENT, "12.345.678-Z", PHONE, "600 111 222", "+34600111222", EMAIL, "ana.garcia"]
+PERSONAL = [DOCUMENT, "12.345.678-Z", PHONE, "600 111 222", ANA_PHONE, EMAIL, "ana.garcia"]
 
 
 @pytest.fixture
@@ -294,7 +295,7 @@ def test_error_reports_to_sentry_carry_no_personal_data_or_secret():
     text = "\n".join(envelopes)
     assert len(envelopes) == 2  # the exception and the error logged
     assert "ValueError" in text and "delivery refused" in text
-    for secret in [PHONE, "600111222", EMAIL, DOCUMENT, "482913", token, "s3cr3t"]:
+    for secret in [PHONE, ANA_PHONE_NATIONAL, EMAIL, DOCUMENT, "482913", token, "s3cr3t"]:
         assert secret not in text, secret
     assert "[email]" in text and "[number]" in text
 

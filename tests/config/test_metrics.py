@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.jobs import task_named
 from core.services import contact_create
 from core.sms import LocmemBackend
+from tests.factories import ANA_DOCUMENT, ANA_PHONE_NATIONAL
 from tests.servers import (
     free_port,
     postgresql_test_database_url,
@@ -177,7 +178,7 @@ def test_verification_codes_and_their_delivery_tasks_are_counted(
     metrics_on, company, token, sms_outbox
 ):
     contact_create(
-        company=company, first_name="Ana", document_number="12345678Z", phone="600111222"
+        company=company, first_name="Ana", document_number=ANA_DOCUMENT, phone=ANA_PHONE_NATIONAL
     )
     rest = Rest(token)
     scraper = Client()
@@ -185,17 +186,17 @@ def test_verification_codes_and_their_delivery_tasks_are_counted(
 
     # A code sent (its delivery task runs in process) and used; then another, guessed wrong
     # four times, and a fifth wrong guess that locks it.
-    assert rest.call("identify_contact", {"document": "12345678Z"}, key="k-1").status_code == 200
-    send = {"identifier": "12345678Z", "channel": "sms"}
+    assert rest.call("identify_contact", {"document": ANA_DOCUMENT}, key="k-1").status_code == 200
+    send = {"identifier": ANA_DOCUMENT, "channel": "sms"}
     assert rest.call("request_verification_code", send, key="k-send-1").status_code == 200
     first = re.search(r"\b(\d{6})\b", sms_outbox[0].body).group(1)
-    used = rest.call("verify_code", {"identifier": "12345678Z", "code": first}, key="k-use")
+    used = rest.call("verify_code", {"identifier": ANA_DOCUMENT, "code": first}, key="k-use")
     assert used.status_code == 200
     assert rest.call("request_verification_code", send, key="k-send-2").status_code == 200
     second = re.search(r"\b(\d{6})\b", sms_outbox[1].body).group(1)
     wrong = f"{(int(second) + 1) % 1_000_000:06d}"
     guesses = [
-        rest.call("verify_code", {"identifier": "12345678Z", "code": wrong}, key=f"k-g{n}")
+        rest.call("verify_code", {"identifier": ANA_DOCUMENT, "code": wrong}, key=f"k-g{n}")
         for n in range(5)
     ]
     assert [g.json()["code"] for g in guesses] == ["wrong_code"] * 4 + ["verification_locked"]

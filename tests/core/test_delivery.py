@@ -28,6 +28,7 @@ from core.verification import (
     challenge_issue,
     challenge_verify,
 )
+from tests.factories import ANA_EMAIL, ANA_PHONE
 from tests.row_faults import first_update_refused
 from tests.servers import (
     free_port,
@@ -89,14 +90,14 @@ def test_twilio_gets_a_form_post_with_basic_auth_and_answers_a_message_id(twilio
         sms_accepted("SM42"), status=201
     )
 
-    result = TwilioBackend().send(SmsMessage(to="+34600111222", body="Hola 123456"))
+    result = TwilioBackend().send(SmsMessage(to=ANA_PHONE, body="Hola 123456"))
 
     assert (result.message_id, result.status) == ("SM42", "queued")
     request, _ = twilio.log[0]
     assert request.authorization.username == "AC123"
     assert request.authorization.password == "secret-token"
     assert request.form.to_dict() == {
-        "To": "+34600111222",
+        "To": ANA_PHONE,
         "Body": "Hola 123456",
         "From": "+34911000000",
     }
@@ -112,7 +113,7 @@ def test_a_provider_5xx_or_timeout_is_transient_and_a_4xx_is_permanent(twilio):
     twilio.expect_oneshot_request(TWILIO_PATH).respond_with_handler(
         lambda request: gave_up.wait(30) and Response("late")
     )
-    message = SmsMessage(to="+34600111222", body="Hola 123456")
+    message = SmsMessage(to=ANA_PHONE, body="Hola 123456")
 
     with pytest.raises(SmsTransientError):
         TwilioBackend().send(message)
@@ -190,7 +191,7 @@ def test_the_code_arrives_by_smtp_and_verifies(ana, ana_conv, smtp_inbox):
     challenge_issue(contact=ana, channel="email", conversation=ana_conv)
 
     (message,) = smtp_inbox.messages
-    assert message["To"] == "ana@example.com"
+    assert message["To"] == ANA_EMAIL
     challenge = VerificationChallenge.objects.get()
     assert challenge.provider_message_id == message["Message-ID"]
     challenge_verify(conversation=ana_conv, contact=ana, code=code_in(message.get_payload()))
@@ -264,7 +265,7 @@ def test_a_temporary_refusal_of_the_recipient_is_retried_and_the_code_delivered(
     assert (challenge.delivery_status, challenge.delivery_error) == (Delivery.SENT, "")
     assert challenge.delivery_attempts == 2
     assert server.refused == 1
-    assert [message["To"] for message in server.messages] == ["ana@example.com"]
+    assert [message["To"] for message in server.messages] == [ANA_EMAIL]
 
 
 def test_a_refusal_of_the_recipient_for_good_is_not_retried(ana, ana_conv, refusing_once):
@@ -378,7 +379,7 @@ def test_a_worker_delivers_the_code_by_email_through_the_broker(ana, ana_conv, w
     challenge = wait_for(lambda: delivered(issued.pk))
     assert challenge.delivery_status == Delivery.SENT
     (message,) = smtp_inbox.messages
-    assert message["To"] == "ana@example.com"
+    assert message["To"] == ANA_EMAIL
     code = code_in(message.get_payload())
     challenge_verify(conversation=ana_conv, contact=ana, code=code)
     assert code not in worker["log"].read_text()
@@ -408,7 +409,7 @@ def test_a_worker_retries_the_sms_provider_after_a_5xx_and_sends_once(
     ]
     assert len(httpserver.log) == 2
     request, _ = httpserver.log[-1]
-    assert request.form["To"] == "+34600111222"
+    assert request.form["To"] == ANA_PHONE
     assert code_in(request.form["Body"]) not in worker["log"].read_text()
 
 
@@ -420,7 +421,7 @@ def challenge_with(contact, delivery: str, *, expired_ago: timedelta) -> Verific
         company=contact.company,
         contact=contact,
         channel="sms",
-        destination="+34600111222",
+        destination=ANA_PHONE,
         masked_destination="teléfono terminado en 22",
         nonce="n",
         code_hmac="h",

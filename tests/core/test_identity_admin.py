@@ -15,6 +15,7 @@ from core.models import (
 )
 from core.services import contact_create
 from core.verification import challenge_issue
+from tests.factories import ANA_EMAIL, ANA_PHONE_NATIONAL
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.staff_permissions("core")]
 
@@ -38,7 +39,7 @@ def test_the_code_list_shows_status_and_masked_destination_but_never_the_code(
     assert code_in(sms_outbox[0].body) not in page
     challenge.refresh_from_db()
     assert challenge.code_hmac not in page and challenge.nonce not in page
-    assert "600111222" not in page
+    assert ANA_PHONE_NATIONAL not in page
 
 
 def test_staff_do_not_see_another_companys_codes(client, staff, other_company, sms_outbox):
@@ -92,7 +93,7 @@ def test_staff_issue_a_code_for_the_caller_of_a_conversation(
         follow=True,
     )
 
-    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+    assert [m.to for m in mail.outbox] == [[ANA_EMAIL]]
     challenge = VerificationChallenge.objects.get()
     assert challenge.issued_by == staff
     assert [str(m) for m in response.context["messages"]] == [
@@ -184,7 +185,7 @@ def test_the_dashboard_shows_what_verified_mode_cost_per_credential(
         with pytest.raises(NotFound):
             identify_through(company, credential, phone)
     # Verified mode: Ana twice (the second over her hourly limit), and nobody once.
-    for phone in ("600111222", "600111222", "699000003"):
+    for phone in (ANA_PHONE_NATIONAL, ANA_PHONE_NATIONAL, "699000003"):
         assert identify_through(company, credential, phone) is None
     client.force_login(staff)
 

@@ -19,6 +19,7 @@ from core.models import Company, Conversation, SecurityEvent
 from core.roles import staff_membership_set
 from core.security import security_event_notices_pending, security_event_staff_notify
 from core.services import gateway_credential_issue
+from tests.factories import ANA_PHONE, ANA_PHONE_NATIONAL
 from tests.servers import at_once
 from tests.statements import call_statements, shape
 
@@ -84,11 +85,11 @@ def test_failures_older_than_the_window_no_longer_count(gateway_company, ana):
     gateway_company.identify_failures_per_credential = 3
     for _ in range(3):
         attempt(gateway_company)
-    assert attempt(gateway_company, "600111222") == "verified_mode"
+    assert attempt(gateway_company, ANA_PHONE_NATIONAL) == "verified_mode"
 
     events(gateway_company).update(created_at=timezone.now() - timedelta(minutes=61))
 
-    assert attempt(gateway_company, "600111222") == "identified"
+    assert attempt(gateway_company, ANA_PHONE_NATIONAL) == "identified"
 
 
 def test_a_burst_raises_one_event_however_long_it_goes_on_within_the_window(
@@ -157,7 +158,7 @@ def test_in_verified_mode_a_customer_and_nobody_send_the_same_statements(
         attempt(gateway_company)
 
     customer, customer_sql = call_statements(
-        gateway_company, "identify_contact", {"phone": "600111222"}, conversation_id="conv-a"
+        gateway_company, "identify_contact", {"phone": ANA_PHONE_NATIONAL}, conversation_id="conv-a"
     )
     nobody, nobody_sql = call_statements(
         gateway_company, "identify_contact", {"phone": "699888777"}, conversation_id="conv-b"
@@ -171,7 +172,7 @@ def test_in_verified_mode_a_customer_and_nobody_send_the_same_statements(
     assert shapes.index("SELECT core_securityevent") < shapes.index("SELECT core_contact")
     assert "INSERT core_verificationchallenge" in shapes
     assert "UPDATE core_conversation" not in shapes  # bound by verify_code only
-    assert [m.to for m in sms_outbox] == ["+34600111222"]
+    assert [m.to for m in sms_outbox] == [ANA_PHONE]
     assert connection.vendor == "postgresql"
 
 
@@ -183,7 +184,7 @@ def test_the_conversations_own_limit_is_decided_before_the_lookup(gateway_compan
         attempt(gateway_company, conversation_id="conv-a")
 
     customer, customer_sql = call_statements(
-        gateway_company, "identify_contact", {"phone": "600111222"}, conversation_id="conv-a"
+        gateway_company, "identify_contact", {"phone": ANA_PHONE_NATIONAL}, conversation_id="conv-a"
     )
     nobody, nobody_sql = call_statements(
         gateway_company, "identify_contact", {"phone": "699888777"}, conversation_id="conv-a"

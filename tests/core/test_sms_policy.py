@@ -35,7 +35,15 @@ from core.verification import challenge_issue
 from sales.models import Quote
 from sales.services.quote_lifecycle import QuoteItem, quote_create
 from tests import factories
-from tests.factories import MONDAY_8AM, PASSWORD, local
+from tests.factories import (
+    ANA_DOCUMENT,
+    ANA_EMAIL,
+    ANA_PHONE,
+    BRUNO_PHONE,
+    MONDAY_8AM,
+    PASSWORD,
+    local,
+)
 from tests.servers import at_once
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +61,7 @@ COUNTRY, NOT_MOBILE, INVALID = (
 @pytest.mark.parametrize(
     ("country", "served", "phone", "refusal"),
     [
-        ("ES", "", "+34600111222", None),  # a Spanish mobile
+        ("ES", "", ANA_PHONE, None),  # a Spanish mobile
         ("ES", "", "600 111 222", None),  # the same, written nationally
         ("ES", "", "+34911000000", NOT_MOBILE),  # a Madrid landline
         ("ES", "", "+34803123456", NOT_MOBILE),  # premium rate
@@ -64,7 +72,7 @@ COUNTRY, NOT_MOBILE, INVALID = (
         ("ES", "", "+23277000001", COUNTRY),  # a Sierra Leone mobile
         ("ES", "", "+351912345678", COUNTRY),  # a Portuguese mobile: Spain only by default
         ("ES", "ES, PT", "+351912345678", None),  # ... unless the company serves Portugal
-        ("ES", "PT", "+34600111222", COUNTRY),  # a list replaces the own country
+        ("ES", "PT", ANA_PHONE, COUNTRY),  # a list replaces the own country
         ("US", "", "+12025550123", None),  # North America cannot tell mobiles apart
         ("US", "", "+19005550123", NOT_MOBILE),  # US premium rate
         ("US", "", "+18765551234", COUNTRY),  # +1 876 is Jamaica, not the US
@@ -158,7 +166,7 @@ def test_staff_cannot_type_in_a_premium_number_and_can_still_edit_an_old_contact
 
 def on_file(company, phone: str, **fields) -> Contact:
     """A contact saved with a phone before the rule existed (no service checks it now)."""
-    fields.setdefault("document_number", "12345678Z")
+    fields.setdefault("document_number", ANA_DOCUMENT)
     return Contact.objects.create(company=company, first_name="Old", phone=phone, **fields)
 
 
@@ -202,7 +210,7 @@ def test_an_appointment_message_to_a_foreign_number_on_file_is_not_sent(company,
 
 
 def test_a_change_notice_to_an_old_premium_number_is_not_sent(company, sms_outbox):
-    contact = on_file(company, "+34600111222")
+    contact = on_file(company, ANA_PHONE)
 
     sent = contact_change_notice_send(
         contact_id=contact.pk, channel="sms", destination="+34803123456", changed=["phone"]
@@ -329,10 +337,10 @@ def test_a_sandbox_keeps_every_customer_message_in_its_outbox(
     assert sms_outbox == [] and mail.outbox == []
     kept = list(OutboxMessage.objects.order_by("pk").values_list("channel", "destination"))
     assert kept == [
-        ("sms", "+34600111222"),
-        ("email", "ana@example.com"),
-        ("sms", "+34600111222"),
-        ("email", "ana@example.com"),
+        ("sms", ANA_PHONE),
+        ("email", ANA_EMAIL),
+        ("sms", ANA_PHONE),
+        ("email", ANA_EMAIL),
     ]
     assert Quote.objects.get(pk=quote.pk).emailed_at is not None
     assert (
@@ -367,7 +375,7 @@ def test_seeding_the_sandbox_texts_no_one(sms_outbox, django_capture_on_commit_c
     destinations = set(
         OutboxMessage.objects.filter(company=sandbox).values_list("destination", flat=True)
     )
-    assert destinations == {"+34600111222", "+34600333444"}
+    assert destinations == {ANA_PHONE, BRUNO_PHONE}
 
 
 def test_staff_read_their_own_sandboxes_outbox_and_cannot_change_it(
@@ -375,10 +383,10 @@ def test_staff_read_their_own_sandboxes_outbox_and_cannot_change_it(
 ):
     other = make_company(name="Other sandbox", environment=Company.Environment.SANDBOX)
     mine = OutboxMessage.objects.create(
-        company=sandbox, channel="sms", destination="+34600111222", body="Su código es 123456."
+        company=sandbox, channel="sms", destination=ANA_PHONE, body="Su código es 123456."
     )
     theirs = OutboxMessage.objects.create(
-        company=other, channel="sms", destination="+34600333444", body="Su código es 654321."
+        company=other, channel="sms", destination=BRUNO_PHONE, body="Su código es 654321."
     )
     make_staff("clerk", sandbox, role="agent")
     client.login(username="clerk", password=PASSWORD)

@@ -13,6 +13,7 @@ from core.services import contact_create, gateway_credential_issue, gateway_cred
 from sales.models import Opportunity
 from sales.services import opportunity_create
 from support.services import case_open
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE
 
 pytestmark = pytest.mark.django_db
 
@@ -27,9 +28,9 @@ def test_a_contacts_identifiers_are_stored_normalised(company):
     )
 
     assert contact.first_name == "Ana"
-    assert contact.document_number == "12345678Z"
-    assert contact.phone == "+34600111222"
-    assert contact.email == "ana@example.com"
+    assert contact.document_number == ANA_DOCUMENT
+    assert contact.phone == ANA_PHONE
+    assert contact.email == ANA_EMAIL
 
 
 @pytest.mark.parametrize(
@@ -48,10 +49,10 @@ def test_an_invalid_identifier_is_a_typed_validation_error(company, field, value
 
 
 def test_the_same_phone_may_belong_to_contacts_of_two_companies(company, other_company):
-    ours = contact_create(company=company, first_name="Ana", phone="+34600111222")
-    theirs = contact_create(company=other_company, first_name="Ana", phone="+34600111222")
+    ours = contact_create(company=company, first_name="Ana", phone=ANA_PHONE)
+    theirs = contact_create(company=other_company, first_name="Ana", phone=ANA_PHONE)
 
-    stored = Contact.objects.filter(phone="+34600111222").order_by("pk")
+    stored = Contact.objects.filter(phone=ANA_PHONE).order_by("pk")
     assert [(c.pk, c.company_id) for c in stored] == [
         (ours.pk, company.pk),
         (theirs.pk, other_company.pk),
@@ -106,7 +107,7 @@ def _stranger(other_company):
 def test_a_follow_up_case_cannot_link_to_another_companys_case(company, other_company):
     stranger = _stranger(other_company)
     theirs = case_open(company=other_company, contact=stranger, subject="S", description="d")
-    ours = contact_create(company=company, first_name="Ana", phone="+34600111222")
+    ours = contact_create(company=company, first_name="Ana", phone=ANA_PHONE)
 
     with pytest.raises(NotInCompany) as refused:
         case_open(company=company, contact=ours, subject="S", description="d", related_case=theirs)

@@ -23,6 +23,7 @@ from core.verification import (
     challenge_verify,
     seal_code,
 )
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE
 from tests.servers import at_once
 
 # The code is created and committed on a connection of its own, so the data it refers to
@@ -52,7 +53,7 @@ def attempt(conversation, contact, code):
 def test_the_code_goes_by_sms_to_the_contacts_registered_phone(ana, ana_conv, sms_outbox):
     challenge = challenge_issue(contact=ana, channel="sms", conversation=ana_conv)
 
-    assert [m.to for m in sms_outbox] == ["+34600111222"]
+    assert [m.to for m in sms_outbox] == [ANA_PHONE]
     assert re.search(r"\b\d{6}\b", sms_outbox[0].body)
     challenge.refresh_from_db()
     assert challenge.delivery_status == Delivery.SENT
@@ -63,7 +64,7 @@ def test_the_code_goes_by_sms_to_the_contacts_registered_phone(ana, ana_conv, sm
 def test_the_code_goes_by_email_to_the_contacts_registered_address(ana, ana_conv):
     challenge_issue(contact=ana, channel="email", conversation=ana_conv)
 
-    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+    assert [m.to for m in mail.outbox] == [[ANA_EMAIL]]
     assert re.search(r"\b\d{6}\b", mail.outbox[0].body)
 
 
@@ -72,7 +73,7 @@ def test_an_english_company_sends_its_codes_in_english(make_company, make_identi
     ann = contact_create(
         company=sunny,
         first_name="Ann",
-        document_number="12345678Z",
+        document_number=ANA_DOCUMENT,
         phone="600999888",
         email="ann@example.com",
     )
@@ -424,4 +425,4 @@ def test_staff_cannot_resend_the_code_of_an_identification_in_verified_mode(
 
     assert refused.value.code == "not_resendable"
     assert VerificationChallenge.objects.count() == 1
-    assert [m.to for m in sms_outbox] == ["+34600111222"]
+    assert [m.to for m in sms_outbox] == [ANA_PHONE]

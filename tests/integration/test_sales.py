@@ -8,6 +8,7 @@ from core.services import contact_create
 from sales.models import Opportunity, Product, Quote
 from sales.services import opportunity_create
 from sales.tools import QuoteLineOut
+from tests.factories import BRUNO_PHONE
 from tests.integration.conftest import new_key, reference_of
 
 pytestmark = pytest.mark.django_db
@@ -111,7 +112,7 @@ def test_a_draft_is_kept_then_sent_rejected_and_listed_by_state(api, ana, catalo
 
 
 def test_a_quote_can_be_linked_only_to_the_same_contacts_opportunity(api, company, ana, catalog):
-    bruno = contact_create(company=company, first_name="Bruno", phone="+34600333444")
+    bruno = contact_create(company=company, first_name="Bruno", phone=BRUNO_PHONE)
     opportunity = opportunity_create(company=company, contact=bruno, title="Cafetera")
 
     response = quote(api, ana, ("CAF-001", 1), opportunity=opportunity.reference)

@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.models import Company
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL
 from tests.reliability.conftest import OUTPUT_LIMIT, assert_clean_wire
 from tooling.registry import registry
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-ANA = "12345678Z"  # a sandbox customer (seed_sandbox)
 CONVERSATION = "fuzz-conversation"
 ENVELOPES = int(os.environ.get("GARANTE_FUZZ_ENVELOPES", "200"))
 ARGUMENT_SETS = int(os.environ.get("GARANTE_FUZZ_ARGUMENTS", "250"))
@@ -61,10 +61,10 @@ nasty = st.sampled_from(
     [
         "",
         " ",
-        ANA,
+        ANA_DOCUMENT,
         "12345678z ",
         "+34 600 111 222",
-        "ana@example.com",
+        ANA_EMAIL,
         "AP-",
         "CS-ZZZZZZ",
         "SL-000000",
@@ -121,7 +121,7 @@ def sandbox(gunicorn_server) -> dict[str, Any]:
     )
     identified = http.post(
         "/api/tools/identify_contact",
-        json={"document": ANA},
+        json={"document": ANA_DOCUMENT},
         headers={"X-Conversation-Id": CONVERSATION, "Idempotency-Key": "fuzz-identify"},
     )
     assert identified.status_code == 200, identified.text

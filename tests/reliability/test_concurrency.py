@@ -17,6 +17,7 @@ from core.identity import identify_contact
 from core.models import Company, Conversation, IdempotencyRecord
 from core.services import contact_create
 from support.models import Case
+from tests.factories import ANA_DOCUMENT, ANA_PHONE
 from tests.reliability.conftest import Answer, Gateway, assert_clean_wire, unique
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -41,13 +42,13 @@ def test_a_hundred_identical_calls_at_once_make_one_case_and_a_hundred_identical
     gunicorn_server, company: Company, token: str
 ):
     contact = contact_create(
-        company=company, first_name="Ana", document_number="12345678Z", phone="+34600111222"
+        company=company, first_name="Ana", document_number=ANA_DOCUMENT, phone=ANA_PHONE
     )
     conversation = Conversation.objects.create(company=company, external_id=unique("conv"))
     identify_contact(conversation=conversation, kind="document", value=contact.document_number)
     server = gunicorn_server(workers=3, threads=8)
     gateway = Gateway(server.url, token, timeout=60)
-    arguments = {"identifier": "12345678Z", "subject": "Sin luz", "description": "Nada funciona."}
+    arguments = {"identifier": ANA_DOCUMENT, "subject": "Sin luz", "description": "Nada funciona."}
     key = unique("dup")
 
     answers = at_once(

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from django.conf import settings
 
+from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT
 from tests.reliability.conftest import Answer, OutageStack, assert_clean_wire, unique
 from tests.servers import wait_for
 
@@ -22,7 +23,6 @@ from tests.servers import wait_for
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db]
 
 # The sandbox's customers (core/management/commands/seed_sandbox.py).
-ANA, BRUNO = "12345678Z", "X1234567L"
 CLIENTS = 4
 PROMPT_SECONDS = 5  # an outage is answered within this, not after a hang
 # A database that answers nothing is given this long per exchange (config.settings' default).
@@ -53,8 +53,12 @@ def test_postgres_stopped_mid_load_answers_system_and_recovers_without_losing_a_
 ):
     stack = outage_stack
     subject = unique("outage")
-    case = {"identifier": ANA, "subject": subject, "description": "La caldera no enciende."}
-    conversations = [identified_conversation(stack, ANA) for _ in range(CLIENTS)]
+    case = {
+        "identifier": ANA_DOCUMENT,
+        "subject": subject,
+        "description": "La caldera no enciende.",
+    }
+    conversations = [identified_conversation(stack, ANA_DOCUMENT) for _ in range(CLIENTS)]
     gateway = stack.gateway(timeout=30)
     calls: list[tuple[str, str | None, Answer]] = []  # (tool, key, answer)
     lock = threading.Lock()
@@ -164,11 +168,11 @@ def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it
     outage_stack: OutageStack,
 ):
     stack = outage_stack
-    conversation = identified_conversation(stack, BRUNO)
+    conversation = identified_conversation(stack, BRUNO_DOCUMENT)
     gateway = stack.gateway()
-    arguments = {"identifier": BRUNO, "channel": "sms"}
+    arguments = {"identifier": BRUNO_DOCUMENT, "channel": "sms"}
     key = unique("code")
-    case = {"identifier": BRUNO, "subject": "Sin cobertura", "description": "Desde ayer."}
+    case = {"identifier": BRUNO_DOCUMENT, "subject": "Sin cobertura", "description": "Desde ayer."}
     stack.redis.stop()
     try:
         down = gateway.call(
@@ -197,7 +201,7 @@ def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it
     states = stack.postgres.psql(
         "SELECT v.status || '/' || v.delivery_status FROM core_verificationchallenge v "
         "JOIN core_contact c ON c.id = v.contact_id "
-        f"WHERE c.document_number = '{BRUNO}' ORDER BY v.id"
+        f"WHERE c.document_number = '{BRUNO_DOCUMENT}' ORDER BY v.id"
     ).split()
     assert states == ["revoked/not_sent"]
 
@@ -209,7 +213,7 @@ def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it
     states = stack.postgres.psql(
         "SELECT v.status || '/' || v.delivery_status FROM core_verificationchallenge v "
         "JOIN core_contact c ON c.id = v.contact_id "
-        f"WHERE c.document_number = '{BRUNO}' ORDER BY v.id"
+        f"WHERE c.document_number = '{BRUNO_DOCUMENT}' ORDER BY v.id"
     ).split()
     assert states == ["revoked/not_sent", "active/queued"]
     assert stack.redis.command("LLEN", "celery") == "1"  # the delivery task is queued
@@ -223,14 +227,14 @@ def test_postgres_frozen_answers_system_within_the_deadline_and_recovers_without
     answer, SYSTEM, within the database deadline instead of hanging, and once PostgreSQL
     thaws the server serves again by itself, the write the freeze caught retried once."""
     stack = outage_stack
-    conversation = identified_conversation(stack, ANA)
+    conversation = identified_conversation(stack, ANA_DOCUMENT)
     subject = unique("frozen")
-    case = {"identifier": ANA, "subject": subject, "description": "No hay agua caliente."}
+    case = {"identifier": ANA_DOCUMENT, "subject": subject, "description": "No hay agua caliente."}
     key = unique("case")
     gateway = stack.gateway(timeout=60)
     calls = [
         ("open_case", case, key),
-        ("identify_contact", {"document": ANA}, unique("id")),
+        ("identify_contact", {"document": ANA_DOCUMENT}, unique("id")),
         ("list_services", {}, None),
     ]
     answers: dict[str, Answer] = {}
@@ -278,11 +282,15 @@ def test_redis_frozen_code_requests_answer_system_promptly_and_work_once_it_thaw
     the publish for ever, a case opened meanwhile is saved for the staff sweep, and once Redis
     thaws the same request goes through."""
     stack = outage_stack
-    conversation = identified_conversation(stack, ANA)
+    conversation = identified_conversation(stack, ANA_DOCUMENT)
     gateway = stack.gateway(timeout=60)
-    arguments = {"identifier": ANA, "channel": "email"}
+    arguments = {"identifier": ANA_DOCUMENT, "channel": "email"}
     key = unique("code")
-    case = {"identifier": ANA, "subject": unique("frozen-broker"), "description": "Sin luz."}
+    case = {
+        "identifier": ANA_DOCUMENT,
+        "subject": unique("frozen-broker"),
+        "description": "Sin luz.",
+    }
     redis = stack.redis.process
     assert redis is not None
     redis.send_signal(signal.SIGSTOP)
@@ -331,9 +339,9 @@ def test_workers_killed_in_the_middle_of_a_write_leave_nothing_half_done_and_the
     the same key runs it once (a retry that meets the dead write's claim still held is told
     to come back, never run twice)."""
     stack = outage_stack
-    conversation = identified_conversation(stack, ANA)
+    conversation = identified_conversation(stack, ANA_DOCUMENT)
     subject = unique("killed")
-    case = {"identifier": ANA, "subject": subject, "description": "Se apagó el termo."}
+    case = {"identifier": ANA_DOCUMENT, "subject": subject, "description": "Se apagó el termo."}
     key = unique("case")
     gateway = stack.gateway(timeout=30)
     # Our own session holds the cases' table, so the write stops at its INSERT, mid-transaction

@@ -22,24 +22,23 @@ from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue, public_references_assign
 from sales.models import Opportunity, Product, Quote
 from support.models import Case
-from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE_NATIONAL, BRUNO_DOCUMENT, BRUNO_EMAIL
 from tests.reliability.conftest import Gateway, assert_clean_wire, unique
 from tests.reliability.tenants import arguments_for, production_tools, seeded_sandbox, snapshot
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 SHARED_CONVERSATION = "conversation-7"  # both companies' Gateways may use the same id
-ANA, BRUNO = ANA_DOCUMENT, BRUNO_DOCUMENT  # the first company's customers (seed_sandbox)
 CARLA = "87654321X"  # the second company's own customer
 PRIVATE = [
     "García",
     "López",
-    ANA,
-    BRUNO,
-    "600111222",
+    ANA_DOCUMENT,
+    BRUNO_DOCUMENT,
+    ANA_PHONE_NATIONAL,
     "600333444",
-    "ana@example.com",
-    "bruno@example.com",
+    ANA_EMAIL,
+    BRUNO_EMAIL,
     '"Ana"',
     '"Bruno"',
 ]
@@ -50,15 +49,19 @@ def first_company_sees_its_things(server_url: str, token: str) -> dict[str, str]
     so its exposure ledger holds every reference."""
     gateway = Gateway(server_url, token)
     conv = SHARED_CONVERSATION
-    identified = gateway.call("identify_contact", {"document": ANA}, conversation=conv, key="a-id")
+    identified = gateway.call(
+        "identify_contact", {"document": ANA_DOCUMENT}, conversation=conv, key="a-id"
+    )
     assert identified.result["isError"] is False, identified.text
     day = (timezone.now() + timedelta(days=7)).date().isoformat()
     slots = gateway.call(
         "find_available_slots", {"service": "Corte de pelo", "from": day}, conversation=conv
     )
-    appointments = gateway.call("list_my_appointments", {"identifier": ANA}, conversation=conv)
-    quotes = gateway.call("list_my_quotes", {"identifier": ANA}, conversation=conv)
-    cases = gateway.call("list_my_cases", {"identifier": ANA}, conversation=conv)
+    appointments = gateway.call(
+        "list_my_appointments", {"identifier": ANA_DOCUMENT}, conversation=conv
+    )
+    quotes = gateway.call("list_my_quotes", {"identifier": ANA_DOCUMENT}, conversation=conv)
+    cases = gateway.call("list_my_cases", {"identifier": ANA_DOCUMENT}, conversation=conv)
     gateway.close()
     by_state = {c["state"]: c["reference"] for c in cases.body["items"]}
     return {
@@ -99,14 +102,14 @@ def test_a_second_companys_token_reaches_nothing_of_the_first_company_through_an
     )
     before = snapshot(first)
     tools = production_tools()
-    assert set(tools) == set(arguments_for(ANA, refs)), "add every new tool to this matrix"
+    assert set(tools) == set(arguments_for(ANA_DOCUMENT, refs)), "add every new tool to this matrix"
 
     intruder = Gateway(server.url, other_token)
     rest = httpx.Client(
         base_url=server.url, headers={"Authorization": f"Bearer {other_token}"}, timeout=30
     )
     problems = []
-    for identifier in (ANA, CARLA):
+    for identifier in (ANA_DOCUMENT, CARLA):
         matrix = arguments_for(identifier, refs)
         for name in tools:
             sent = matrix[name]
@@ -125,7 +128,7 @@ def test_a_second_companys_token_reaches_nothing_of_the_first_company_through_an
                 if found:
                     problems.append(f"{surface} {name} as {identifier}: {found} in {text[:300]}")
             # Posing as the first company's customer, or naming its service, never succeeds.
-            if identifier == ANA and name not in ("list_services", "search_products"):
+            if identifier == ANA_DOCUMENT and name not in ("list_services", "search_products"):
                 assert mcp.result["isError"] is True, (name, mcp.text[:300])
                 assert mirrored.status_code >= 400, (name, mirrored.text[:300])
     intruder.close()
@@ -187,9 +190,11 @@ def api_requests(refs: dict[str, list[str]], day: str) -> dict[tuple[str, str], 
                 "related_case": refs["cases"][0],
             }
         },
-        ("get", "/api/v1/contacts"): {"query": {"document_number": ANA}},
+        ("get", "/api/v1/contacts"): {"query": {"document_number": ANA_DOCUMENT}},
         # A contact of its own with the same document: the second company's business.
-        ("post", "/api/v1/contacts"): {"body": {"first_name": "Ana", "document_number": ANA}},
+        ("post", "/api/v1/contacts"): {
+            "body": {"first_name": "Ana", "document_number": ANA_DOCUMENT}
+        },
         ("get", "/api/v1/opportunities"): by_contact,
         ("post", "/api/v1/opportunities"): {"body": {"contact": ana, "title": "Equipo"}},
         ("post", "/api/v1/opportunities/{reference}/lose"): {"body": {"reason": "Otro"}},

@@ -1,6 +1,5 @@
 """The sales admin: scoped per company, and every button, quote and stock count via services."""
 
-import re
 from decimal import Decimal
 
 import pytest
@@ -24,6 +23,8 @@ from sales.services.quote_lifecycle import (
     quote_expire,
 )
 from sales.services.quote_pricing import QuoteItem
+from tests.admin_pages import change_form_data, change_url, transition_buttons
+from tests.factories import ANA_EMAIL
 
 pytestmark = pytest.mark.django_db
 
@@ -40,37 +41,6 @@ def seller(company):
 def admin_client(client, seller):
     client.force_login(seller)
     return client
-
-
-def change_url(obj) -> str:
-    return reverse(f"admin:sales_{obj._meta.model_name}_change", args=[obj.pk])
-
-
-def buttons(response) -> set[str]:
-    return set(re.findall(r'name="_fsm_transition_to"\s+value="(\w+)"', response.content.decode()))
-
-
-def change_form_data(client, obj, **overrides) -> dict:
-    """What the browser would post back from the change page, plus the overrides."""
-    response = client.get(change_url(obj))
-    assert response.status_code == 200
-    form = response.context["adminform"].form
-    data = {
-        name: ("" if value is None else getattr(value, "pk", value))
-        for name, value in form.initial.items()
-        if name in form.fields
-    }
-    for inline in response.context["inline_admin_formsets"]:
-        management = inline.formset.management_form
-        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
-            data[f"{management.prefix}-{name}"] = management[name].value()
-        for existing in inline.formset.initial_forms:
-            for name in existing.fields:
-                value = existing[name].value()
-                if value is not None:
-                    data[existing.add_prefix(name)] = getattr(value, "pk", value)
-    data.update(overrides)
-    return data
 
 
 def press(client, obj, transition: str):
@@ -109,7 +79,11 @@ def test_the_pipeline_filters_by_stage_and_hides_other_companies(
 
 def test_stage_buttons_move_an_opportunity_through_the_services(admin_client, seller, company, ana):
     opportunity = opportunity_create(company=company, contact=ana, title="Oficina nueva")
-    assert buttons(admin_client.get(change_url(opportunity))) == {"qualify", "win", "lose"}
+    assert transition_buttons(admin_client.get(change_url(opportunity))) == {
+        "qualify",
+        "win",
+        "lose",
+    }
 
     press(admin_client, opportunity, "qualify")
 
@@ -141,7 +115,7 @@ def test_a_closed_opportunity_offers_no_buttons_and_refuses_a_stale_one(admin_cl
     opportunity.refresh_from_db()
     assert opportunity.state == Opportunity.State.WON
     assert messages_of(response) == ["Esa oportunidad ya está cerrada como ganada."]
-    assert buttons(admin_client.get(change_url(opportunity))) == set()
+    assert transition_buttons(admin_client.get(change_url(opportunity))) == set()
 
 
 def test_staff_create_opportunities_with_a_reference(admin_client, company, ana, seller):
@@ -182,14 +156,14 @@ def test_staff_create_a_draft_priced_by_the_system_and_send_it(
     assert response.status_code == 302
     quote = Quote.objects.get()
     assert (quote.state, quote.total) == (Quote.State.DRAFT, Decimal("41.25"))
-    assert buttons(admin_client.get(change_url(quote))) == {"send", "expire"}
+    assert transition_buttons(admin_client.get(change_url(quote))) == {"send", "expire"}
 
     with django_capture_on_commit_callbacks(execute=True):
         press(admin_client, quote, "send")
 
     quote.refresh_from_db()
     assert quote.state == Quote.State.SENT
-    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+    assert [m.to for m in mail.outbox] == [[ANA_EMAIL]]
 
 
 def test_the_quote_form_shows_the_rules_as_errors(admin_client, company, ana, catalog):
@@ -499,7 +473,7 @@ def test_staff_deliver_an_accepted_order_with_its_button(
     quote = quote_accept(
         quote=quote_create(company=company, contact=ana, items=[QuoteItem("TAZ-002", 2)])
     )
-    assert buttons(admin_client.get(change_url(quote))) == {"deliver", "cancel"}
+    assert transition_buttons(admin_client.get(change_url(quote))) == {"deliver", "cancel"}
 
     response = press(admin_client, quote, "deliver")
 
@@ -509,7 +483,7 @@ def test_staff_deliver_an_accepted_order_with_its_button(
     assert (mug.quantity_on_hand, mug.quantity_reserved) == (1, 0)
     assert StateLog.objects.get(object_id=quote.pk, transition="deliver").by == seller
     assert messages_of(response) == [f"{quote.reference} está ahora Entregada."]
-    assert buttons(admin_client.get(change_url(quote))) == set()
+    assert transition_buttons(admin_client.get(change_url(quote))) == set()
 
 
 def test_staff_cancel_an_accepted_order_and_a_stale_delivery_is_refused(

@@ -8,6 +8,7 @@ from sales.models import Quote
 from sales.services.quote_email import quote_email_deliver, quote_emails_pending
 from sales.services.quote_lifecycle import quote_create
 from sales.services.quote_pricing import QuoteItem
+from tests.factories import ANA_EMAIL
 from tests.servers import (
     at_once,
     free_port,
@@ -51,7 +52,7 @@ def test_a_worker_emails_the_sent_quote_to_the_customer(
     quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 3)])
 
     message = wait_for(lambda: sales_worker["inbox"].messages and sales_worker["inbox"].messages[0])
-    assert message["To"] == "ana@example.com"
+    assert message["To"] == ANA_EMAIL
     assert quote.reference in message["Subject"]
     body = message.get_payload(decode=True).decode()
     assert "41,25 EUR" in body
@@ -105,5 +106,5 @@ def test_a_worker_whose_database_stops_answering_mid_email_retries_and_emails_th
     )
 
     (message,) = inbox.messages
-    assert message["To"] == "ana@example.com"
+    assert message["To"] == ANA_EMAIL
     assert b"OperationalError" in worker.log.read_bytes()

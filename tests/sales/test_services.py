@@ -30,6 +30,7 @@ from sales.services.quote_lifecycle import (
 )
 from sales.services.quote_pricing import QuoteItem
 from sales.tasks import quote_email_send
+from tests.factories import ANA_EMAIL
 
 pytestmark = pytest.mark.django_db
 
@@ -282,7 +283,7 @@ def test_it_emails_the_sent_quote_to_the_customers_own_address(
 
     assert len(mail.outbox) == 1
     email = mail.outbox[0]
-    assert email.to == ["ana@example.com"]
+    assert email.to == [ANA_EMAIL]
     assert quote.reference in email.subject
     assert "53,33 EUR" in email.body
     assert "Válida hasta el" in email.body and "Para aceptarla o rechazarla" in email.body

@@ -19,13 +19,12 @@ from sales.services.quote_lifecycle import (
     quotes_expire_due,
 )
 from sales.services.quote_pricing import QuoteItem
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL, BRUNO_DOCUMENT
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BASKET = [{"sku": "CAF-001", "quantity": 3}, {"sku": "TAZ-002", "quantity": 2}]  # 53.33 EUR
-ANA = "12345678Z"
-BRUNO = "X1234567L"
 
 
 def verify(conversation: Conversation) -> None:
@@ -52,7 +51,9 @@ def no_step_up(company):
 
 
 def create(tool_client, items=BASKET, **extra):
-    return tool_client.call("create_quote", {"identifier": ANA, "items": items, **extra}, key=key())
+    return tool_client.call(
+        "create_quote", {"identifier": ANA_DOCUMENT, "items": items, **extra}, key=key()
+    )
 
 
 # --- search_products -----------------------------------------------------------------------------
@@ -160,7 +161,7 @@ def test_create_quote_prices_it_sends_it_and_emails_the_customer(tool_client, an
         "tax",
         "emailed_to",
     }
-    assert [m.to for m in mail.outbox] == [["ana@example.com"]]
+    assert [m.to for m in mail.outbox] == [[ANA_EMAIL]]
     assert body["reference"] in mail.outbox[0].subject
     quote = Quote.objects.get(reference=body["reference"])
     assert quote.conversation == anas_chat
@@ -181,7 +182,7 @@ def test_create_quote_refuses_an_altered_total_and_states_the_real_one(tool_clie
 
 
 def test_the_same_create_quote_key_creates_one_quote(tool_client, anas_chat):
-    args = {"identifier": ANA, "items": BASKET, "expected_total": "53.33"}
+    args = {"identifier": ANA_DOCUMENT, "items": BASKET, "expected_total": "53.33"}
     same = key()
 
     first = tool_client.call("create_quote", args, key=same)
@@ -202,7 +203,9 @@ def test_create_quote_needs_an_identified_customer(tool_client, catalog):
 
 
 def test_create_quote_refuses_another_customers_identifier(tool_client, anas_chat, bruno):
-    response = tool_client.call("create_quote", {"identifier": BRUNO, "items": BASKET}, key=key())
+    response = tool_client.call(
+        "create_quote", {"identifier": BRUNO_DOCUMENT, "items": BASKET}, key=key()
+    )
 
     assert response.status_code == 403
     assert response.json()["error_type"] == "PERMISSION"
@@ -245,7 +248,7 @@ def test_list_my_quotes_shows_only_the_customers_own(tool_client, company, bruno
     mine = create(tool_client).json()["reference"]
     quote_create(company=company, contact=bruno, items=[QuoteItem("CAF-001", 1)])
 
-    body = tool_client.call("list_my_quotes", {"identifier": ANA}).json()
+    body = tool_client.call("list_my_quotes", {"identifier": ANA_DOCUMENT}).json()
 
     assert [q["reference"] for q in body["items"]] == [mine]
     assert set(body["items"][0]) == {
@@ -265,8 +268,8 @@ def test_a_quote_past_validity_is_listed_as_expired_before_the_sweep(
     quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
     Quote.objects.filter(pk=quote.pk).update(valid_until=timezone.now() - timedelta(minutes=1))
 
-    expired = tool_client.call("list_my_quotes", {"identifier": ANA, "state": "expired"})
-    sent = tool_client.call("list_my_quotes", {"identifier": ANA, "state": "sent"})
+    expired = tool_client.call("list_my_quotes", {"identifier": ANA_DOCUMENT, "state": "expired"})
+    sent = tool_client.call("list_my_quotes", {"identifier": ANA_DOCUMENT, "state": "sent"})
 
     assert [(q["reference"], q["state"], q["state_label"]) for q in expired.json()["items"]] == [
         (quote.reference, "expired", "vencida")
@@ -283,7 +286,7 @@ def test_list_my_quotes_filters_by_state_value_or_spanish_label(
     )
 
     def listed(state: str) -> list[str]:
-        response = tool_client.call("list_my_quotes", {"identifier": ANA, "state": state})
+        response = tool_client.call("list_my_quotes", {"identifier": ANA_DOCUMENT, "state": state})
         assert response.status_code == 200, response.text
         return [q["reference"] for q in response.json()["items"]]
 
@@ -295,7 +298,7 @@ def test_list_my_quotes_refuses_drafts_and_unknown_states_as_a_filter(tool_clien
     schema = registry.get("list_my_quotes").input_schema["properties"]["state"]
 
     for state in ("draft", "borrador", "pendiente"):
-        response = tool_client.call("list_my_quotes", {"identifier": ANA, "state": state})
+        response = tool_client.call("list_my_quotes", {"identifier": ANA_DOCUMENT, "state": state})
         assert response.status_code == 422, state
         assert response.json()["code"] == "invalid_arguments"
     assert schema["anyOf"][0]["enum"] == [
@@ -315,8 +318,8 @@ def test_a_draft_staff_withdrew_before_sending_is_never_shown_to_the_customer(
     draft = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)], send=False)
     quote_expire(quote=draft)  # withdrawn: expired, yet never sent
 
-    listed = tool_client.call("list_my_quotes", {"identifier": ANA}).json()
-    shown = tool_client.call("get_quote", {"identifier": ANA, "quote": draft.reference})
+    listed = tool_client.call("list_my_quotes", {"identifier": ANA_DOCUMENT}).json()
+    shown = tool_client.call("get_quote", {"identifier": ANA_DOCUMENT, "quote": draft.reference})
 
     assert listed["items"] == []
     assert shown.status_code == 404, shown.json()
@@ -329,7 +332,9 @@ def test_a_stale_draft_the_sweep_expired_is_not_listed_as_expired(
     Quote.objects.filter(pk=draft.pk).update(valid_until=timezone.now() - timedelta(minutes=1))
     assert quotes_expire_due() == 1
 
-    listed = tool_client.call("list_my_quotes", {"identifier": ANA, "state": "expired"}).json()
+    listed = tool_client.call(
+        "list_my_quotes", {"identifier": ANA_DOCUMENT, "state": "expired"}
+    ).json()
 
     assert listed["items"] == []
 
@@ -345,7 +350,7 @@ def test_another_customers_withdrawn_draft_is_unknown_not_someone_elses(
     quote_expire(quote=draft)
 
     response = tool_client.call(
-        "accept_quote", {"identifier": ANA, "quote": draft.reference}, key=key()
+        "accept_quote", {"identifier": ANA_DOCUMENT, "quote": draft.reference}, key=key()
     )
 
     assert response.status_code == 422
@@ -355,7 +360,9 @@ def test_another_customers_withdrawn_draft_is_unknown_not_someone_elses(
 def test_get_quote_finds_the_customers_quote_by_its_reference(tool_client, company, ana, anas_chat):
     quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 2)])
 
-    body = tool_client.call("get_quote", {"identifier": ANA, "quote": quote.reference}).json()
+    body = tool_client.call(
+        "get_quote", {"identifier": ANA_DOCUMENT, "quote": quote.reference}
+    ).json()
 
     assert (body["reference"], body["total"], len(body["lines"])) == (quote.reference, "27.50", 1)
 
@@ -363,7 +370,9 @@ def test_get_quote_finds_the_customers_quote_by_its_reference(tool_client, compa
 def test_get_quote_of_another_customer_is_refused(tool_client, company, bruno, anas_chat):
     brunos = quote_create(company=company, contact=bruno, items=[QuoteItem("CAF-001", 1)])
 
-    response = tool_client.call("get_quote", {"identifier": ANA, "quote": brunos.reference})
+    response = tool_client.call(
+        "get_quote", {"identifier": ANA_DOCUMENT, "quote": brunos.reference}
+    )
 
     assert response.status_code == 403
     assert response.json()["error_type"] == "PERMISSION"
@@ -371,7 +380,7 @@ def test_get_quote_of_another_customer_is_refused(tool_client, company, bruno, a
 
 
 def test_get_quote_of_an_unknown_reference_is_not_found(tool_client, anas_chat):
-    response = tool_client.call("get_quote", {"identifier": ANA, "quote": "QT-ZZZZZZ"})
+    response = tool_client.call("get_quote", {"identifier": ANA_DOCUMENT, "quote": "QT-ZZZZZZ"})
 
     assert response.status_code == 404
 
@@ -386,21 +395,25 @@ def reserved(sku: str) -> int:
 def test_accepting_needs_step_up_verification_by_default(tool_client, anas_chat):
     reference = create(tool_client).json()["reference"]
 
-    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+    response = tool_client.call(
+        "accept_quote", {"identifier": ANA_DOCUMENT, "quote": reference}, key=key()
+    )
 
     assert response.status_code == 403
     assert response.json()["code"] == "verification_required"
     assert reserved("CAF-001") == 0
 
     verify(anas_chat)
-    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+    response = tool_client.call(
+        "accept_quote", {"identifier": ANA_DOCUMENT, "quote": reference}, key=key()
+    )
     assert response.status_code == 200
     assert response.json()["state"] == "accepted"
 
 
 def test_accepting_twice_with_the_same_key_reserves_once(tool_client, anas_chat, no_step_up):
     reference = create(tool_client).json()["reference"]
-    args = {"identifier": ANA, "quote": reference, "expected_total": "53.33"}
+    args = {"identifier": ANA_DOCUMENT, "quote": reference, "expected_total": "53.33"}
     same = key()
 
     first = tool_client.call("accept_quote", args, key=same)
@@ -416,9 +429,11 @@ def test_accepting_again_with_a_new_key_is_refused_with_the_state(
     tool_client, anas_chat, no_step_up
 ):
     reference = create(tool_client).json()["reference"]
-    tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+    tool_client.call("accept_quote", {"identifier": ANA_DOCUMENT, "quote": reference}, key=key())
 
-    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+    response = tool_client.call(
+        "accept_quote", {"identifier": ANA_DOCUMENT, "quote": reference}, key=key()
+    )
 
     assert response.status_code == 422
     assert response.json()["state"] == "accepted"
@@ -434,7 +449,7 @@ def test_accepting_with_an_altered_total_is_refused_with_the_real_one(
 
     response = tool_client.call(
         "accept_quote",
-        {"identifier": ANA, "quote": reference, "expected_total": "43.33"},
+        {"identifier": ANA_DOCUMENT, "quote": reference, "expected_total": "43.33"},
         key=key(),
     )
 
@@ -449,7 +464,7 @@ def test_accepting_another_customers_quote_is_refused(
     brunos = quote_create(company=company, contact=bruno, items=[QuoteItem("CAF-001", 1)])
 
     response = tool_client.call(
-        "accept_quote", {"identifier": ANA, "quote": brunos.reference}, key=key()
+        "accept_quote", {"identifier": ANA_DOCUMENT, "quote": brunos.reference}, key=key()
     )
 
     assert response.status_code == 403
@@ -465,7 +480,7 @@ def test_accepting_a_quote_this_conversation_never_saw_is_refused(
     unseen = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
 
     response = tool_client.call(
-        "accept_quote", {"identifier": ANA, "quote": unseen.reference}, key=key()
+        "accept_quote", {"identifier": ANA_DOCUMENT, "quote": unseen.reference}, key=key()
     )
 
     assert response.status_code == 422
@@ -477,10 +492,10 @@ def test_a_quote_listed_in_this_conversation_can_be_accepted_by_the_end_of_its_r
     tool_client, company, ana, anas_chat, no_step_up
 ):
     quote = quote_create(company=company, contact=ana, items=[QuoteItem("CAF-001", 1)])
-    tool_client.call("list_my_quotes", {"identifier": ANA})
+    tool_client.call("list_my_quotes", {"identifier": ANA_DOCUMENT})
 
     response = tool_client.call(
-        "accept_quote", {"identifier": ANA, "quote": quote.reference[-4:]}, key=key()
+        "accept_quote", {"identifier": ANA_DOCUMENT, "quote": quote.reference[-4:]}, key=key()
     )
 
     assert response.status_code == 200
@@ -491,7 +506,9 @@ def test_accepting_an_expired_quote_is_refused_with_the_state(tool_client, anas_
     reference = create(tool_client).json()["reference"]
     quotes_expire_due(now=timezone.now() + timedelta(days=30))
 
-    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+    response = tool_client.call(
+        "accept_quote", {"identifier": ANA_DOCUMENT, "quote": reference}, key=key()
+    )
 
     assert response.status_code == 422
     assert (response.json()["error_type"], response.json()["state"]) == ("VALIDATION", "expired")
@@ -506,7 +523,9 @@ def test_accepting_after_another_customer_took_the_stock_is_refused(
         quote=quote_create(company=company, contact=bruno, items=[QuoteItem("TAZ-002", 2)])
     )
 
-    response = tool_client.call("accept_quote", {"identifier": ANA, "quote": reference}, key=key())
+    response = tool_client.call(
+        "accept_quote", {"identifier": ANA_DOCUMENT, "quote": reference}, key=key()
+    )
 
     assert response.status_code == 422
     assert (response.json()["code"], response.json()["sku"]) == ("insufficient_stock", "TAZ-002")
@@ -518,7 +537,7 @@ def test_accepting_after_another_customer_took_the_stock_is_refused(
 
 def test_rejecting_resolves_the_quote_once(tool_client, anas_chat):
     reference = create(tool_client).json()["reference"]
-    args = {"identifier": ANA, "quote": reference, "reason": "Prefiero esperar"}
+    args = {"identifier": ANA_DOCUMENT, "quote": reference, "reason": "Prefiero esperar"}
 
     first = tool_client.call("reject_quote", args, key=key())
     again = tool_client.call("reject_quote", args, key=key())
@@ -529,7 +548,11 @@ def test_rejecting_resolves_the_quote_once(tool_client, anas_chat):
 
 
 def test_request_sales_contact_opens_one_opportunity_per_key(tool_client, anas_chat):
-    args = {"identifier": ANA, "topic": "Cafetera para oficina", "notes": "Unas 30 personas"}
+    args = {
+        "identifier": ANA_DOCUMENT,
+        "topic": "Cafetera para oficina",
+        "notes": "Unas 30 personas",
+    }
     same = key()
 
     first = tool_client.call("request_sales_contact", args, key=same)

@@ -25,10 +25,9 @@ from sales.models import Opportunity, Product, Quote, QuoteLine
 from sales.services.catalog import price_list_item_set, product_create
 from sales.services.quote_lifecycle import quote_accept, quote_create, quote_reject
 from sales.services.quote_pricing import QuoteItem
-from tests.factories import Catalog
+from tests.factories import ANA_DOCUMENT, Catalog
 from tests.statements import Budget, call_statements, shape
 
-ANA = "12345678Z"
 CONVERSATION = "conv-sales-budget"
 
 # create_quote: the engine's claim, the call's conversation, the company's step-up policy (kept
@@ -109,7 +108,7 @@ def gateway(company: Company, ana: Contact, catalog: Catalog) -> Company:
     """The company as authentication hands it to a call, with Ana identified in the
     conversation and verified (accept_quote asks for step-up under the default policy)."""
     conversation = Conversation.objects.create(company=company, external_id=CONVERSATION)
-    identify_contact(conversation=conversation, kind="document", value=ANA)
+    identify_contact(conversation=conversation, kind="document", value=ANA_DOCUMENT)
     now = timezone.now()
     Conversation.objects.filter(pk=conversation.pk).update(
         verified_at=now, verified_until=now + timedelta(minutes=15)
@@ -137,7 +136,7 @@ def shelf(company: Company, catalog: Catalog) -> list[Product]:
 
 
 def create(company: Company, items: list[dict]):
-    return call(company, "create_quote", {"identifier": ANA, "items": items})
+    return call(company, "create_quote", {"identifier": ANA_DOCUMENT, "items": items})
 
 
 BASKET = [{"sku": "CAF-001", "quantity": 3}, {"sku": "TAZ-002", "quantity": 2}]  # 53.33 EUR
@@ -179,7 +178,7 @@ def test_a_first_accept_quote_stays_within_its_statement_budget(gateway, catalog
     created, _ = create(gateway, BASKET)
 
     outcome, statements = call(
-        gateway, "accept_quote", {"identifier": ANA, "quote": created.body["reference"]}
+        gateway, "accept_quote", {"identifier": ANA_DOCUMENT, "quote": created.body["reference"]}
     )
 
     assert outcome.is_error is False, outcome.body
@@ -196,7 +195,7 @@ def test_an_accept_quote_costs_the_same_whatever_its_number_of_lines(gateway, sh
     created, _ = create(gateway, [*BASKET, *({"sku": p.sku, "quantity": 4} for p in shelf)])
 
     outcome, statements = call(
-        gateway, "accept_quote", {"identifier": ANA, "quote": created.body["reference"]}
+        gateway, "accept_quote", {"identifier": ANA_DOCUMENT, "quote": created.body["reference"]}
     )
 
     assert outcome.is_error is False, outcome.body
@@ -213,7 +212,7 @@ def test_a_first_reject_quote_stays_within_its_statement_budget(gateway):
     created, _ = create(gateway, BASKET)
 
     outcome, statements = call(
-        gateway, "reject_quote", {"identifier": ANA, "quote": created.body["reference"]}
+        gateway, "reject_quote", {"identifier": ANA_DOCUMENT, "quote": created.body["reference"]}
     )
 
     assert outcome.is_error is False, outcome.body
@@ -226,7 +225,9 @@ def test_a_first_reject_quote_stays_within_its_statement_budget(gateway):
 @pytest.mark.django_db(transaction=True)
 def test_a_first_request_sales_contact_stays_within_its_statement_budget(gateway):
     outcome, statements = call(
-        gateway, "request_sales_contact", {"identifier": ANA, "topic": "Cafetera industrial"}
+        gateway,
+        "request_sales_contact",
+        {"identifier": ANA_DOCUMENT, "topic": "Cafetera industrial"},
     )
 
     assert outcome.is_error is False, outcome.body

@@ -21,13 +21,12 @@ from django.core import mail
 from core.models import Contact, SecurityEvent, StepUpPolicy, VerificationChallenge
 from core.normalize import mask_email, mask_phone
 from tests import factories
+from tests.factories import ANA_DOCUMENT, ANA_PHONE, BRUNO_EMAIL
 from tests.reliability.tenants import arguments_for
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ANA = "12345678Z"  # the attacker, a customer in good standing
-ANA_PHONE = "+34600111222"
 NOBODYS_DOCUMENT = "99999999R"
 
 
@@ -62,23 +61,33 @@ def verified_as_ana(client, outbox: list) -> tuple[str, str]:
     """A conversation identified as Ana and verified with a code to her own phone; the
     conversation and that code."""
     conversation = new_conversation()
-    assert call(client, "identify_contact", {"document": ANA}, conversation).status_code == 200
+    assert (
+        call(client, "identify_contact", {"document": ANA_DOCUMENT}, conversation).status_code
+        == 200
+    )
     asked = call(
-        client, "request_verification_code", {"identifier": ANA, "channel": "sms"}, conversation
+        client,
+        "request_verification_code",
+        {"identifier": ANA_DOCUMENT, "channel": "sms"},
+        conversation,
     )
     assert asked.status_code == 200, asked.text
     code = code_in(texts_to(outbox, ANA_PHONE)[-1])
-    verified = call(client, "verify_code", {"identifier": ANA, "code": code}, conversation)
+    verified = call(client, "verify_code", {"identifier": ANA_DOCUMENT, "code": code}, conversation)
     assert verified.status_code == 200, verified.text
     return conversation, code
 
 
 def ask_change(client, conversation: str, **change: str) -> httpx.Response:
-    return call(client, "update_contact_details", {"identifier": ANA, **change}, conversation)
+    return call(
+        client, "update_contact_details", {"identifier": ANA_DOCUMENT, **change}, conversation
+    )
 
 
 def confirm(client, conversation: str, code: str) -> httpx.Response:
-    return call(client, "confirm_contact_change", {"identifier": ANA, "code": code}, conversation)
+    return call(
+        client, "confirm_contact_change", {"identifier": ANA_DOCUMENT, "code": code}, conversation
+    )
 
 
 SENT = (200, "sent", ["channel", "expires_in_minutes", "sent_to", "updated"])
@@ -138,7 +147,7 @@ def test_probing_emails_finds_no_customer_and_saves_nothing(
 ):
     conversation, _code = verified_as_ana(tool_client, sms_outbox)
     before = contacts_now(company)
-    probes = ["bruno@example.com", "nadie@example.com"]
+    probes = [BRUNO_EMAIL, "nadie@example.com"]
 
     answers = [ask_change(tool_client, conversation, email=e) for e in probes]
 
@@ -158,18 +167,18 @@ def test_many_conversations_of_one_customer_text_no_more_than_the_customers_budg
     refused = []
     for n in range(per_contact):
         conversation = new_conversation()
-        call(tool_client, "identify_contact", {"document": ANA}, conversation)
+        call(tool_client, "identify_contact", {"document": ANA_DOCUMENT}, conversation)
         asked = call(
             tool_client,
             "request_verification_code",
-            {"identifier": ANA, "channel": "sms"},
+            {"identifier": ANA_DOCUMENT, "channel": "sms"},
             conversation,
         )
         if asked.status_code != 200:
             refused.append(asked.json()["code"])
             continue
         code = code_in(texts_to(sms_outbox, ANA_PHONE)[-1])
-        call(tool_client, "verify_code", {"identifier": ANA, "code": code}, conversation)
+        call(tool_client, "verify_code", {"identifier": ANA_DOCUMENT, "code": code}, conversation)
         for phone in (customers[1 + n % 4].phone, f"+34699100{n:03d}"):
             probe = ask_change(tool_client, conversation, phone=phone)
             if probe.status_code != 200:
@@ -251,7 +260,10 @@ def test_a_malformed_phone_or_email_is_a_typed_error_with_nothing_saved_or_sent(
     before, texts = contacts_now(company), len(sms_outbox)
 
     response = call(
-        tool_client, "update_contact_details", {"identifier": ANA, field: value}, conversation
+        tool_client,
+        "update_contact_details",
+        {"identifier": ANA_DOCUMENT, field: value},
+        conversation,
     )
 
     assert response.status_code == 422
@@ -303,15 +315,17 @@ def test_the_code_sent_to_a_new_phone_never_verifies_the_conversation(
     nothing, and a protected action still asks for the customer's own code."""
     StepUpPolicy.objects.create(company=company, actions=["open_case"])
     conversation = new_conversation()
-    call(tool_client, "identify_contact", {"document": ANA}, conversation)
+    call(tool_client, "identify_contact", {"document": ANA_DOCUMENT}, conversation)
     ask_change(tool_client, conversation, phone="+34699000401")
     code = code_in(texts_to(sms_outbox, "+34699000401")[-1])
 
-    verified = call(tool_client, "verify_code", {"identifier": ANA, "code": code}, conversation)
+    verified = call(
+        tool_client, "verify_code", {"identifier": ANA_DOCUMENT, "code": code}, conversation
+    )
     protected = call(
         tool_client,
         "open_case",
-        {"identifier": ANA, "subject": "Factura", "description": "Revisar."},
+        {"identifier": ANA_DOCUMENT, "subject": "Factura", "description": "Revisar."},
         conversation,
     )
 
@@ -358,7 +372,7 @@ def test_every_identifier_taking_tool_answers_alike_for_someone_elses_identifier
             answers = []
             for identifier in (someones, nobodys):
                 conversation = new_conversation()
-                call(tool_client, "identify_contact", {"document": ANA}, conversation)
+                call(tool_client, "identify_contact", {"document": ANA_DOCUMENT}, conversation)
                 arguments = arguments_for(identifier, FAKE_REFERENCES)[name]
                 answers.append(call(tool_client, name, arguments, conversation))
             first, second = answers
@@ -385,7 +399,7 @@ def test_the_identifier_limit_comes_as_soon_for_someone_elses_identifier_as_for_
         seen = []
         for _ in range(5):
             conversation = new_conversation()
-            call(tool_client, "identify_contact", {"document": ANA}, conversation)
+            call(tool_client, "identify_contact", {"document": ANA_DOCUMENT}, conversation)
             answer = call(tool_client, "list_my_cases", {"identifier": identifier}, conversation)
             seen.append((answer.status_code, answer.json()["code"]))
         sequences.append(seen)

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from core.models import Company, Conversation, SecurityEvent, VerificationChallenge
 from core.services import contact_create, gateway_credential_issue
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE, ANA_PHONE_NATIONAL, BRUNO_DOCUMENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,7 +41,6 @@ PARALLEL = 16
 
 Status = VerificationChallenge.Status
 Purpose = VerificationChallenge.Purpose
-ANA_PHONE, ANA_DOCUMENT, BRUNO_DOCUMENT = "600111222", "12345678Z", "X1234567L"
 
 _nobodys = itertools.count(699_000_001)
 
@@ -343,14 +343,14 @@ def test_a_customers_document_named_from_other_conversations_does_not_lock_them_
     own = new_conversation()
 
     answer = gateway.identify(own, document=ANA_DOCUMENT)
-    code = code_in(texts_to(sms_outbox, ANA_PHONE)[-1])
+    code = code_in(texts_to(sms_outbox, ANA_PHONE_NATIONAL)[-1])
     verified = gateway.verify(own, ANA_DOCUMENT, code)
 
     assert kind_of(answer) == "awaiting_code"
     assert answer.json()["user_message"].startswith("Si esos datos corresponden a un cliente")
     assert verified.json() == {"verified": True, "valid_for_minutes": 15}
     assert Conversation.objects.get(external_id=own).contact == ana
-    assert gateway.call("list_my_cases", {"identifier": ANA_PHONE}, own).status_code == 200
+    assert gateway.call("list_my_cases", {"identifier": ANA_PHONE_NATIONAL}, own).status_code == 200
 
 
 def test_the_conversations_own_limit_still_refuses_that_conversation_alone(gateway, company, ana):
@@ -358,8 +358,8 @@ def test_the_conversations_own_limit_still_refuses_that_conversation_alone(gatew
     conversation = new_conversation()
 
     answers = [kind_of(gateway.identify(conversation, phone=nobodys_phone())) for _ in range(5)]
-    refused = gateway.identify(conversation, phone=ANA_PHONE)
-    elsewhere = gateway.identify(new_conversation(), phone=ANA_PHONE)
+    refused = gateway.identify(conversation, phone=ANA_PHONE_NATIONAL)
+    elsewhere = gateway.identify(new_conversation(), phone=ANA_PHONE_NATIONAL)
 
     assert answers == ["awaiting_code"] * 5
     assert kind_of(refused) == "too_many_attempts"
@@ -370,13 +370,15 @@ def test_the_conversations_own_limit_still_refuses_that_conversation_alone(gatew
 
 def test_verified_mode_ends_by_itself_once_the_failures_leave_the_window(gateway, company, ana):
     into_verified_mode(gateway, company)
-    assert kind_of(gateway.identify(new_conversation(), phone=ANA_PHONE)) == "awaiting_code"
+    assert (
+        kind_of(gateway.identify(new_conversation(), phone=ANA_PHONE_NATIONAL)) == "awaiting_code"
+    )
 
     SecurityEvent.objects.filter(company=company).update(
         created_at=timezone.now() - timedelta(minutes=61)
     )
 
-    assert kind_of(gateway.identify(new_conversation(), phone=ANA_PHONE)) == "identified"
+    assert kind_of(gateway.identify(new_conversation(), phone=ANA_PHONE_NATIONAL)) == "identified"
     assert kind_of(gateway.identify(new_conversation(), phone=nobodys_phone())) == (
         "contact_not_found"
     )
@@ -385,9 +387,9 @@ def test_verified_mode_ends_by_itself_once_the_failures_leave_the_window(gateway
 @pytest.mark.parametrize(
     ("typed", "expected"),
     [
-        ({"phone": ANA_PHONE}, ("sms", "+34600111222")),
-        ({"email": "ANA@example.com"}, ("email", "ana@example.com")),
-        ({"document": ANA_DOCUMENT}, ("sms", "+34600111222")),
+        ({"phone": ANA_PHONE_NATIONAL}, ("sms", ANA_PHONE)),
+        ({"email": "ANA@example.com"}, ("email", ANA_EMAIL)),
+        ({"document": ANA_DOCUMENT}, ("sms", ANA_PHONE)),
     ],
     ids=["phone", "email", "document"],
 )
@@ -431,7 +433,7 @@ def test_a_wrong_code_for_nobody_is_answered_as_for_a_customer_and_locks_alike(
     same attempts and the same lock as a customer's code."""
     into_verified_mode(gateway, company)
     sequences = []
-    for identifier in (ANA_PHONE, nobodys_phone()):
+    for identifier in (ANA_PHONE_NATIONAL, nobodys_phone()):
         conversation = new_conversation()
         gateway.identify(conversation, phone=identifier)
         sequences.append(
@@ -449,12 +451,12 @@ def test_a_wrong_code_for_nobody_is_answered_as_for_a_customer_and_locks_alike(
 def test_verify_code_needs_the_identifier_typed_to_identify(gateway, company, ana, sms_outbox):
     into_verified_mode(gateway, company)
     conversation = new_conversation()
-    gateway.identify(conversation, phone=ANA_PHONE)
+    gateway.identify(conversation, phone=ANA_PHONE_NATIONAL)
     code = code_in(sms_outbox[-1].body)
 
     # Ana's own document, but not what was typed: refused without a guess being used.
     other = gateway.verify(conversation, ANA_DOCUMENT, code)
-    same = gateway.verify(conversation, ANA_PHONE, code)
+    same = gateway.verify(conversation, ANA_PHONE_NATIONAL, code)
 
     assert kind_of(other) == "identity_mismatch"
     assert same.json()["verified"] is True
@@ -465,12 +467,12 @@ def test_a_code_typed_in_another_conversation_is_refused_and_nothing_is_saved(
 ):
     into_verified_mode(gateway, company)
     sent_for = new_conversation()
-    gateway.identify(sent_for, phone=ANA_PHONE)
+    gateway.identify(sent_for, phone=ANA_PHONE_NATIONAL)
     code = code_in(sms_outbox[-1].body)
     elsewhere = new_conversation()
     events_before = SecurityEvent.objects.count()
 
-    refused = gateway.verify(elsewhere, ANA_PHONE, code)
+    refused = gateway.verify(elsewhere, ANA_PHONE_NATIONAL, code)
 
     assert refused.status_code == 403
     assert kind_of(refused) == "identification_required"
@@ -478,7 +480,7 @@ def test_a_code_typed_in_another_conversation_is_refused_and_nothing_is_saved(
     challenge = VerificationChallenge.objects.get(conversation__external_id=sent_for)
     assert (challenge.status, challenge.attempts) == (Status.ACTIVE, 0)
     assert SecurityEvent.objects.count() == events_before
-    assert gateway.verify(sent_for, ANA_PHONE, code).json()["verified"] is True
+    assert gateway.verify(sent_for, ANA_PHONE_NATIONAL, code).json()["verified"] is True
 
 
 def test_past_the_credentials_budget_the_answer_is_the_same_and_nothing_is_sent(
@@ -509,7 +511,7 @@ def test_past_a_customers_hourly_limit_the_answer_is_the_same_and_nothing_is_sen
     into_verified_mode(gateway, company)
     limits(company, verification_codes_per_contact_per_hour=2)
 
-    answers = [gateway.identify(new_conversation(), phone=ANA_PHONE) for _ in range(4)]
+    answers = [gateway.identify(new_conversation(), phone=ANA_PHONE_NATIONAL) for _ in range(4)]
 
     assert len({(a.status_code, a.content) for a in answers}) == 1
     assert len(sms_outbox) == 2
@@ -522,14 +524,16 @@ def test_an_identity_alarm_voids_a_pending_code(gateway, company, ana, bruno, sm
     """Ana asks for a code, then the conversation names other customers: the code she was
     sent no longer verifies her (it answered verified: true)."""
     conversation = new_conversation()
-    gateway.identify(conversation, phone=ANA_PHONE)
+    gateway.identify(conversation, phone=ANA_PHONE_NATIONAL)
     gateway.call(
-        "request_verification_code", {"identifier": ANA_PHONE, "channel": "sms"}, conversation
+        "request_verification_code",
+        {"identifier": ANA_PHONE_NATIONAL, "channel": "sms"},
+        conversation,
     )
     code = code_in(sms_outbox[-1].body)
 
     alarms = [kind_of(gateway.identify(conversation, document=BRUNO_DOCUMENT)) for _ in range(5)]
-    answer = gateway.verify(conversation, ANA_PHONE, code)
+    answer = gateway.verify(conversation, ANA_PHONE_NATIONAL, code)
 
     assert alarms == ["identity_switch"] * 5
     assert kind_of(answer) == "code_revoked"
@@ -538,9 +542,11 @@ def test_an_identity_alarm_voids_a_pending_code(gateway, company, ana, bruno, sm
     )
     # The protected action still asks for a code; a new one verifies her.
     gateway.call(
-        "request_verification_code", {"identifier": ANA_PHONE, "channel": "sms"}, conversation
+        "request_verification_code",
+        {"identifier": ANA_PHONE_NATIONAL, "channel": "sms"},
+        conversation,
     )
-    fresh = gateway.verify(conversation, ANA_PHONE, code_in(sms_outbox[-1].body))
+    fresh = gateway.verify(conversation, ANA_PHONE_NATIONAL, code_in(sms_outbox[-1].body))
     assert fresh.json()["verified"] is True
 
 
@@ -551,15 +557,17 @@ def test_at_the_limit_an_identity_alarm_voids_a_pending_code_too(
     failure: the alarm is a verification_voided event, and it voids the code as well."""
     limits(company, identify_failures_per_conversation=1)
     conversation = new_conversation()
-    gateway.identify(conversation, phone=ANA_PHONE)
+    gateway.identify(conversation, phone=ANA_PHONE_NATIONAL)
     assert kind_of(gateway.identify(conversation, document=BRUNO_DOCUMENT)) == "identity_switch"
     gateway.call(
-        "request_verification_code", {"identifier": ANA_PHONE, "channel": "sms"}, conversation
+        "request_verification_code",
+        {"identifier": ANA_PHONE_NATIONAL, "channel": "sms"},
+        conversation,
     )
     code = code_in(sms_outbox[-1].body)
 
     limited = gateway.identify(conversation, document=BRUNO_DOCUMENT)
-    answer = gateway.verify(conversation, ANA_PHONE, code)
+    answer = gateway.verify(conversation, ANA_PHONE_NATIONAL, code)
 
     assert kind_of(limited) == "too_many_attempts"
     assert SecurityEvent.objects.filter(

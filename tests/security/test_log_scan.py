@@ -25,6 +25,7 @@ from django.core.management import call_command
 from core.management.commands.seed_sandbox import CONTACTS
 from core.models import Company, OutboxMessage
 from integration.services import integration_credential_issue
+from tests.factories import ANA_EMAIL, ANA_PHONE, BRUNO_DOCUMENT, BRUNO_EMAIL, BRUNO_PHONE
 from tests.servers import (
     ROOT,
     database_url_of_current_connection,
@@ -219,13 +220,13 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
             bruno = "whatsapp:+34600333444"  # some gateways name a conversation by the phone
             gateway.rest("identify_contact", {"phone": "600 333 444"}, bruno)
             gateway.rest(
-                "request_verification_code", {"identifier": "X1234567L", "channel": "sms"}, bruno
+                "request_verification_code", {"identifier": BRUNO_DOCUMENT, "channel": "sms"}, bruno
             )
             [text] = wait_for(
                 lambda: [text for _, text in kept(sandbox, "sms") if "código" in text]
             )
             bruno_code = code_in(text)
-            gateway.rest("verify_code", {"identifier": "+34600333444", "code": bruno_code}, bruno)
+            gateway.rest("verify_code", {"identifier": BRUNO_PHONE, "code": bruno_code}, bruno)
             tomorrow = (date.today() + timedelta(days=1)).isoformat()
             slots = gateway.rest(
                 "find_available_slots", {"service": "Corte de pelo", "from": tomorrow}, bruno
@@ -233,14 +234,14 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
             gateway.rest(
                 "book_appointment",
                 {
-                    "identifier": "bruno@example.com",
+                    "identifier": BRUNO_EMAIL,
                     "service": "Corte de pelo",
                     "slot": slots["items"][0]["slot"],
                 },
                 bruno,
             )
             gateway.rest(
-                "update_contact_details", {"identifier": "X1234567L", "email": NEW_EMAIL}, bruno
+                "update_contact_details", {"identifier": BRUNO_DOCUMENT, "email": NEW_EMAIL}, bruno
             )
             # The new address proves itself with the code sent to it; the old one is told.
             change_mail = wait_for(
@@ -248,7 +249,7 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
             )
             change_code = code_in(change_mail[0])
             confirmed = gateway.rest(
-                "confirm_contact_change", {"identifier": "X1234567L", "code": change_code}, bruno
+                "confirm_contact_change", {"identifier": BRUNO_DOCUMENT, "code": change_code}, bruno
             )
             assert confirmed.get("updated") is True, confirmed
 
@@ -263,7 +264,7 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
                 lambda: [
                     text
                     for to, text in kept(sandbox, "email")
-                    if to == "ana@example.com" and "verificación" in text
+                    if to == ANA_EMAIL and "verificación" in text
                 ]
             )
             ana_code = code_in(ana_mail[0])
@@ -287,7 +288,7 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
             # The company's other systems search by an email and a phone in the query string,
             # with their token and without; a link scanner follows the opt-out link, and so
             # does somebody who altered it; the customer opts out.
-            query = {"email": "bruno@example.com", "phone": "+34600111222"}
+            query = {"email": BRUNO_EMAIL, "phone": ANA_PHONE}
             searched = [
                 http.get("/api/v1/contacts", params=query, headers=headers).status_code
                 for headers in (

@@ -19,6 +19,7 @@ from integration.models import IntegrationCredential
 from integration.services import integration_credential_issue
 from tests import factories
 from tests.conftest import ToolClient
+from tests.factories import ANA_DOCUMENT, ANA_PHONE, BRUNO_DOCUMENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -159,10 +160,10 @@ def test_a_premium_rate_number_already_on_file_gets_no_code(tools, make_company,
     SMS would leave: the provider gets nothing, and the code's row says why."""
     shop = make_company(country="ES")
     Contact.objects.create(
-        company=shop, first_name="Mallory", document_number="12345678Z", phone="+34803123456"
+        company=shop, first_name="Mallory", document_number=ANA_DOCUMENT, phone="+34803123456"
     )
 
-    answer = request_code(tools(shop), "12345678Z")
+    answer = request_code(tools(shop), ANA_DOCUMENT)
 
     assert answer.status_code == 200, answer.text
     assert texted(provider) == []
@@ -179,7 +180,7 @@ def test_codes_past_the_hourly_budget_reach_no_provider_and_the_admins_hear_once
     shop = make_company(country="ES", sms_hourly_budget=2)
     make_staff("boss", shop, role="admin", email="boss@example.com")
     make_staff("clerk", shop, role="agent", email="clerk@example.com")
-    documents = ["12345678Z", "X1234567L", "Y1234567X", "Z1234567R"]
+    documents = [ANA_DOCUMENT, BRUNO_DOCUMENT, "Y1234567X", "Z1234567R"]
     for n, document in enumerate(documents):
         factories.contact(shop, document_number=document, phone=f"+3460011122{n}")
     client = tools(shop)
@@ -207,23 +208,23 @@ def test_a_sandbox_texts_no_one_whatever_provider_is_configured(tools, make_comp
     client = tools(sandbox)
     conversation = "conv-sandbox"
     client.call(
-        "identify_contact", {"document": "12345678Z"}, key="k1", conversation_id=conversation
+        "identify_contact", {"document": ANA_DOCUMENT}, key="k1", conversation_id=conversation
     )
 
     client.call(
         "request_verification_code",
-        {"identifier": "12345678Z", "channel": "sms"},
+        {"identifier": ANA_DOCUMENT, "channel": "sms"},
         key="k2",
         conversation_id=conversation,
     )
 
     assert texted(provider) == []
     kept = OutboxMessage.objects.get(company=sandbox)
-    assert (kept.channel, kept.destination) == ("sms", "+34600111222")
+    assert (kept.channel, kept.destination) == ("sms", ANA_PHONE)
     code = re.search(r"\b(\d{6})\b", kept.body).group(1)
     verified = client.call(
         "verify_code",
-        {"identifier": "12345678Z", "code": code},
+        {"identifier": ANA_DOCUMENT, "code": code},
         key="k3",
         conversation_id=conversation,
     )

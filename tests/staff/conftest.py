@@ -23,6 +23,7 @@ from sales.services.quote_lifecycle import quote_create
 from sales.services.quote_pricing import QuoteItem
 from support.models import Case
 from support.services import case_open
+from tests.factories import ANA_DOCUMENT, ANA_PHONE
 
 
 def midday_timezone(offset_from_noon: int = 0) -> str:
@@ -106,7 +107,7 @@ def luna(make_company) -> Company:
 
 @pytest.fixture
 def sol_day(sol) -> Day:
-    return build_day(sol, customer="Ana", document="12345678Z", phone="+34600111222")
+    return build_day(sol, customer="Ana", document=ANA_DOCUMENT, phone=ANA_PHONE)
 
 
 @pytest.fixture

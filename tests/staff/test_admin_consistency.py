@@ -16,6 +16,7 @@ from core.models import VerificationChallenge
 from core.normalize import mask_phone
 from core.verification.issue import challenge_issue
 from tests.admin_pages import change_url
+from tests.factories import ANA_PHONE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -120,12 +121,12 @@ def test_masked_phones_are_worded_in_the_companys_language(make_company):
     from core.services import contact_create
 
     english = make_company(name="Sunny Salon", language="en")
-    contact = contact_create(company=english, first_name="Amy", phone="+34600111222")
+    contact = contact_create(company=english, first_name="Amy", phone=ANA_PHONE)
 
     challenge = challenge_issue(contact=contact, channel="sms")
 
     assert challenge.masked_destination == "phone ending in 22"
-    assert mask_phone("+34600111222", "es") == "teléfono terminado en 22"
+    assert mask_phone(ANA_PHONE, "es") == "teléfono terminado en 22"
     assert VerificationChallenge.objects.get(pk=challenge.pk).masked_destination.endswith("22")
 
 

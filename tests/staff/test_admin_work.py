@@ -9,6 +9,7 @@ from django_fsm_log.models import StateLog
 from core.models import Conversation
 from sales.models import Quote
 from tests.admin_pages import change_url
+from tests.factories import ANA_DOCUMENT
 from tests.staff.trace_calls import call
 from tooling.models import ToolCall
 
@@ -159,20 +160,20 @@ def test_the_conversation_page_lists_its_tool_calls_in_order_with_masked_argumen
     call(
         sol_day.company,
         "identify_contact",
-        {"document": "12345678Z"},
+        {"document": ANA_DOCUMENT},
         conversation_id="conv-why",
         idempotency_key="k-1",
     )
     call(
         sol_day.company,
         "list_my_appointments",
-        {"identifier": "12345678Z"},
+        {"identifier": ANA_DOCUMENT},
         conversation_id="conv-why",
     )
     call(
         sol_day.company,
         "cancel_appointment",
-        {"identifier": "12345678Z", "appointment": "AP-NOTSEEN"},
+        {"identifier": ANA_DOCUMENT, "appointment": "AP-NOTSEEN"},
         conversation_id="conv-why",
         idempotency_key="k-2",
     )
@@ -187,7 +188,7 @@ def test_the_conversation_page_lists_its_tool_calls_in_order_with_masked_argumen
     )
     assert tools == ["identify_contact", "list_my_appointments", "cancel_appointment"]
     assert "[document •••8Z]" in table
-    assert "12345678Z" not in page
+    assert ANA_DOCUMENT not in page
     assert "reference_not_seen" in table  # the code the assistant was answered with
 
 

@@ -20,7 +20,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from core.models import Conversation
-from tests.factories import PASSWORD
+from tests.factories import ANA_DOCUMENT, PASSWORD
 from tests.staff.trace_calls import call
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
@@ -139,20 +139,20 @@ def test_a_staff_member_cancels_an_appointment_sees_the_history_and_only_their_c
     call(
         sol_day.company,
         "identify_contact",
-        {"document": "12345678Z"},
+        {"document": ANA_DOCUMENT},
         conversation_id=conversation.external_id,
         idempotency_key="k-1",
     )
     call(
         sol_day.company,
         "list_my_appointments",
-        {"identifier": "12345678Z"},
+        {"identifier": ANA_DOCUMENT},
         conversation_id=conversation.external_id,
     )
     call(
         sol_day.company,
         "cancel_appointment",
-        {"identifier": "12345678Z", "appointment": "AP-ZZZZZZ"},
+        {"identifier": ANA_DOCUMENT, "appointment": "AP-ZZZZZZ"},
         conversation_id=conversation.external_id,
         idempotency_key="k-2",
     )
@@ -201,7 +201,7 @@ def test_a_staff_member_cancels_an_appointment_sees_the_history_and_only_their_c
     trace = wait_for(browser, "table.garante-trace").text
     assert trace.index("identify_contact") < trace.index("list_my_appointments")
     assert "reference_not_seen" in trace
-    assert "12345678Z" not in page_text(browser)
+    assert ANA_DOCUMENT not in page_text(browser)
     screenshot(browser, "05-conversation-trace")
 
     # 6. Another company's appointment, even by its address, does not exist for this user.

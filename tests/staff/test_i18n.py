@@ -12,6 +12,7 @@ from django.utils import translation
 from core.errors import PermissionRefused
 from core.services import gateway_credential_issue
 from tests.conftest import McpClient
+from tests.factories import ANA_DOCUMENT
 from tests.staff.trace_calls import call
 from tooling import mcp as mcp_module
 
@@ -66,7 +67,7 @@ def test_with_english_a_spanish_user_message_comes_out_in_english():
 def test_a_company_that_speaks_english_gets_tool_errors_in_english(make_company):
     english = make_company(language="en")
     spanish = make_company(language="es")
-    arguments = {"identifier": "12345678Z", "appointment": "AP-7K2F9Q"}
+    arguments = {"identifier": ANA_DOCUMENT, "appointment": "AP-7K2F9Q"}
 
     in_english = call(english, "cancel_appointment", arguments, idempotency_key="k-en")
     in_spanish = call(spanish, "cancel_appointment", arguments, idempotency_key="k-es")
@@ -91,7 +92,7 @@ def test_over_mcp_every_answer_to_a_customer_is_in_the_companys_language(
         invalid = invalid["structuredContent"]
         refused = mcp.call(
             "cancel_appointment",
-            {"identifier": "12345678Z", "appointment": "AP-7K2F9Q"},
+            {"identifier": ANA_DOCUMENT, "appointment": "AP-7K2F9Q"},
             key="k-en",
         ).json()
         monkeypatch.setattr(mcp_module, "call_tool", _explode)

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from core.models import Company
 from core.services import contact_create
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE_NATIONAL
 from tests.staff.trace_calls import call
 from tests.testapp.models import Counter
 from tooling import trace
@@ -35,14 +36,14 @@ def trace_of(company, conversation_id: str) -> list[ToolCall]:
 @pytest.mark.parametrize(
     ("arguments", "kept"),
     [
-        ({"identifier": "ana@example.com"}, {"identifier": "[email •••na]"}),
+        ({"identifier": ANA_EMAIL}, {"identifier": "[email •••na]"}),
         ({"identifier": "+34 600 111 222"}, {"identifier": "[phone •••22]"}),
-        ({"document": "12345678Z"}, {"document": "[document •••8Z]"}),
+        ({"document": ANA_DOCUMENT}, {"document": "[document •••8Z]"}),
         (
-            {"identifier": "12345678Z", "code": "482913"},
+            {"identifier": ANA_DOCUMENT, "code": "482913"},
             {"identifier": "[document •••8Z]", "code": "[hidden]"},
         ),
-        ({"message": "Mi DNI es 12345678Z"}, {"message": "[text, 19 chars]"}),
+        ({"message": f"Mi DNI es {ANA_DOCUMENT}"}, {"message": "[text, 19 chars]"}),
         ({"description": "Llamadme"}, {"description": "[text, 8 chars]"}),
         ({"a_new_field": "hola"}, {"a_new_field": "[text, 4 chars]"}),
         (
@@ -68,11 +69,11 @@ def test_arguments_that_are_not_an_object_are_masked_and_huge_ones_truncated():
 def test_every_call_over_http_is_traced_in_order_with_outcome_latency_and_replay(
     tool_client, company
 ):
-    contact_create(company=company, first_name="Ana", document_number="12345678Z")
+    contact_create(company=company, first_name="Ana", document_number=ANA_DOCUMENT)
     tool_client.call("list_services", {"limit": 5})
-    first = tool_client.call("identify_contact", {"document": "12345678Z"}, key="key-1")
-    again = tool_client.call("identify_contact", {"document": "12345678Z"}, key="key-1")
-    refused = tool_client.call("get_case", {"identifier": "12345678Z", "case": "CS-NEVER1"})
+    first = tool_client.call("identify_contact", {"document": ANA_DOCUMENT}, key="key-1")
+    again = tool_client.call("identify_contact", {"document": ANA_DOCUMENT}, key="key-1")
+    refused = tool_client.call("get_case", {"identifier": ANA_DOCUMENT, "case": "CS-NEVER1"})
     tool_client.http.close()
 
     calls = trace_of(company, tool_client.conversation_id)
@@ -99,7 +100,7 @@ def test_every_call_over_http_is_traced_in_order_with_outcome_latency_and_replay
 
 @pytest.mark.django_db(transaction=True)
 def test_a_call_with_invalid_arguments_is_traced_and_still_refused(company):
-    outcome = call(company, "list_services", {"limit": "many", "phone": "600111222"})
+    outcome = call(company, "list_services", {"limit": "many", "phone": ANA_PHONE_NATIONAL})
 
     assert (outcome.is_error, outcome.body["code"]) == (True, "invalid_arguments")
 
@@ -123,7 +124,7 @@ def test_a_refused_call_carrying_nul_characters_is_traced_all_the_same(company):
     outcome = call(
         company,
         "open_case",
-        {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea."},
+        {"identifier": ANA_DOCUMENT, "subject": "Grifo", "description": "Gotea."},
         conversation_id="conv\x00nul",
         idempotency_key="key\x00nul",
     )

@@ -11,6 +11,7 @@ from core.models import Company
 from core.services import contact_create
 from support import services
 from support.models import Case, CaseComment, SupportSettings
+from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT
 
 pytestmark = pytest.mark.django_db
 S = Case.State
@@ -198,7 +199,7 @@ def test_a_contact_of_another_company_cannot_open_a_case_here(company, other_com
 def test_the_sandbox_gets_open_and_closed_cases_for_its_contacts_once(company, ana):
     from support import sandbox
 
-    contact_create(company=company, first_name="Bruno", document_number="X1234567L")
+    contact_create(company=company, first_name="Bruno", document_number=BRUNO_DOCUMENT)
 
     sandbox.seed(company)
     sandbox.seed(company)
@@ -228,7 +229,7 @@ def test_the_demo_sandbox_mails_its_staff_login_about_new_cases_not_seeded_ones(
     with django_capture_on_commit_callbacks(execute=True):
         case = services.case_open(
             company=company,
-            contact=company.contacts.get(document_number="12345678Z"),
+            contact=company.contacts.get(document_number=ANA_DOCUMENT),
             subject="No enciende",
             description="La pantalla se queda en negro.",
         )

@@ -8,13 +8,13 @@ from django.core import mail
 
 from support import services
 from support.models import Case, CaseComment
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL
 from tooling.context import CallMeta, ToolContext
 from tooling.ledger import LedgerEntry, ledger_record
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Case.State
-ANA = "12345678Z"
 
 
 def key() -> str:
@@ -28,12 +28,12 @@ def write(client, name: str, arguments: dict, idempotency_key: str | None = None
 def seen_case(client, state: str, make_case) -> Case:
     """A case of Ana in `state`, which the conversation has been shown by list_my_cases."""
     case = make_case(state)
-    assert client.call("list_my_cases", {"identifier": ANA}).status_code == 200
+    assert client.call("list_my_cases", {"identifier": ANA_DOCUMENT}).status_code == 200
     return case
 
 
 def test_an_empty_list_of_cases_is_a_success(ana_client):
-    response = ana_client.call("list_my_cases", {"identifier": ANA})
+    response = ana_client.call("list_my_cases", {"identifier": ANA_DOCUMENT})
 
     assert response.status_code == 200
     assert response.json() == {"items": [], "count": 0, "has_more": False, "next_cursor": None}
@@ -45,7 +45,7 @@ def test_the_list_shows_only_the_customers_own_cases_with_public_fields(
     mine = make_case(S.WAITING_CUSTOMER, subject="Lavadora")
     theirs = make_case(S.OPEN, for_contact=bruno, subject="Ajeno")
 
-    response = ana_client.call("list_my_cases", {"identifier": "ana@example.com"})
+    response = ana_client.call("list_my_cases", {"identifier": ANA_EMAIL})
 
     body = response.json()
     assert [item["reference"] for item in body["items"]] == [mine.reference]
@@ -70,8 +70,10 @@ def test_the_list_filters_by_state_and_honours_the_limit(ana_client, make_case):
         make_case(S.OPEN)
     closed = make_case(S.CLOSED)
 
-    closed_only = ana_client.call("list_my_cases", {"identifier": ANA, "state": "closed"}).json()
-    limited = ana_client.call("list_my_cases", {"identifier": ANA, "limit": 2}).json()
+    closed_only = ana_client.call(
+        "list_my_cases", {"identifier": ANA_DOCUMENT, "state": "closed"}
+    ).json()
+    limited = ana_client.call("list_my_cases", {"identifier": ANA_DOCUMENT, "limit": 2}).json()
 
     assert [i["reference"] for i in closed_only["items"]] == [closed.reference]
     assert (limited["count"], limited["has_more"]) == (2, True)
@@ -83,7 +85,9 @@ def test_the_list_continues_from_its_cursor_each_case_once_newest_first(ana_clie
 
     seen, cursor, answers = [], None, 0
     while True:
-        arguments = {"identifier": ANA, "limit": 10} | ({"cursor": cursor} if cursor else {})
+        arguments = {"identifier": ANA_DOCUMENT, "limit": 10} | (
+            {"cursor": cursor} if cursor else {}
+        )
         body = ana_client.call("list_my_cases", arguments).json()
         answers += 1
         seen += [item["reference"] for item in body["items"]]
@@ -101,9 +105,9 @@ def test_a_list_cut_by_the_output_cap_continues_after_its_last_shown_item(ana_cl
         for n in range(20)
     ]
 
-    pages = [ana_client.call("list_my_cases", {"identifier": ANA, "limit": 20}).json()]
+    pages = [ana_client.call("list_my_cases", {"identifier": ANA_DOCUMENT, "limit": 20}).json()]
     while pages[-1]["next_cursor"] and len(pages) <= len(cases):
-        arguments = {"identifier": ANA, "limit": 20, "cursor": pages[-1]["next_cursor"]}
+        arguments = {"identifier": ANA_DOCUMENT, "limit": 20, "cursor": pages[-1]["next_cursor"]}
         pages.append(ana_client.call("list_my_cases", arguments).json())
 
     assert pages[0]["truncated"] is True
@@ -114,7 +118,7 @@ def test_a_list_cut_by_the_output_cap_continues_after_its_last_shown_item(ana_cl
 
 @pytest.mark.parametrize("cursor", ["abc", "cDE!", "", "x" * 16, "cC0xMDAwMDAw", "cDEwMDAwMDAx"])
 def test_a_cursor_we_did_not_make_is_refused(ana_client, cursor):
-    response = ana_client.call("list_my_cases", {"identifier": ANA, "cursor": cursor})
+    response = ana_client.call("list_my_cases", {"identifier": ANA_DOCUMENT, "cursor": cursor})
 
     assert response.status_code == 422
     assert (response.json()["code"], response.json()["field"]) == ("invalid_cursor", "cursor")
@@ -127,9 +131,9 @@ def test_the_state_filter_takes_the_spanish_label_too_and_refuses_unknown_states
     make_case(S.OPEN)
 
     by_label = ana_client.call(
-        "list_my_cases", {"identifier": ANA, "state": "Pendiente de su respuesta"}
+        "list_my_cases", {"identifier": ANA_DOCUMENT, "state": "Pendiente de su respuesta"}
     )
-    unknown = ana_client.call("list_my_cases", {"identifier": ANA, "state": "archivado"})
+    unknown = ana_client.call("list_my_cases", {"identifier": ANA_DOCUMENT, "state": "archivado"})
 
     assert [i["reference"] for i in by_label.json()["items"]] == [waiting.reference]
     assert (unknown.status_code, unknown.json()["code"]) == (422, "invalid_arguments")
@@ -157,7 +161,7 @@ def test_get_case_shows_public_messages_and_staff_by_first_name_only(
     services.case_comment_add(case=case, body="Le enviamos un técnico.", author_user=marta)
     services.case_comment_add(case=case, body="Gracias", author_contact=ana)
 
-    response = ana_client.call("get_case", {"identifier": ANA, "case": case.reference})
+    response = ana_client.call("get_case", {"identifier": ANA_DOCUMENT, "case": case.reference})
 
     assert response.status_code == 200
     body = response.json()
@@ -175,7 +179,7 @@ def test_get_case_shows_public_messages_and_staff_by_first_name_only(
 def test_get_case_of_another_customer_is_permission(ana_client, make_case, bruno):
     theirs = make_case(S.OPEN, for_contact=bruno)
 
-    response = ana_client.call("get_case", {"identifier": ANA, "case": theirs.reference})
+    response = ana_client.call("get_case", {"identifier": ANA_DOCUMENT, "case": theirs.reference})
 
     assert response.status_code == 403
     assert response.json()["error_type"] == "PERMISSION"
@@ -183,7 +187,7 @@ def test_get_case_of_another_customer_is_permission(ana_client, make_case, bruno
 
 
 def test_get_case_of_an_unknown_reference_is_not_found(ana_client):
-    response = ana_client.call("get_case", {"identifier": ANA, "case": "CS-ZZZZZZ"})
+    response = ana_client.call("get_case", {"identifier": ANA_DOCUMENT, "case": "CS-ZZZZZZ"})
 
     assert response.status_code == 404
     assert response.json()["error_type"] == "NOT_FOUND"
@@ -194,7 +198,7 @@ def test_get_case_stays_within_the_output_cap_with_long_texts(ana_client, make_c
     for n in range(12):
         services.case_comment_add(case=case, body=f"{n} " + "y" * 3990, author_contact=ana)
 
-    response = ana_client.call("get_case", {"identifier": ANA, "case": case.reference})
+    response = ana_client.call("get_case", {"identifier": ANA_DOCUMENT, "case": case.reference})
 
     body = response.json()
     assert len(response.text) <= 3000
@@ -204,7 +208,7 @@ def test_get_case_stays_within_the_output_cap_with_long_texts(ana_client, make_c
 
 
 def test_tools_need_the_conversation_to_be_identified_first(tool_client, make_case):
-    response = tool_client.call("list_my_cases", {"identifier": ANA})
+    response = tool_client.call("list_my_cases", {"identifier": ANA_DOCUMENT})
 
     assert response.status_code == 403
     assert response.json()["code"] == "identification_required"
@@ -216,7 +220,11 @@ def test_open_case_answers_its_reference_and_it_can_be_commented_at_once(ana_cli
     opened = write(
         ana_client,
         "open_case",
-        {"identifier": ANA, "subject": "No enciende", "description": "La tele no enciende."},
+        {
+            "identifier": ANA_DOCUMENT,
+            "subject": "No enciende",
+            "description": "La tele no enciende.",
+        },
     )
 
     assert opened.status_code == 200
@@ -229,7 +237,7 @@ def test_open_case_answers_its_reference_and_it_can_be_commented_at_once(ana_cli
     commented = write(
         ana_client,
         "add_case_comment",
-        {"identifier": ANA, "case": body["reference"], "message": "+"},
+        {"identifier": ANA_DOCUMENT, "case": body["reference"], "message": "+"},
     )
     assert commented.status_code == 200
     opened_mail, comment_mail = mail.outbox
@@ -239,7 +247,7 @@ def test_open_case_answers_its_reference_and_it_can_be_commented_at_once(ana_cli
 
 def test_opening_twice_with_the_same_key_opens_one_case_and_emails_once(ana_client, make_staff):
     make_staff("marta", email="marta@sol.example")
-    arguments = {"identifier": ANA, "subject": "Ruido", "description": "Hace ruido."}
+    arguments = {"identifier": ANA_DOCUMENT, "subject": "Ruido", "description": "Hace ruido."}
     same = key()
 
     first = write(ana_client, "open_case", arguments, same)
@@ -258,7 +266,7 @@ def test_a_follow_up_case_links_to_a_closed_case_the_conversation_saw(ana_client
         ana_client,
         "open_case",
         {
-            "identifier": ANA,
+            "identifier": ANA_DOCUMENT,
             "subject": "Vuelve a fallar",
             "description": "El mismo problema.",
             "related_case": closed.reference[-4:],
@@ -276,7 +284,12 @@ def test_a_follow_up_of_a_case_never_shown_is_refused(ana_client, make_case):
     response = write(
         ana_client,
         "open_case",
-        {"identifier": ANA, "subject": "S", "description": "d", "related_case": closed.reference},
+        {
+            "identifier": ANA_DOCUMENT,
+            "subject": "S",
+            "description": "d",
+            "related_case": closed.reference,
+        },
     )
 
     assert response.status_code == 422
@@ -290,7 +303,7 @@ def test_a_comment_on_a_closed_case_is_validation_with_the_state(ana_client, mak
     response = write(
         ana_client,
         "add_case_comment",
-        {"identifier": ANA, "case": closed.reference, "message": "Hola"},
+        {"identifier": ANA_DOCUMENT, "case": closed.reference, "message": "Hola"},
     )
 
     assert response.status_code == 422
@@ -310,7 +323,7 @@ def test_a_comment_on_a_case_never_shown_in_the_conversation_is_validation(ana_c
     response = write(
         ana_client,
         "add_case_comment",
-        {"identifier": ANA, "case": own_but_unseen.reference, "message": "Hola"},
+        {"identifier": ANA_DOCUMENT, "case": own_but_unseen.reference, "message": "Hola"},
     )
 
     assert response.status_code == 422
@@ -328,7 +341,7 @@ def test_a_case_the_output_cap_left_out_of_the_list_was_never_shown_and_cannot_b
         for n in range(20)
     ]
 
-    listed = ana_client.call("list_my_cases", {"identifier": ANA, "limit": 20}).json()
+    listed = ana_client.call("list_my_cases", {"identifier": ANA_DOCUMENT, "limit": 20}).json()
 
     assert listed["truncated"] is True and listed["has_more"] is True
     shown = {item["reference"] for item in listed["items"]}
@@ -337,7 +350,7 @@ def test_a_case_the_output_cap_left_out_of_the_list_was_never_shown_and_cannot_b
     refused = write(
         ana_client,
         "add_case_comment",
-        {"identifier": ANA, "case": hidden.reference, "message": "Hola"},
+        {"identifier": ANA_DOCUMENT, "case": hidden.reference, "message": "Hola"},
     )
     assert refused.status_code == 422
     assert refused.json()["code"] == "reference_not_seen"
@@ -345,7 +358,7 @@ def test_a_case_the_output_cap_left_out_of_the_list_was_never_shown_and_cannot_b
     accepted = write(
         ana_client,
         "add_case_comment",
-        {"identifier": ANA, "case": visible.reference, "message": "Hola"},
+        {"identifier": ANA_DOCUMENT, "case": visible.reference, "message": "Hola"},
     )
     assert accepted.status_code == 200, accepted.text
 
@@ -356,7 +369,7 @@ def test_naming_another_customers_case_never_shown_is_permission(ana_client, mak
     response = write(
         ana_client,
         "add_case_comment",
-        {"identifier": ANA, "case": theirs.reference, "message": "Hola"},
+        {"identifier": ANA_DOCUMENT, "case": theirs.reference, "message": "Hola"},
     )
 
     assert response.status_code == 403
@@ -377,7 +390,9 @@ def test_writing_to_another_customers_case_is_permission_even_if_it_was_seen(
         ("confirm_case_resolved", {}),
         ("report_case_not_fixed", {"message": "x"}),
     ]:
-        response = write(ana_client, name, {"identifier": ANA, "case": theirs.reference, **extra})
+        response = write(
+            ana_client, name, {"identifier": ANA_DOCUMENT, "case": theirs.reference, **extra}
+        )
         assert response.status_code == 403, name
         assert response.json()["error_type"] == "PERMISSION"
     theirs.refresh_from_db()
@@ -391,7 +406,7 @@ def test_the_customers_answer_by_suffix_moves_a_waiting_case_back_to_work(ana_cl
     response = write(
         ana_client,
         "add_case_comment",
-        {"identifier": ANA, "case": case.reference[-3:].lower(), "message": "Modelo X200"},
+        {"identifier": ANA_DOCUMENT, "case": case.reference[-3:].lower(), "message": "Modelo X200"},
     )
 
     assert response.status_code == 200
@@ -404,7 +419,7 @@ def test_confirming_a_resolved_case_closes_it_and_a_retry_replays_the_success(
     ana_client, make_case
 ):
     case = seen_case(ana_client, S.RESOLVED, make_case)
-    arguments = {"identifier": ANA, "case": case.reference}
+    arguments = {"identifier": ANA_DOCUMENT, "case": case.reference}
     same = key()
 
     first = write(ana_client, "confirm_case_resolved", arguments, same)
@@ -422,7 +437,7 @@ def test_confirming_a_case_that_is_not_resolved_is_validation_with_its_state(ana
     case = seen_case(ana_client, S.IN_PROGRESS, make_case)
 
     response = write(
-        ana_client, "confirm_case_resolved", {"identifier": ANA, "case": case.reference}
+        ana_client, "confirm_case_resolved", {"identifier": ANA_DOCUMENT, "case": case.reference}
     )
 
     assert response.status_code == 422
@@ -442,7 +457,7 @@ def test_reporting_not_fixed_sends_a_resolved_case_back_with_the_explanation(
     response = write(
         ana_client,
         "report_case_not_fixed",
-        {"identifier": ANA, "case": case.reference, "message": "Sigue sin centrifugar"},
+        {"identifier": ANA_DOCUMENT, "case": case.reference, "message": "Sigue sin centrifugar"},
     )
 
     assert response.status_code == 200
@@ -458,7 +473,7 @@ def test_reporting_not_fixed_on_a_closed_case_offers_a_new_linked_case(ana_clien
     response = write(
         ana_client,
         "report_case_not_fixed",
-        {"identifier": ANA, "case": case.reference, "message": "x"},
+        {"identifier": ANA_DOCUMENT, "case": case.reference, "message": "x"},
     )
 
     assert response.status_code == 422
@@ -469,10 +484,12 @@ def test_reporting_not_fixed_on_a_closed_case_offers_a_new_linked_case(ana_clien
 def test_no_output_carries_internal_ids(ana_client, make_case):
     case = seen_case(ana_client, S.RESOLVED, make_case)
     outputs = [
-        ana_client.call("list_my_cases", {"identifier": ANA}).json(),
-        ana_client.call("get_case", {"identifier": ANA, "case": case.reference}).json(),
+        ana_client.call("list_my_cases", {"identifier": ANA_DOCUMENT}).json(),
+        ana_client.call("get_case", {"identifier": ANA_DOCUMENT, "case": case.reference}).json(),
         write(
-            ana_client, "confirm_case_resolved", {"identifier": ANA, "case": case.reference}
+            ana_client,
+            "confirm_case_resolved",
+            {"identifier": ANA_DOCUMENT, "case": case.reference},
         ).json(),
     ]
 
@@ -487,7 +504,7 @@ def test_a_company_may_require_step_up_verification_to_open_cases(ana_client, co
     StepUpPolicy.objects.create(company=company, actions=["open_case"])
 
     response = write(
-        ana_client, "open_case", {"identifier": ANA, "subject": "S", "description": "d"}
+        ana_client, "open_case", {"identifier": ANA_DOCUMENT, "subject": "S", "description": "d"}
     )
 
     assert response.status_code == 403

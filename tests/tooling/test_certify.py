@@ -27,6 +27,14 @@ from core.errors import ErrorType
 from core.idempotency import IdempotentResult
 from core.models import Company, Conversation, IdempotencyRecord
 from core.services import gateway_credential_issue
+from tests.factories import (
+    ANA_DOCUMENT,
+    ANA_EMAIL,
+    ANA_PHONE,
+    BRUNO_DOCUMENT,
+    BRUNO_EMAIL,
+    BRUNO_PHONE,
+)
 from tooling.certification.exchange import CHECKS, Contact, Exchange
 from tooling.certification.responses import OUTPUT_LIMIT, owned_references, response_problems
 from tooling.certification.verdicts import (
@@ -45,8 +53,8 @@ from tooling.output import dumps
 from tooling.registry import ToolOutput, registry
 from tooling.toolkit import ToolContext
 
-ANA = Contact("Ana", "García", "12345678Z", "+34600111222", "ana@example.com")
-BRUNO = Contact("Bruno", "López", "X1234567L", "+34600333444", "bruno@example.com")
+ANA = Contact("Ana", "García", ANA_DOCUMENT, ANA_PHONE, ANA_EMAIL)
+BRUNO = Contact("Bruno", "López", BRUNO_DOCUMENT, BRUNO_PHONE, BRUNO_EMAIL)
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -314,7 +322,7 @@ def test_response_inspection_flags_ids_third_parties_secrets_and_size():
     assert kinds({"items": [{"id": 41}]}) == {"ids"}
     assert kinds({"contact_id": 3}) == {"ids"}
     assert kinds({"ref": "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f"}) == {"ids"}
-    assert kinds({"note": "bruno@example.com"}) == {"third"}
+    assert kinds({"note": BRUNO_EMAIL}) == {"third"}
     assert kinds({"note": "Bruno López"}) == {"third"}
     assert kinds({"note": "tel. 600333444"}) == {"third"}
     assert kinds({"case": "CS-BBBBBB"}, foreign_references={"CS-BBBBBB"}) == {"third"}
@@ -322,7 +330,7 @@ def test_response_inspection_flags_ids_third_parties_secrets_and_size():
     assert kinds({"detail": "Traceback (most recent call last):"}) == {"secrets"}
     assert kinds({"text": "x" * OUTPUT_LIMIT}) == {"size"}
     # The speaker's own data, and what the caller itself sent, are not leaks.
-    assert kinds({"note": "ana@example.com"}) == set()
+    assert kinds({"note": ANA_EMAIL}) == set()
     echoed = exchange({"message": "No encontré CS-BBBBBB"}, arguments={"case": "CS-BBBBBB"})
     assert response_problems(echoed, others=[BRUNO], foreign_references={"CS-BBBBBB"}) == []
 

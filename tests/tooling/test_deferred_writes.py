@@ -17,6 +17,7 @@ from core import deferred
 from core.deferred import DeferredQueue, deferred_flush, deferred_writer_stop
 from core.models import IdempotencyRecord
 from core.services import contact_create
+from tests.factories import ANA_DOCUMENT
 from tooling import trace
 from tooling.context import CallMeta
 from tooling.execution import call_tool
@@ -77,7 +78,7 @@ def test_a_batch_keeps_every_column_as_the_call_left_it(deferral, company):
     outcome = call(
         company,
         "open_case",
-        {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea."},
+        {"identifier": ANA_DOCUMENT, "subject": "Grifo", "description": "Gotea."},
         idempotency_key="key-batch-1",
     )
     assert outcome.is_error
@@ -116,11 +117,11 @@ def test_a_full_queue_is_written_without_waiting_for_the_interval(deferral, comp
 
 
 def test_replays_are_counted_once_written_and_answered_without_a_statement(deferral, company):
-    contact_create(company=company, first_name="Ana", document_number="12345678Z")
-    first = call(company, "identify_contact", {"document": "12345678Z"}, idempotency_key="k-1")
+    contact_create(company=company, first_name="Ana", document_number=ANA_DOCUMENT)
+    first = call(company, "identify_contact", {"document": ANA_DOCUMENT}, idempotency_key="k-1")
     with CaptureQueriesContext(connection) as captured:
         replays = [
-            call(company, "identify_contact", {"document": "12345678Z"}, idempotency_key="k-1")
+            call(company, "identify_contact", {"document": ANA_DOCUMENT}, idempotency_key="k-1")
             for _ in range(3)
         ]
     assert all(r.replayed and r.body == first.body for r in replays)

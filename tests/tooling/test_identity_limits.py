@@ -15,11 +15,11 @@ from django.core import mail
 
 from core.models import SecurityEvent, VerificationChallenge
 from core.services import gateway_credential_issue
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE, ANA_PHONE_NATIONAL
 from tests.servers import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ANA_PHONE = "600111222"
 _phones = itertools.count(699_000_001)
 
 
@@ -66,13 +66,13 @@ def test_an_enumeration_through_one_credential_is_answered_alike_past_its_limit_
     limits(company, identify_failures_per_credential=8, identify_credential_window_minutes=60)
 
     probes = [identify(tool_client, phone=random_phone()) for _ in range(12)]
-    real = identify(tool_client, phone=ANA_PHONE)
+    real = identify(tool_client, phone=ANA_PHONE_NATIONAL)
 
     assert [outcome(r) for r in probes] == ["contact_not_found"] * 8 + ["awaiting_code"] * 4
     assert real.status_code == 200
     assert {r.content for r in probes[8:]} == {real.content}
     assert "Ana" not in real.text
-    assert [m.to for m in sms_outbox] == ["+34600111222"]
+    assert [m.to for m in sms_outbox] == [ANA_PHONE]
     events = SecurityEvent.objects.filter(company=company)
     bursts = events.filter(kind=SecurityEvent.Kind.IDENTIFICATION_BURST)
     assert bursts.count() == 1
@@ -82,7 +82,7 @@ def test_an_enumeration_through_one_credential_is_answered_alike_past_its_limit_
     failures = events.filter(kind=SecurityEvent.Kind.IDENTIFICATION_FAILED)
     assert failures.count() == 8
     assert {e.identifier_digest for e in failures} != {""}
-    assert not any(ANA_PHONE in str(e.detail) for e in events)
+    assert not any(ANA_PHONE_NATIONAL in str(e.detail) for e in events)
 
 
 def test_another_credential_of_the_company_is_not_held_by_the_first_ones_limit(
@@ -95,7 +95,7 @@ def test_another_credential_of_the_company_is_not_held_by_the_first_ones_limit(
     other = type(tool_client)(live_server.url, other_token, new_id())
 
     with other.http:
-        assert outcome(identify(other, phone=ANA_PHONE)) == "identified"
+        assert outcome(identify(other, phone=ANA_PHONE_NATIONAL)) == "identified"
 
 
 def test_the_same_identifier_from_many_conversations_and_credentials_goes_to_verified_mode(
@@ -122,17 +122,17 @@ def test_an_identified_conversation_keeps_working_while_its_credential_is_limite
 ):
     limits(company, identify_failures_per_credential=5)
     conversation = new_id()
-    assert outcome(identify(tool_client, conversation, phone=ANA_PHONE)) == "identified"
+    assert outcome(identify(tool_client, conversation, phone=ANA_PHONE_NATIONAL)) == "identified"
     for _ in range(6):
         identify(tool_client, phone=random_phone())
-    assert outcome(identify(tool_client, document="12345678Z")) == "awaiting_code"
+    assert outcome(identify(tool_client, document=ANA_DOCUMENT)) == "awaiting_code"
 
-    again = identify(tool_client, conversation, document="12345678Z")
-    cases = call(tool_client, "list_my_cases", {"identifier": ANA_PHONE}, conversation)
+    again = identify(tool_client, conversation, document=ANA_DOCUMENT)
+    cases = call(tool_client, "list_my_cases", {"identifier": ANA_PHONE_NATIONAL}, conversation)
     code = call(
         tool_client,
         "request_verification_code",
-        {"identifier": "ana@example.com", "channel": "sms"},
+        {"identifier": ANA_EMAIL, "channel": "sms"},
         conversation,
     )
 
@@ -147,7 +147,7 @@ def test_a_legitimate_conversation_that_mistypes_twice_does_not_wait(tool_client
 
     answers = [
         outcome(identify(tool_client, conversation, phone=phone))
-        for phone in ["600111223", "600111221", ANA_PHONE]
+        for phone in ["600111223", "600111221", ANA_PHONE_NATIONAL]
     ]
 
     assert answers == ["contact_not_found", "contact_not_found", "identified"]
@@ -160,7 +160,7 @@ def test_once_limited_an_existing_and_an_unknown_identifier_get_the_same_answer(
     for _ in range(2):
         identify(tool_client, phone=random_phone())
 
-    existing = identify(tool_client, phone=ANA_PHONE)
+    existing = identify(tool_client, phone=ANA_PHONE_NATIONAL)
     unknown = identify(tool_client, phone=random_phone())
 
     assert existing.status_code == unknown.status_code == 200
@@ -173,8 +173,8 @@ def test_codes_requested_at_once_in_one_conversation_keep_to_its_send_limit(
     tool_client, ana, sms_outbox
 ):
     conversation = new_id()
-    identify(tool_client, conversation, phone=ANA_PHONE)
-    arguments = {"identifier": ANA_PHONE, "channel": "sms"}
+    identify(tool_client, conversation, phone=ANA_PHONE_NATIONAL)
+    arguments = {"identifier": ANA_PHONE_NATIONAL, "channel": "sms"}
 
     answers = at_once(
         *[partial(call, tool_client, "request_verification_code", arguments, conversation)] * 10
@@ -195,8 +195,8 @@ def test_codes_requested_at_once_from_many_conversations_keep_to_the_contacts_li
 ):
     conversations = [new_id() for _ in range(10)]
     for conversation in conversations:
-        identify(tool_client, conversation, phone=ANA_PHONE)
-    arguments = {"identifier": ANA_PHONE, "channel": "sms"}
+        identify(tool_client, conversation, phone=ANA_PHONE_NATIONAL)
+    arguments = {"identifier": ANA_PHONE_NATIONAL, "channel": "sms"}
 
     answers = at_once(
         *[

@@ -9,6 +9,7 @@ import pytest
 
 from config.celery import app as celery_app
 from core.models import Conversation, SecurityEvent, VerificationChallenge
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE, ANA_PHONE_NATIONAL, BRUNO_DOCUMENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,11 +48,11 @@ def test_identify_answers_only_a_first_name_and_masked_channels(tool_client, ana
         "email": "a***@example.com",
         "verification_channels": ["sms", "email"],
     }
-    assert "García" not in response.text and "600111222" not in response.text
+    assert "García" not in response.text and ANA_PHONE_NATIONAL not in response.text
 
 
 def test_identify_needs_exactly_one_identifier(tool_client, ana):
-    response = identify(tool_client, document="12345678Z", email="ana@example.com")
+    response = identify(tool_client, document=ANA_DOCUMENT, email=ANA_EMAIL)
 
     assert response.status_code == 422
     assert response.json()["code"] == "invalid_arguments"
@@ -69,7 +70,7 @@ def test_repeated_failures_are_rate_limited_with_a_retry_after(tool_client, comp
     for n in range(5):
         assert identify(tool_client, phone=f"60099988{n}").status_code == 404
 
-    response = identify(tool_client, document="12345678Z")
+    response = identify(tool_client, document=ANA_DOCUMENT)
 
     assert response.status_code == 403
     body = response.json()
@@ -81,9 +82,9 @@ def test_repeated_failures_are_rate_limited_with_a_retry_after(tool_client, comp
 
 
 def test_identifying_as_someone_else_is_refused_and_recorded(tool_client, company, ana, bruno):
-    assert identify(tool_client, document="12345678Z").status_code == 200
+    assert identify(tool_client, document=ANA_DOCUMENT).status_code == 200
 
-    response = identify(tool_client, document="X1234567L")
+    response = identify(tool_client, document=BRUNO_DOCUMENT)
 
     assert response.status_code == 403
     assert response.json()["code"] == "identity_switch"
@@ -93,21 +94,21 @@ def test_identifying_as_someone_else_is_refused_and_recorded(tool_client, compan
 
 def test_the_same_identification_replayed_is_the_same_answer(tool_client, ana):
     same = key()
-    first = call(tool_client, "identify_contact", {"phone": "600111222"}, key=same)
-    second = call(tool_client, "identify_contact", {"phone": "600111222"}, key=same)
+    first = call(tool_client, "identify_contact", {"phone": ANA_PHONE_NATIONAL}, key=same)
+    second = call(tool_client, "identify_contact", {"phone": ANA_PHONE_NATIONAL}, key=same)
 
     assert first.json() == second.json()
     assert second.headers.get("X-Idempotency-Replayed") == "true"
 
 
 def test_step_up_by_sms_from_request_to_verified(tool_client, ana, sms_outbox):
-    identify(tool_client, email="ana@example.com")
+    identify(tool_client, email=ANA_EMAIL)
 
     sent = call(
-        tool_client, "request_verification_code", {"identifier": "12345678Z", "channel": "sms"}
+        tool_client, "request_verification_code", {"identifier": ANA_DOCUMENT, "channel": "sms"}
     )
     code = code_in(sms_outbox[0].body)
-    verified = call(tool_client, "verify_code", {"identifier": "12345678Z", "code": code})
+    verified = call(tool_client, "verify_code", {"identifier": ANA_DOCUMENT, "code": code})
 
     assert sent.status_code == 200
     assert sent.json() == {
@@ -117,7 +118,7 @@ def test_step_up_by_sms_from_request_to_verified(tool_client, ana, sms_outbox):
         "expires_in_minutes": 10,
     }
     assert code not in sent.text
-    assert sms_outbox[0].to == "+34600111222"
+    assert sms_outbox[0].to == ANA_PHONE
     assert verified.status_code == 200
     assert verified.json() == {"verified": True, "valid_for_minutes": 15}
     conversation = Conversation.objects.get(external_id=tool_client.conversation_id)
@@ -126,7 +127,7 @@ def test_step_up_by_sms_from_request_to_verified(tool_client, ana, sms_outbox):
 
 def test_a_code_request_needs_an_identified_conversation(tool_client, ana, sms_outbox):
     response = call(
-        tool_client, "request_verification_code", {"identifier": "12345678Z", "channel": "sms"}
+        tool_client, "request_verification_code", {"identifier": ANA_DOCUMENT, "channel": "sms"}
     )
 
     assert response.status_code == 403
@@ -135,10 +136,10 @@ def test_a_code_request_needs_an_identified_conversation(tool_client, ana, sms_o
 
 
 def test_a_code_cannot_be_sent_for_another_contact(tool_client, ana, bruno, sms_outbox):
-    identify(tool_client, document="12345678Z")
+    identify(tool_client, document=ANA_DOCUMENT)
 
     response = call(
-        tool_client, "request_verification_code", {"identifier": "X1234567L", "channel": "sms"}
+        tool_client, "request_verification_code", {"identifier": BRUNO_DOCUMENT, "channel": "sms"}
     )
 
     assert response.status_code == 403
@@ -147,15 +148,15 @@ def test_a_code_cannot_be_sent_for_another_contact(tool_client, ana, bruno, sms_
 
 
 def test_brute_force_over_http_is_locked_after_five_attempts(tool_client, ana, sms_outbox):
-    identify(tool_client, document="12345678Z")
-    call(tool_client, "request_verification_code", {"identifier": "12345678Z", "channel": "sms"})
+    identify(tool_client, document=ANA_DOCUMENT)
+    call(tool_client, "request_verification_code", {"identifier": ANA_DOCUMENT, "channel": "sms"})
     code = code_in(sms_outbox[0].body)
     guesses = [f"{(int(code) + n) % 1_000_000:06d}" for n in range(1, 6)]
 
     answers = [
-        call(tool_client, "verify_code", {"identifier": "12345678Z", "code": g}) for g in guesses
+        call(tool_client, "verify_code", {"identifier": ANA_DOCUMENT, "code": g}) for g in guesses
     ]
-    final = call(tool_client, "verify_code", {"identifier": "12345678Z", "code": code})
+    final = call(tool_client, "verify_code", {"identifier": ANA_DOCUMENT, "code": code})
 
     assert [a.status_code for a in answers] == [422, 422, 422, 422, 403]
     assert answers[0].json()["attempts_left"] == 4
@@ -165,9 +166,9 @@ def test_brute_force_over_http_is_locked_after_five_attempts(tool_client, ana, s
 
 
 def test_verify_twice_in_one_turn_is_one_verification(tool_client, ana, sms_outbox):
-    identify(tool_client, document="12345678Z")
-    call(tool_client, "request_verification_code", {"identifier": "12345678Z", "channel": "sms"})
-    arguments = {"identifier": "12345678Z", "code": code_in(sms_outbox[0].body)}
+    identify(tool_client, document=ANA_DOCUMENT)
+    call(tool_client, "request_verification_code", {"identifier": ANA_DOCUMENT, "channel": "sms"})
+    arguments = {"identifier": ANA_DOCUMENT, "code": code_in(sms_outbox[0].body)}
     same = key()
 
     first = call(tool_client, "verify_code", arguments, key=same)
@@ -201,8 +202,8 @@ def broker_down():
 def test_an_unreachable_broker_answers_system_and_a_retry_can_succeed(
     tool_client, ana, sms_outbox, broker_down
 ):
-    identify(tool_client, document="12345678Z")
-    arguments = {"identifier": "12345678Z", "channel": "sms"}
+    identify(tool_client, document=ANA_DOCUMENT)
+    arguments = {"identifier": ANA_DOCUMENT, "channel": "sms"}
     same = key()
 
     response = call(tool_client, "request_verification_code", arguments, key=same)

@@ -4,6 +4,7 @@ import pytest
 
 from core.errors import PermissionRefused, ValidationFailed
 from core.services import contact_create
+from tests.factories import BRUNO_EMAIL
 from tooling.context import CallMeta, ToolContext
 from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve_owned
 
@@ -39,7 +40,7 @@ def test_an_unseen_reference_of_nobody_or_of_the_speaker_is_not_seen(ctx, ana):
 
 
 def test_an_unseen_reference_of_another_customer_is_permission(ctx, ana, company):
-    bruno = contact_create(company=company, first_name="Bruno", email="bruno@example.com")
+    bruno = contact_create(company=company, first_name="Bruno", email=BRUNO_EMAIL)
     OWNERS["CS-BRUNO2"] = bruno.pk
 
     with pytest.raises(PermissionRefused) as raised:

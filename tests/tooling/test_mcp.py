@@ -16,6 +16,7 @@ from core.errors import NotFound
 from core.models import Company, GatewayCredential, IdempotencyRecord
 from core.services import gateway_credential_revoke
 from tests.conftest import McpClient
+from tests.factories import ANA_DOCUMENT
 from tooling import mcp as mcp_module
 from tooling.mcp import RequestId
 from tooling.registry import Tool, ToolInput, ToolOutput, registry
@@ -516,7 +517,7 @@ def test_a_conversation_id_no_conversation_can_hold_is_a_validation_result(mcp, 
         with subtests.test(length=len(conversation_id)):
             response = mcp.call(
                 "identify_contact",
-                {"document": "12345678Z"},
+                {"document": ANA_DOCUMENT},
                 key=f"key-{len(conversation_id)}",
                 conversation_id=conversation_id,
             )

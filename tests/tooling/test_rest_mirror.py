@@ -6,6 +6,7 @@ import pytest
 
 from agenda.models import Service
 from core.models import IdempotencyRecord
+from tests.factories import ANA_DOCUMENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -94,7 +95,7 @@ def test_numbers_and_text_json_does_not_have_are_malformed_json(tool_client):
 
 
 def test_text_with_a_nul_character_is_invalid_arguments_and_opens_nothing(tool_client, company):
-    arguments = {"identifier": "12345678Z", "subject": "Grifo\x00", "description": "Gotea."}
+    arguments = {"identifier": ANA_DOCUMENT, "subject": "Grifo\x00", "description": "Gotea."}
 
     response = tool_client.call("open_case", arguments, key="key-nul-subject")
 

@@ -19,6 +19,7 @@ from core.identity import identify_contact, step_up_policies
 from core.models import Company, Conversation, IdempotencyRecord
 from core.services import contact_create
 from support.models import Case
+from tests.factories import ANA_DOCUMENT, ANA_EMAIL, BRUNO_DOCUMENT
 from tests.statements import Budget, call_statements, shape
 from tooling.context import CallMeta, ToolContext
 
@@ -53,7 +54,7 @@ def test_a_first_identify_contact_of_a_new_conversation_stays_within_its_budget(
     gateway_company, ana
 ):
     outcome, statements = first_call(
-        gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-new"
+        gateway_company, "identify_contact", {"document": ANA_DOCUMENT}, "conv-new"
     )
 
     assert outcome.is_error is False
@@ -69,7 +70,7 @@ def test_a_first_identify_contact_of_a_new_conversation_stays_within_its_budget(
     assert Conversation.objects.get(external_id="conv-new").contact == ana
 
 
-OPEN_CASE = {"identifier": "12345678Z", "subject": "Grifo", "description": "Gotea desde ayer."}
+OPEN_CASE = {"identifier": ANA_DOCUMENT, "subject": "Grifo", "description": "Gotea desde ayer."}
 OPEN_CASE_BUDGET = Budget(
     at_most=8,
     includes=(
@@ -88,7 +89,7 @@ def test_a_first_open_case_stays_within_its_budget_and_never_reads_the_company(
 ):
     settings.GARANTE_PROCESS_CACHE_SECONDS = 5
     step_up_policies.forget()
-    first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
+    first_call(gateway_company, "identify_contact", {"document": ANA_DOCUMENT}, "conv-1")
 
     _, cold = first_call(gateway_company, "open_case", OPEN_CASE, "conv-1")
     outcome, statements = first_call(gateway_company, "open_case", OPEN_CASE, "conv-1")
@@ -110,10 +111,10 @@ def test_a_first_open_case_stays_within_its_budget_and_never_reads_the_company(
 def test_identifying_again_in_a_known_conversation_locks_it_and_reads_it_again(
     gateway_company, ana
 ):
-    first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
+    first_call(gateway_company, "identify_contact", {"document": ANA_DOCUMENT}, "conv-1")
 
     outcome, statements = first_call(
-        gateway_company, "identify_contact", {"email": "ana@example.com"}, "conv-1"
+        gateway_company, "identify_contact", {"email": ANA_EMAIL}, "conv-1"
     )
 
     assert outcome.is_error is False, outcome.body
@@ -137,7 +138,7 @@ def test_a_conversation_is_new_only_to_the_transaction_that_inserted_it(company)
 def test_concurrent_identifications_of_a_new_conversation_are_taken_in_turn(
     gateway_company, ana, company
 ):
-    bruno = contact_create(company=company, first_name="Bruno", document_number="X1234567L")
+    bruno = contact_create(company=company, first_name="Bruno", document_number=BRUNO_DOCUMENT)
     inserted, release = threading.Event(), threading.Event()
 
     def twin():  # identifies Ana in a new conversation and holds its transaction open
@@ -146,7 +147,7 @@ def test_concurrent_identifications_of_a_new_conversation_are_taken_in_turn(
             identify_contact(
                 conversation=ctx.conversation,
                 kind="document",
-                value="12345678Z",
+                value=ANA_DOCUMENT,
                 new_conversation=ctx.conversation_is_new,
             )
             inserted.set()
@@ -157,7 +158,7 @@ def test_concurrent_identifications_of_a_new_conversation_are_taken_in_turn(
     threading.Timer(0.3, release.set).start()  # our insert waits on the twin's until then
 
     outcome, _ = first_call(
-        gateway_company, "identify_contact", {"document": "X1234567L"}, "conv-race"
+        gateway_company, "identify_contact", {"document": BRUNO_DOCUMENT}, "conv-race"
     )
     thread.join(10)
 
@@ -170,7 +171,7 @@ def test_concurrent_identifications_of_a_new_conversation_are_taken_in_turn(
 def test_a_case_reference_collision_is_drawn_again_within_the_call(
     gateway_company, ana, monkeypatch
 ):
-    first_call(gateway_company, "identify_contact", {"document": "12345678Z"}, "conv-1")
+    first_call(gateway_company, "identify_contact", {"document": ANA_DOCUMENT}, "conv-1")
     taken, _ = first_call(gateway_company, "open_case", OPEN_CASE, "conv-1")
     draws = iter([taken.body["reference"], "CS-NEW234"])
     monkeypatch.setattr(references, "new_reference", lambda prefix: next(draws))

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from core.models import StepUpPolicy
-from tests.factories import ANA_DOCUMENT as ANA
+from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT
 from tests.reliability.tenants import arguments_for, seeded_sandbox, snapshot
 from tests.testapp import services
 from tests.testapp.models import Counter
@@ -33,15 +33,17 @@ def call(company, name: str, arguments: dict):
 
 def sees_its_things(company) -> dict[str, str]:
     """Ana identifies and reads what she has, so the conversation has seen every reference."""
-    assert call(company, "identify_contact", {"document": ANA}).is_error is False
+    assert call(company, "identify_contact", {"document": ANA_DOCUMENT}).is_error is False
     day = (timezone.now() + timedelta(days=7)).date().isoformat()
     slots = call(company, "find_available_slots", {"service": "Corte de pelo", "from": day})
-    appointments = call(company, "list_my_appointments", {"identifier": ANA})
+    appointments = call(company, "list_my_appointments", {"identifier": ANA_DOCUMENT})
     # The sandbox's quotes are settled: one more, open, for accept_quote and reject_quote.
     quote = call(
-        company, "create_quote", {"identifier": ANA, "items": [{"sku": "CAF-001", "quantity": 1}]}
+        company,
+        "create_quote",
+        {"identifier": ANA_DOCUMENT, "items": [{"sku": "CAF-001", "quantity": 1}]},
     )
-    cases = call(company, "list_my_cases", {"identifier": ANA}).body["items"]
+    cases = call(company, "list_my_cases", {"identifier": ANA_DOCUMENT}).body["items"]
     by_state = {c["state"]: c["reference"] for c in cases}
     return {
         "day": day,
@@ -59,7 +61,7 @@ def test_every_tool_a_policy_may_list_asks_for_the_code_before_it_acts():
     read, without the code staff had asked for."""
     company, _token = seeded_sandbox()
     refs = sees_its_things(company)
-    matrix = arguments_for(ANA, refs)
+    matrix = arguments_for(ANA_DOCUMENT, refs)
     listed = [t.name for t in registry.all() if t.takes_step_up and t.name in matrix]
     assert set(listed) == set(matrix) - {
         "find_available_slots",
@@ -147,13 +149,13 @@ def test_the_platform_checks_the_identifier_then_the_step_up_before_the_handler(
     then does the handler run, for the customer the conversation identified."""
     served, declare = declared_tool
     declare("test_speaker", identified=True, step_up="test_speaker")
-    assert call(company, "identify_contact", {"document": ANA}).is_error is False
+    assert call(company, "identify_contact", {"document": ANA_DOCUMENT}).is_error is False
     StepUpPolicy.objects.update_or_create(company=company, defaults={"actions": ["test_speaker"]})
 
-    wrong = call(company, "test_speaker", {"identifier": "X1234567L"})
-    unverified = call(company, "test_speaker", {"identifier": ANA})
+    wrong = call(company, "test_speaker", {"identifier": BRUNO_DOCUMENT})
+    unverified = call(company, "test_speaker", {"identifier": ANA_DOCUMENT})
     StepUpPolicy.objects.update_or_create(company=company, defaults={"actions": []})
-    unlisted = call(company, "test_speaker", {"identifier": ANA})
+    unlisted = call(company, "test_speaker", {"identifier": ANA_DOCUMENT})
 
     assert wrong.body["code"] == "identity_mismatch"
     assert unverified.body["code"] == "verification_required"
@@ -182,10 +184,10 @@ def test_a_tool_that_defers_its_step_up_and_never_asks_it_fails_and_writes_nothi
         declare(
             name, handler, write=True, identified=True, step_up="test_any", step_up_deferred=True
         )
-    assert call(company, "identify_contact", {"document": ANA}).is_error is False
+    assert call(company, "identify_contact", {"document": ANA_DOCUMENT}).is_error is False
 
-    forgot = call(company, "test_forgetful", {"identifier": ANA})
-    asked = call(company, "test_careful", {"identifier": ANA})
+    forgot = call(company, "test_forgetful", {"identifier": ANA_DOCUMENT})
+    asked = call(company, "test_careful", {"identifier": ANA_DOCUMENT})
 
     assert forgot.body["error_type"] == "SYSTEM"
     assert asked.is_error is False

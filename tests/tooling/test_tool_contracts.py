@@ -31,6 +31,7 @@ from core.models import OutboxMessage
 from core.sms import LocmemBackend
 from support.models import Case
 from support.services import case_resolve, case_start
+from tests.factories import ANA_DOCUMENT
 from tests.tooling.sdk import run_sdk
 from tooling.registry import Tool, registry
 
@@ -41,7 +42,7 @@ CONVERSATION = "com.asixto/conversationId"
 KEY = "com.asixto/idempotencyKey"
 # Values the schema cannot say are valid (a validator of the tool's own): the base of its cases.
 VALID_OVERRIDES = {
-    "identify_contact": {"document": "12345678Z"},  # exactly one of its three optional fields
+    "identify_contact": {"document": ANA_DOCUMENT},  # exactly one of its three optional fields
     "testapp_cancel_reservation": {"reference": "RS-ABC123"},
 }
 
@@ -320,7 +321,7 @@ def _resolved_by_staff(reference: str) -> None:
 def test_every_tool_answers_what_its_output_schema_says(live_server, sandbox, mode):
     """Ana uses every production tool once, successfully; the SDK client checks each
     structuredContent against the tool's outputSchema, and so does this test."""
-    ana = "12345678Z"
+    ana = ANA_DOCUMENT
     day = (timezone.localdate() + timedelta(days=2)).isoformat()
     conversation = f"conv-schemas-{mode}"
     results: dict[str, Any] = {}
