@@ -23,8 +23,9 @@ from django_fsm import can_proceed
 from core.errors import NotInCompany, ValidationFailed
 from core.jobs import task_named
 from core.models import Company, Contact, Conversation
-from core.references import insert_with_fresh_reference
+from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.sweeps import sweep
+from core.transactions import joined
 from sales.models import Opportunity, PriceList, Quote, QuoteLine
 from sales.selectors import price_list_current
 from sales.services.catalog import insufficient_stock, stock_reserve, stock_settle
@@ -68,7 +69,7 @@ def quote_create(
         contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
     )
 
-    with transaction.atomic():
+    with joined():
         locked_opportunity = None
         if opportunity is not None:
             locked_opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
@@ -100,7 +101,7 @@ def quote_create(
             opportunity=locked_opportunity,
             conversation=conversation,
         )
-        insert_with_fresh_reference(quote, prefix="QT")
+        insert_with_fresh_reference(quote, prefix="QT", insert=insert_unless_reference_taken)
         lines = QuoteLine.objects.bulk_create(
             QuoteLine(
                 quote=quote,
@@ -224,7 +225,7 @@ def quote_accept(
     """
     now = now or timezone.now()
 
-    with transaction.atomic():
+    with joined():
         current = quote if locked else quote_lock(quote, with_opportunity=True)
         quote_guard(current, current.accept, now)
         check_expected_total(expected_total, current.total, current.currency)
@@ -264,7 +265,7 @@ def quote_reject(
     """Reject a sent, still valid quote. `locked` as in quote_accept."""
     now = now or timezone.now()
 
-    with transaction.atomic():
+    with joined():
         current = quote if locked else quote_lock(quote)
         quote_guard(current, current.reject, now)
         current.reject(by=by)
