@@ -12,12 +12,17 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import GaranteError, SystemUnavailable, ValidationFailed
-from core.idempotency import check_gateway_key, effect_may_have_happened, idempotent_execute
+from core.idempotency import (
+    check_gateway_key,
+    check_http_key,
+    effect_may_have_happened,
+    idempotent_execute,
+)
 from core.models import Company, Conversation
 from core.outcome import Outcome, error_outcome
 from tooling.context import CallMeta, ToolContext
@@ -225,7 +230,10 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
             if not tool.write:
                 body, text = answer()
                 return Outcome(body=body, is_error=False, status=200, text=text)
-            key = check_gateway_key(meta.idempotency_key)
+            # The one check of the key: the REST mirror's Idempotency-Key header has HTTP's
+            # rules (seed 2), MCP's com.asixto/idempotencyKey the Gateway's.
+            check_key = check_http_key if surface == "rest" else check_gateway_key
+            key = check_key(meta.idempotency_key)
 
             def effect() -> tuple[dict[str, Any], int]:
                 return answer()[0], 200
@@ -254,7 +262,7 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
         return error_outcome(error)
     except DatabaseError as failure:
         logger.exception("database failure in tool %s", tool.name)
-        _discard_broken_connection()
+        discard_broken_connection()
         return error_outcome(database_unavailable(failure))
     except Exception:
         logger.exception("unexpected failure in tool %s", tool.name)
@@ -305,8 +313,9 @@ def _check_conversation_id(conversation_id: Any) -> None:
 _CONVERSATION_ID_MAX_LENGTH = Conversation._meta.get_field("external_id").max_length
 
 
-def _discard_broken_connection() -> None:
-    """After a database failure, make the next request reconnect instead of reusing a dead link."""
-    if not connection.in_atomic_block:
+def discard_broken_connection() -> None:
+    """After a database failure, make the next request reconnect instead of reusing a dead link
+    (outside a transaction: within one, its end does)."""
+    if transaction.get_autocommit():
         with contextlib.suppress(DatabaseError):
             connection.close_if_unusable_or_obsolete()

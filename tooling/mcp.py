@@ -26,7 +26,6 @@ protocol itself rejects: an unknown tool, malformed params, the 2026-07-28 `_met
 
 import base64
 import binascii
-import contextlib
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -37,7 +36,7 @@ from urllib.parse import urlsplit
 import pydantic
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, UnreadablePostError
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import csrf_exempt
@@ -67,7 +66,12 @@ from core.outcome import Outcome, dumps, error_outcome, json_response, text_resp
 from core.request_json import loads
 from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
-from tooling.execution import call_tool, company_language, database_unavailable
+from tooling.execution import (
+    call_tool,
+    company_language,
+    database_unavailable,
+    discard_broken_connection,
+)
 from tooling.http import is_json_media_type
 from tooling.registry import registry
 
@@ -201,7 +205,7 @@ def _answer(request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification)
         company = gateway_company(request)
     except DatabaseError:
         logger.exception("database failure while authenticating an MCP request")
-        _discard_broken_connection()
+        discard_broken_connection()
         return _outage_response(request, message)
     if company is None:
         return _unauthenticated(request, message)
@@ -336,12 +340,6 @@ def _outage_response(
         ),
         headers={"Retry-After": "5"},
     )
-
-
-def _discard_broken_connection() -> None:
-    if not connection.in_atomic_block:
-        with contextlib.suppress(DatabaseError):
-            connection.close_if_unusable_or_obsolete()
 
 
 # --- era routing -------------------------------------------------------------------------
