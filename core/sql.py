@@ -48,8 +48,10 @@ def insert_parts(instances: Sequence[Model]) -> InsertParts:
     )
 
 
+@functools.cache
 def quoted(name: str) -> str:
-    """A table's or column's name quoted as an SQL identifier."""
+    """A table's or column's name quoted as an SQL identifier (kept: the names are few, and
+    statements built on every call quote theirs again)."""
     return psycopg_sql.Identifier(name).as_string()
 
 
