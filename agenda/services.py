@@ -184,14 +184,22 @@ def _write_times(
     except IntegrityError as error:
         if _violated_constraint(error) != _OVERLAP_CONSTRAINT:
             raise
-        raise slot_taken_error(
-            company=company,
-            service=appointment.service,
-            professional=appointment.professional,
-            starts_at=appointment.starts_at,
-            now=now,
-            move=move,
-        ) from None
+        raise _overlap_refused(appointment, company=company, now=now, move=move) from None
+
+
+def _overlap_refused(
+    appointment: Appointment, *, company: Company, now: datetime, move: Move | None
+) -> ValidationFailed:
+    """The exclusion constraint's verdict on the appointment's times, with the nearest free
+    slots: read in the transaction, which must still be usable."""
+    return slot_taken_error(
+        company=company,
+        service=appointment.service,
+        professional=appointment.professional,
+        starts_at=appointment.starts_at,
+        now=now,
+        move=move,
+    )
 
 
 def _insert(appointment: Appointment, *, company: Company, now: datetime) -> None:
@@ -209,13 +217,7 @@ def _insert(appointment: Appointment, *, company: Company, now: datetime) -> Non
             return True
         if reference_taken(appointment):
             return False
-        raise slot_taken_error(
-            company=company,
-            service=appointment.service,
-            professional=appointment.professional,
-            starts_at=appointment.starts_at,
-            now=now,
-        )
+        raise _overlap_refused(appointment, company=company, now=now, move=None)
 
     insert_with_fresh_reference(appointment, prefix="AP", insert=write)
 

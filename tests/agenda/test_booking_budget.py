@@ -275,6 +275,28 @@ def _overlapping(appointment: Appointment, contact) -> Appointment:
     )
 
 
+def _lose_the_race_at(target, professional, racer_contact, monkeypatch) -> None:
+    """Make the availability read miss a concurrent booking at `target` (Corte de pelo with
+    `professional`): it is written right after the slot check passes."""
+    validate = services.slot_validate
+
+    def validate_then_lose_the_race(**kwargs):
+        settings = validate(**kwargs)
+        racer = Appointment(
+            company=professional.company,
+            service=kwargs["service"],
+            professional=professional,
+            starts_at=target,
+            ends_at=target + timedelta(minutes=30),
+            blocked_from=target,
+            blocked_until=target + timedelta(minutes=40),
+        )
+        _overlapping(racer, racer_contact)
+        return settings
+
+    monkeypatch.setattr(services, "slot_validate", validate_then_lose_the_race)
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_usable(
@@ -292,22 +314,7 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
         now=MONDAY_8AM,
     )
     target = local(2026, 12, 9, 10)
-    validate = services.slot_validate
-
-    def validate_then_lose_the_race(**kwargs):
-        validate(**kwargs)
-        racer = Appointment(
-            company=company,
-            service=service,
-            professional=marta,
-            starts_at=target,
-            ends_at=target + timedelta(minutes=30),
-            blocked_from=target,
-            blocked_until=target + timedelta(minutes=40),
-        )
-        _overlapping(racer, bruno)
-
-    monkeypatch.setattr(services, "slot_validate", validate_then_lose_the_race)
+    _lose_the_race_at(target, marta, bruno, monkeypatch)
 
     with transaction.atomic():  # a caller's transaction (the tool engine's, the admin's)
         with pytest.raises(ValidationFailed) as caught:
@@ -339,23 +346,7 @@ def test_a_booking_that_loses_the_race_is_refused_with_the_nearest_slots_and_no_
     INSERT, which writes nothing (ON CONFLICT DO NOTHING), so the nearest free slots are read
     in the same transaction, still usable, with no savepoint."""
     target = local(2026, 12, 9, 10)
-    validate = services.slot_validate
-
-    def validate_then_lose_the_race(**kwargs):
-        settings = validate(**kwargs)
-        racer = Appointment(
-            company=company,
-            service=service,
-            professional=marta,
-            starts_at=target,
-            ends_at=target + timedelta(minutes=30),
-            blocked_from=target,
-            blocked_until=target + timedelta(minutes=40),
-        )
-        _overlapping(racer, bruno)
-        return settings
-
-    monkeypatch.setattr(services, "slot_validate", validate_then_lose_the_race)
+    _lose_the_race_at(target, marta, bruno, monkeypatch)
 
     with transaction.atomic():  # a caller's transaction (the tool engine's, the admin's)
         with (
