@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
@@ -315,7 +315,8 @@ _CONVERSATION_ID_MAX_LENGTH = Conversation._meta.get_field("external_id").max_le
 
 def discard_broken_connection() -> None:
     """After a database failure, make the next request reconnect instead of reusing a dead link
-    (outside a transaction: within one, its end does)."""
-    if transaction.get_autocommit():
+    (outside a transaction: within one, its end does). `in_atomic_block`, not get_autocommit(),
+    which would connect again to answer."""
+    if not connection.in_atomic_block:
         with contextlib.suppress(DatabaseError):
             connection.close_if_unusable_or_obsolete()
