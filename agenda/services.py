@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, time, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Subquery
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
@@ -20,11 +20,9 @@ from agenda import clock
 from agenda.appointment_messages import appointment_messages_after
 from agenda.availability.busy import blocked_range
 from agenda.availability.check import slot_lock_and_check, slot_taken_error
-from agenda.availability.local_time import describe_instant
 from agenda.availability.slots import Move
 from agenda.models import (
     CUSTOMER_STATE_LABELS,
-    MAX_DURATION_MINUTES,
     AgendaSettings,
     Appointment,
     AppointmentMessage,
@@ -37,9 +35,11 @@ from agenda.selectors import agenda_settings_for, appointment_get_for_contact, f
 from core.errors import NotFound, NotInCompany, ValidationFailed
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
-from core.references import insert_with_fresh_reference, normalize_reference
+from core.references import insert_with_fresh_reference, normalize_reference, reference_taken
+from core.sql import insert_unless_conflict
 from core.states import state_shown
 from core.sweeps import sweep
+from core.transactions import joined
 
 _TERMINAL_MESSAGES = {
     Appointment.State.CANCELLED: _("Esa cita ya está cancelada."),
@@ -203,70 +203,40 @@ def _write_times(
     except IntegrityError as error:
         if _violated_constraint(error) != _OVERLAP_CONSTRAINT:
             raise
-        raise slot_taken_error(
-            company=company,
-            service=appointment.service,
-            professional=appointment.professional,
-            starts_at=appointment.starts_at,
-            now=now,
-            move=move,
-        ) from None
+        raise _overlap_refused(appointment, company=company, now=now, move=move) from None
 
 
-def _check_customer_free(
-    *,
-    company: Company,
-    contact_id: int,
-    starts_at: datetime,
-    ends_at: datetime,
-    moving_id: int | None = None,
-) -> None:
-    """A customer is in one place at a time: a scheduled appointment of theirs (but the one
-    being moved, `moving_id`) overlapping [starts_at, ends_at) refuses the booking or move,
-    whatever its professional, naming that appointment's local date and time.
-
-    The contact's row is locked first (FOR NO KEY UPDATE, which the appointments' foreign keys
-    to it do not wait for) until the transaction ends, and the appointments are read in a
-    statement of their own after it: two bookings of one customer with two professionals
-    check and insert one at a time, and the second reads the first once it has committed (a
-    statement that waited for the lock itself would still read the snapshot of its start).
-    The exclusion constraint cannot say this: it is per professional. Call inside the
-    booking transaction, after `slot_lock_and_check` (so every booking takes the
-    professional's lock, then the contact's: one order, no deadlock). On SQLite the lock is a
-    no-op and not needed: its write transactions run one at a time."""
-    locked = Contact.objects.select_for_update(no_key=True).filter(pk=contact_id)
-    list(locked.values_list("pk", flat=True))
-    overlapping = Appointment.objects.filter(
-        contact_id=contact_id,
-        state=Appointment.State.SCHEDULED,
-        # Bounded below too, so the (contact, starts_at) index scan reads only the window.
-        starts_at__gt=starts_at - timedelta(minutes=MAX_DURATION_MINUTES),
-        starts_at__lt=ends_at,
-        ends_at__gt=starts_at,
+def _overlap_refused(
+    appointment: Appointment, *, company: Company, now: datetime, move: Move | None
+) -> ValidationFailed:
+    """The exclusion constraint's verdict on the appointment's times, with the nearest free
+    slots: read in the transaction, which must still be usable."""
+    return slot_taken_error(
+        company=company,
+        service=appointment.service,
+        professional=appointment.professional,
+        starts_at=appointment.starts_at,
+        now=now,
+        move=move,
     )
-    if moving_id is not None:
-        overlapping = overlapping.exclude(pk=moving_id)
-    other = overlapping.order_by("starts_at").values_list("starts_at", flat=True).first()
-    if other is not None:
-        described = describe_instant(other, company.tz)
-        raise ValidationFailed(
-            _g(
-                "Ya tiene otra cita el %(weekday)s %(date)s a las %(time)s que coincide con "
-                "ese horario. Elija otra hora o cambie aquella cita."
-            )
-            % described,
-            code="appointment_overlap",
-            overlapping_appointment=described,
-        )
 
 
 def _insert(appointment: Appointment, *, company: Company, now: datetime) -> None:
-    """Insert the appointment under a fresh reference: the exclusion constraint's verdict on
-    overlaps becomes VALIDATION (`_write_times`), a reference collision is drawn again."""
+    """Insert the appointment under a fresh reference, without a savepoint on PostgreSQL: the
+    INSERT yields to any constraint (ON CONFLICT DO NOTHING), so a taken reference is drawn
+    again and an overlap the exclusion constraint refuses (a writer that skipped the
+    professional's lock; it is a backstop under it) is VALIDATION with the nearest free slots,
+    the transaction still usable to look for them. Elsewhere a savepoint (`_write_times`)."""
 
     def write(appointment: Appointment) -> bool:
-        _write_times(appointment.save, appointment, company=company, now=now, move=None)
-        return True
+        if connection.vendor != "postgresql":
+            _write_times(appointment.save, appointment, company=company, now=now, move=None)
+            return True
+        if insert_unless_conflict(appointment):
+            return True
+        if reference_taken(appointment):
+            return False
+        raise _overlap_refused(appointment, company=company, now=now, move=None)
 
     insert_with_fresh_reference(appointment, prefix="AP", insert=write)
 
@@ -289,15 +259,17 @@ def appointment_book(
     demo, whose write transactions are serialised, that is what keeps a slot single). Staff
     pass enforce_customer_rules=False to skip the minimum notice (never the past, the horizon
     or a busy slot).
-    Every check comes before the one write, the INSERT, which has its own savepoint (the
-    exclusion constraint's verdict becomes VALIDATION, a reference collision is drawn again).
+    The professional's and the customer's rows are locked, then every check reads one
+    snapshot (`slot_lock_and_check`), before the writes: the INSERT (`_insert`: the exclusion
+    constraint's verdict becomes VALIDATION, a reference collision is drawn again) and the
+    customer's messages. A refusal leaves a caller's transaction usable (`joined`).
     """
     now = now or clock.now()
     NotInCompany.check(
         contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
     )
 
-    with transaction.atomic():
+    with joined():
         agenda_settings = slot_lock_and_check(
             company=company,
             service=service,
@@ -305,11 +277,9 @@ def appointment_book(
             starts_at=starts_at,
             now=now,
             enforce_customer_rules=enforce_customer_rules,
+            contact_id=contact.pk,
         )
         ends_at = starts_at + timedelta(minutes=service.duration_minutes)
-        _check_customer_free(
-            company=company, contact_id=contact.pk, starts_at=starts_at, ends_at=ends_at
-        )
         block_from, block_until = blocked_range(service, starts_at)
         appointment = Appointment(
             company=company,
@@ -350,7 +320,7 @@ def appointment_reschedule(
     """
     now = now or clock.now()
 
-    with transaction.atomic():
+    with joined():
         appointment = _locked(company, reference, with_cutoff=enforce_customer_rules)
         _check_owner(contact, appointment)
         _check_scheduled(appointment)
@@ -367,15 +337,9 @@ def appointment_reschedule(
             now=now,
             enforce_customer_rules=enforce_customer_rules,
             move=move,
+            contact_id=appointment.contact_id,
         )
         ends_at = starts_at + timedelta(minutes=service.duration_minutes)
-        _check_customer_free(
-            company=company,
-            contact_id=appointment.contact_id,
-            starts_at=starts_at,
-            ends_at=ends_at,
-            moving_id=appointment.pk,
-        )
         block_from, block_until = blocked_range(service, starts_at)
 
         def write() -> None:
@@ -413,7 +377,7 @@ def appointment_cancel(
     not after the company's cut-off; staff pass enforce_cutoff=False."""
     now = now or clock.now()
 
-    with transaction.atomic():
+    with joined():
         appointment = _locked(company, reference, with_cutoff=enforce_cutoff)
         _check_owner(contact, appointment)
         _check_scheduled(appointment)

@@ -109,10 +109,11 @@ if "insert_unless_conflict" in _OFF:
     # A new row's INSERT as the ORM guards one: in a savepoint, a conflict an IntegrityError.
     from django.db import IntegrityError, transaction
 
+    from agenda import services as agenda_services
     from core import references
     from tooling import context
 
-    def insert_unless_conflict(instance, *, unique):
+    def insert_unless_conflict(instance, *, unique=None):
         try:
             with transaction.atomic():
                 instance.save(force_insert=True)
@@ -122,6 +123,7 @@ if "insert_unless_conflict" in _OFF:
 
     references.insert_unless_conflict = insert_unless_conflict
     context.insert_unless_conflict = insert_unless_conflict
+    agenda_services.insert_unless_conflict = insert_unless_conflict
 
 if "ledger_upsert" in _OFF:
     # The exposure ledger's rows as the ORM upserts them: every row written again each time.
@@ -162,8 +164,15 @@ if "limits_sql" in _OFF:
     from core.identity import limits
     from core.models import SecurityEvent
 
-    def _recent_failures(attempt, window_limits, now):
+    def _recent_failures(attempt, window_limits, now, *, beside=None):
         conversation = attempt.conversation
+        if beside is not None:  # the row beside, in a statement of its own
+            from django.db import connection
+
+            with connection.cursor() as cursor:
+                cursor.execute(beside.sql, beside.params)
+                beside.row = cursor.fetchone()
+            beside.read = True
         failures = SecurityEvent.objects.filter(kind__in=limits._IDENTIFICATION_FAILURES)
 
         def branch(scope, **where):

@@ -31,6 +31,8 @@ from typing import Any, TypeVar
 
 from django.db import transaction
 
+from core.transactions import joined
+
 T = TypeVar("T")
 
 logger = logging.getLogger("garante.durable")
@@ -129,11 +131,12 @@ def decided_once(fn: Callable[[], T]) -> T:
 
 
 def keeping_evidence(work: Callable[[], T]) -> T:
-    """Run `work` in a transaction (a savepoint inside another), committing the evidence it
-    asks for with `durably` before it decides on it. Inside another `keeping_evidence` the
-    outer one does this, so nested units of work are run once by the outermost."""
+    """Run `work` in a transaction, committing the evidence it asks for with `durably` before
+    it decides on it. Inside another `keeping_evidence` the outer one does this, so nested
+    units of work are run once by the outermost, in its transaction (core.transactions.joined:
+    a refusal leaves it usable, any other failure marks it for rollback)."""
     if _current.get() is not None:
-        with transaction.atomic():
+        with joined():
             return work()
     evidence = _Evidence()
     token = _current.set(evidence)

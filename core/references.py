@@ -52,7 +52,7 @@ def insert_with_fresh_reference(
             if insert(instance):
                 return instance
         except IntegrityError:
-            if not _reference_taken(instance):
+            if not reference_taken(instance):
                 raise
         logger.warning("%s reference collision; drawing another", instance._meta.label)
     raise IntegrityError(f"no free {instance._meta.label} reference in {ATTEMPTS} draws")
@@ -89,7 +89,7 @@ def _insert_in_savepoint(instance: Model) -> bool:
     return True
 
 
-def _reference_taken(instance: Model) -> bool:
+def reference_taken(instance: Model) -> bool:
     """Whether a row already holds the instance's reference (within its unique constraint)."""
     model = type(instance)
     fields = [model._meta.get_field(name) for name in reference_unique_fields(model)]

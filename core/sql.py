@@ -1,17 +1,22 @@
 """Pieces of statements built from a model's metadata, for the few the ORM cannot express in
-one statement (ON CONFLICT ... DO NOTHING / DO UPDATE, RETURNING beside a function call) and the
+one statement (ON CONFLICT ... DO NOTHING, RETURNING beside a function call) and the
 fixed-shape reads and writes that run on nearly every tool call, where compiling the query costs
 more CPU than running it (core.idempotency, core.identity, core.references, tooling.context,
-tooling.ledger, agenda.availability). Values are prepared and converted exactly as the ORM would."""
+tooling.ledger, agenda.availability). Public APIs only: names quoted by psycopg.sql (double
+quotes, which PostgreSQL and SQLite both read), values prepared by the fields' own
+`pre_save`/`get_db_prep_save` and read back by `from_db_value`/`to_python`."""
 
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC
+from decimal import Decimal
 from typing import Any
 
 from django.db import DatabaseError, connection
-from django.db.models import Field, Model
-from django.db.models.expressions import Col
+from django.db.models import DateTimeField, DecimalField, Field, Model
+from django.utils import timezone
+from psycopg import sql as psycopg_sql
 
 
 @dataclass(frozen=True)
@@ -31,10 +36,9 @@ def insert_parts(instances: Sequence[Model]) -> InsertParts:
     filled and values converted as save() does."""
     opts = instances[0]._meta
     fields = [field for field in opts.concrete_fields if not field.primary_key]
-    quote = connection.ops.quote_name
     return InsertParts(
-        table=quote(opts.db_table),
-        columns=f"({', '.join(quote(field.column) for field in fields)})",
+        table=quoted(opts.db_table),
+        columns=f"({', '.join(quoted(field.column) for field in fields)})",
         row=", ".join(["%s"] * len(fields)),
         params=[
             field.get_db_prep_save(field.pre_save(instance, True), connection)
@@ -44,14 +48,21 @@ def insert_parts(instances: Sequence[Model]) -> InsertParts:
     )
 
 
+@functools.cache
+def quoted(name: str) -> str:
+    """A table's or column's name quoted as an SQL identifier (kept: the names are few, and
+    statements built on every call quote theirs again)."""
+    return psycopg_sql.Identifier(name).as_string()
+
+
 def table(model: type[Model]) -> str:
     """The quoted table of a model."""
-    return connection.ops.quote_name(model._meta.db_table)
+    return quoted(model._meta.db_table)
 
 
 def column(model: type[Model], name: str) -> str:
     """The quoted column of a model's field."""
-    return connection.ops.quote_name(model._meta.get_field(name).column)
+    return quoted(model._meta.get_field(name).column)
 
 
 def qualified(model: type[Model], name: str) -> str:
@@ -59,9 +70,10 @@ def qualified(model: type[Model], name: str) -> str:
     return f"{table(model)}.{column(model, name)}"
 
 
-def insert_unless_conflict(instance: Model, *, unique: Sequence[str]) -> bool:
+def insert_unless_conflict(instance: Model, *, unique: Sequence[str] | None = None) -> bool:
     """INSERT a new instance unless a row with its values of the `unique` fields (a unique
-    constraint's) exists: True with the instance saved (its primary key set), or False with
+    constraint's) exists, or, with `unique` None, unless the row would break any unique or
+    exclusion constraint: True with the instance saved (its primary key set), or False with
     nothing written.
 
     A conflict is an empty result instead of an error, so the enclosing transaction stays
@@ -70,10 +82,10 @@ def insert_unless_conflict(instance: Model, *, unique: Sequence[str]) -> bool:
     """
     model = type(instance)
     insert = insert_parts([instance])
-    target = ", ".join(column(model, name) for name in unique)
+    target = "" if unique is None else f"({', '.join(column(model, name) for name in unique)})"
     sql = (
         f"INSERT INTO {insert.table} {insert.columns} {insert.values(1)} "
-        f"ON CONFLICT ({target}) DO NOTHING RETURNING {column(model, model._meta.pk.name)}"
+        f"ON CONFLICT {target} DO NOTHING RETURNING {column(model, model._meta.pk.name)}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, insert.params)
@@ -81,8 +93,6 @@ def insert_unless_conflict(instance: Model, *, unique: Sequence[str]) -> bool:
     if row is None:
         return False
     instance.pk = row[0]
-    instance._state.adding = False
-    instance._state.db = connection.alias
     return True
 
 
@@ -92,12 +102,8 @@ def update_fields(instance: Model, names: Sequence[str]) -> None:
     save()'s signals. DatabaseError, as save() raises it, when the row is gone."""
     model = type(instance)
     fields = [model._meta.get_field(name) for name in names]
-    quote = connection.ops.quote_name
-    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
-    sql = (
-        f"UPDATE {quote(model._meta.db_table)} SET {assignments} "
-        f"WHERE {quote(model._meta.pk.column)} = %s"
-    )
+    assignments = ", ".join(f"{quoted(field.column)} = %s" for field in fields)
+    sql = f"UPDATE {table(model)} SET {assignments} WHERE {quoted(model._meta.pk.column)} = %s"
     params = [
         field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields
     ]
@@ -108,29 +114,34 @@ def update_fields(instance: Model, names: Sequence[str]) -> None:
 
 
 class RowReader:
-    """Rows of these columns' values, each converted as the ORM converts that field's value when
-    it reads it (SQLCompiler.get_converters), so SQL written here reads what a queryset would:
-    on PostgreSQL the common types need nothing, on SQLite datetimes, times, decimals and
-    booleans do. Which columns need it is looked up once per database vendor."""
+    """Rows of these fields' values, each converted as a queryset reads it, so SQL written here
+    reads what the ORM would. On PostgreSQL the driver returns the Python types already, and
+    only a field with a `from_db_value` (JSON) converts. SQLite returns dates, times and
+    datetimes (the types Django registers with its driver) naive, and decimals, booleans and
+    UUIDs as stored: `to_python` makes them the field's type, a datetime is made aware in UTC
+    (as Django stores it with USE_TZ) and a decimal gets the field's places. Which fields need
+    it is decided once per database vendor."""
 
-    def __init__(self, columns: Sequence[Col]) -> None:
-        self.columns = tuple(columns)
-        self._converted: dict[str, tuple[tuple[int, Col], ...]] = {}
+    def __init__(self, fields: Sequence[Field]) -> None:
+        self.fields = tuple(fields)
+        self._converted: dict[str, tuple[tuple[int, Field], ...]] = {}
 
     def rows(self, rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
-        converted = self._converted.get(connection.vendor)
+        vendor = connection.vendor
+        converted = self._converted.get(vendor)
         if converted is None:
-            converted = self._converted[connection.vendor] = tuple(
-                (index, col) for index, col in enumerate(self.columns) if _converters(col)
+            converted = self._converted[vendor] = tuple(
+                (index, field)
+                for index, field in enumerate(self.fields)
+                if vendor != "postgresql" or hasattr(field, "from_db_value")
             )
         if not converted:
             return [tuple(row) for row in rows]
         result = []
         for row in rows:
             values = list(row)
-            for index, col in converted:
-                for convert in _converters(col):
-                    values[index] = convert(values[index], col, connection)
+            for index, field in converted:
+                values[index] = _converted(field, values[index], vendor)
             result.append(tuple(values))
         return result
 
@@ -138,8 +149,17 @@ class RowReader:
         return self.rows([row])[0]
 
 
-def _converters(col: Col) -> list[Any]:
-    return connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+def _converted(field: Field, value: Any, vendor: str) -> Any:
+    if hasattr(field, "from_db_value"):
+        value = field.from_db_value(value, None, connection)
+    if value is None or vendor == "postgresql":
+        return value
+    value = field.to_python(value)
+    if isinstance(field, DateTimeField) and timezone.is_naive(value):
+        return timezone.make_aware(value, UTC)
+    if isinstance(field, DecimalField):
+        return value.quantize(Decimal(1).scaleb(-field.decimal_places))
+    return value
 
 
 @dataclass(frozen=True)
@@ -152,13 +172,11 @@ class Selected:
 
     @functools.cached_property
     def columns(self) -> str:
-        quote = connection.ops.quote_name
-        table = quote(self.model._meta.db_table)
-        return ", ".join(f"{table}.{quote(field.column)}" for field in self.fields)
+        return ", ".join(f"{table(self.model)}.{quoted(field.column)}" for field in self.fields)
 
     @functools.cached_property
     def reader(self) -> RowReader:
-        return RowReader([field.cached_col for field in self.fields])
+        return RowReader(self.fields)
 
     def values(self, row: Sequence[Any]) -> tuple[Any, ...]:
         return self.reader.row(row)

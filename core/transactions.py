@@ -6,6 +6,11 @@ from contextlib import contextmanager
 
 from django.db import connection, models, transaction
 
+from core.errors import Ambiguous, Conflict, NotFound, PermissionRefused, ValidationFailed
+
+# What a service refuses with, as opposed to what fails it.
+_REFUSALS = (ValidationFailed, NotFound, PermissionRefused, Ambiguous, Conflict)
+
 
 @contextmanager
 def one_at_a_time(model: type[models.Model], pk: int) -> Iterator[None]:
@@ -24,6 +29,31 @@ def one_at_a_time(model: type[models.Model], pk: int) -> Iterator[None]:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", advisory_keys(model, pk))
         yield
+
+
+@contextmanager
+def joined() -> Iterator[None]:
+    """The transaction of a service: the caller's, joined without a savepoint, or one of its
+    own when called in autocommit (a task, a shell).
+
+    For a service whose refusals (core.errors) all come before its first write, or after a
+    write that wrote nothing: a refusal then leaves the caller's transaction as it was and
+    usable, and a savepoint would guard nothing while costing two statements (SAVEPOINT,
+    RELEASE) on every call. Any other failure marks the caller's transaction for rollback
+    (`transaction.set_rollback`), as `atomic(savepoint=False)` does: what the service wrote
+    before it must not be committed.
+    """
+    if transaction.get_autocommit():
+        with transaction.atomic():
+            yield
+        return
+    try:
+        yield
+    except _REFUSALS:
+        raise
+    except Exception:
+        transaction.set_rollback(True)
+        raise
 
 
 def advisory_keys(model: type[models.Model], pk: int) -> tuple[int, int]:

@@ -10,7 +10,6 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Swagger
 from ninja.errors import HttpError
-from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
 
@@ -21,8 +20,8 @@ from core.boundary import (
     unsupported_media_type,
 )
 from core.errors import RULE_CODES, GaranteError
-from core.idempotency import HTTP_KEY_PATTERN, check_http_key
-from core.models import Company, Conversation
+from core.idempotency import HTTP_KEY_PATTERN
+from core.models import Conversation
 from core.outcome import outcome_response
 from core.request_json import loads
 from core.selectors import gateway_company_authenticate
@@ -51,12 +50,14 @@ class StrictJSONParser(Parser):
         return loads(request.body)
 
 
+_PARSER = StrictJSONParser()
+
 api = NinjaAPI(
     title="Garante tool API",
     version="1.0",
     description="Every Gateway tool as a plain HTTP endpoint, with Idempotency-Key semantics.",
     urls_namespace="api",
-    parser=StrictJSONParser(),
+    parser=_PARSER,
     # Swagger UI's files come from django-ninja's static files (config.settings); its default
     # validator badge would send the schema's URL to an outside service.
     docs=Swagger(settings={"validatorUrl": None}),
@@ -73,17 +74,6 @@ def on_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     return error_response(
         as_garante_error(exc, logger=logger, where="the REST tool mirror"), request
     )
-
-
-@api.exception_handler(NinjaValidationError)
-def on_invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-    # ninja checks a tool's body against its input schema before the endpoint runs; a body
-    # it refuses takes the tool's own path, so that it is answered (and traced) as over MCP.
-    match = request.resolver_match
-    tool = registry.get(match.url_name.removeprefix(_URL_NAME_PREFIX)) if match else None
-    if tool is None or not isinstance(getattr(request, "auth", None), Company):
-        return on_error(request, exc)
-    return _tool_response(tool, request)
 
 
 @api.get("/ping", tags=["health"], summary="Liveness probe (no database)")
@@ -143,40 +133,54 @@ def _openapi_extra(tool: Tool) -> dict[str, Any]:
     # The bodies come from `response=` (mount_tools); these are the statuses' descriptions.
     responses = {status: {"description": text} for status, text in errors.items()}
     responses[200] = {"description": "The tool's answer (its MCP structuredContent)."}
-    extra: dict[str, Any] = {"parameters": parameters, "responses": responses}
-    if not tool.input_schema.get("required"):
-        # Nothing is required, so no body at all stands for {} (as MCP's omitted arguments).
-        extra["requestBody"] = {"required": False}
-    return extra
+    # The body is documented here, not declared to ninja: ninja would parse and validate it
+    # once more before call_tool does (the one validation, with the tool's own answers).
+    # Nothing required: no body at all stands for {} (as MCP's omitted arguments).
+    request_body = {
+        "required": bool(tool.input_schema.get("required")),
+        "content": {"application/json": {"schema": _inlined(tool.input_schema)}},
+    }
+    return {"parameters": parameters, "responses": responses, "requestBody": request_body}
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema with its local definitions ("#/$defs/...") written in place, so it reads
+    the same inside the OpenAPI document, whose root is not the schema's."""
+    definitions = schema.get("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            reference = node.get("$ref", "")
+            if reference.startswith("#/$defs/"):
+                return inline(definitions[reference.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    return inline(schema)
 
 
 def _tool_response(tool: Tool, request: HttpRequest) -> HttpResponse:
     """One call of `tool` from its HTTP request: the headers in place of MCP's `_meta`, the
-    raw body as the arguments (call_tool validates them, as for MCP)."""
+    body, parsed once, as the arguments (call_tool validates them, and checks the key, as for
+    MCP)."""
     # call_tool answers a missing conversation as over MCP (missing_conversation_id).
     conversation_id = request.headers.get("X-Conversation-Id")
     idempotency_key = request.headers.get("Idempotency-Key")
-    if tool.write:
-        try:
-            check_http_key(idempotency_key)
-        except GaranteError as error:
-            return error_response(error)
     try:
-        arguments = loads(request.body or b"{}")
+        arguments = _PARSER.parse_body(request) if request.body else {}
+    except GaranteError as error:  # not sent as JSON
+        return error_response(error, request)
     except ValueError:
-        return error_response(malformed_json())
+        return error_response(malformed_json(), request)
     meta = CallMeta(conversation_id=conversation_id, idempotency_key=idempotency_key)
     outcome = call_tool(tool, company=request.auth, arguments=arguments, meta=meta, surface="rest")
     return outcome_response(outcome)
 
 
 def _tool_endpoint(tool: Tool):
-    Input = tool.input
-
-    def endpoint(
-        request: HttpRequest,
-        payload: Input,  # type: ignore[valid-type]  (documents the body; call_tool validates)
-    ) -> HttpResponse:
+    def endpoint(request: HttpRequest) -> HttpResponse:
         return _tool_response(tool, request)
 
     endpoint.__name__ = f"tool_{tool.name.replace('.', '_').replace('-', '_')}"

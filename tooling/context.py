@@ -64,6 +64,37 @@ class ToolContext:
         Ask within that transaction only; the flag is not cleared when it ends."""
         return self.conversation is not None and self._conversation_inserted
 
+    def conversation_held(self) -> Conversation:
+        """The conversation of this call, held by the call's transaction until it ends, with
+        its identified contact: inserted by it on first sight (`conversation_is_new`), or read
+        under its row lock (FOR NO KEY UPDATE, which durable inserts referring to the row do
+        not wait for). For a write that decides on the conversation's identity one call at a
+        time (an identification): the INSERT comes first, so a new conversation costs one
+        statement, and a concurrent twin's waits on it. On SQLite, whose write transactions
+        run one at a time, and outside a transaction, it is `conversation`."""
+        if connection.vendor != "postgresql" or transaction.get_autocommit():
+            return self.conversation
+        external_id = self.meta.conversation_id
+        conversation = Conversation(company=self.company, external_id=external_id)
+        inserted = insert_unless_conflict(conversation, unique=("company", "external_id"))
+        if not inserted:
+            conversation = (
+                Conversation.objects.select_for_update(no_key=True, of=("self",))
+                .select_related("contact")
+                .get(company=self.company, external_id=external_id)
+            )
+            contact = conversation.contact
+            if conversation.contact_id is not None and (
+                contact is None or contact.pk != conversation.contact_id
+            ):
+                # The lock waited for a commit that changed the conversation's contact: the
+                # row is re-read as it is now, the joined contact may be the one of before.
+                conversation.contact = Contact.objects.get(pk=conversation.contact_id)
+        conversation.company = self.company
+        self.__dict__["conversation"] = conversation  # `conversation`, cached
+        self._conversation_inserted = inserted
+        return conversation
+
     @property
     def contact(self) -> Contact:
         """The customer this conversation identified as, checked against the call's

@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.boundary import as_garante_error, problem, problems_error, pydantic_problems_error
 from core.errors import ValidationFailed
-from core.idempotency import check_gateway_key, idempotent_execute
+from core.idempotency import check_gateway_key, check_http_key, idempotent_execute
 from core.models import Company, Conversation
 from core.outcome import Outcome, error_outcome
 from tooling.context import CallMeta, ToolContext
@@ -147,7 +147,10 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
             if not tool.write:
                 body, text = answer()
                 return Outcome(body=body, is_error=False, status=200, text=text)
-            key = check_gateway_key(meta.idempotency_key)
+            # The one check of the key: the REST mirror's Idempotency-Key header has HTTP's
+            # rules (seed 2), MCP's com.asixto/idempotencyKey the Gateway's.
+            check_key = check_http_key if surface == "rest" else check_gateway_key
+            key = check_key(meta.idempotency_key)
 
             def effect() -> tuple[dict[str, Any], int]:
                 return answer()[0], 200

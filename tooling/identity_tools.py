@@ -106,10 +106,7 @@ def identify_contact_tool(ctx: ToolContext, params: IdentifyContactIn) -> dict:
     kind = "document" if params.document else "phone" if params.phone else "email"
     value = params.document or params.phone or params.email or ""
     contact = identify_contact(
-        conversation=ctx.conversation,
-        kind=kind,
-        value=value,
-        new_conversation=ctx.conversation_is_new,
+        conversation=ctx.conversation_held(), kind=kind, value=value, held=True
     )
     if contact is None:  # verified mode: one answer for every identifier
         return {

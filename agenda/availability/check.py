@@ -3,17 +3,28 @@
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
+from typing import Any
 
-from django.db.models import Exists
+from django.db.models import DateTimeField, Exists, Subquery, Value
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agenda.availability.busy import blocked_range, scheduled_in_window, working_intervals
+from agenda.availability.local_time import describe_instant
 from agenda.availability.queries import SETTINGS_FIELDS, loaded
 from agenda.availability.search import customer_limits, nearest_free_slots
 from agenda.availability.slots import Move, describe_slots
-from agenda.models import AgendaSettings, Professional, Service, TimeOff, lock_schedules
+from agenda.models import (
+    MAX_DURATION_MINUTES,
+    AgendaSettings,
+    Appointment,
+    Professional,
+    Service,
+    TimeOff,
+    lock_booking,
+    lock_schedules,
+)
 from agenda.selectors import agenda_settings_for
 from core.errors import ValidationFailed
 from core.models import Company
@@ -90,6 +101,9 @@ class SlotFacts:
     weekly: dict[int, list[tuple[time, time]]]
     time_off: bool
     taken: bool
+    # The start of the customer's earliest other scheduled appointment overlapping the
+    # service's time, if any (None when no customer was named).
+    customer_busy_at: datetime | None = None
 
 
 def slot_facts(
@@ -99,14 +113,20 @@ def slot_facts(
     professional: Professional,
     starts_at: datetime,
     move: Move | None = None,
+    contact_id: int | None = None,
 ) -> SlotFacts:
     """The facts of a slot in one statement (after the lock): the professional's row LEFT JOIN
     their hours and the company's agenda settings, with three EXISTS (gives the service; time
     off; another scheduled appointment, but the one `move` moves) on the same bounded index
-    scans as a slot search. One snapshot, so the check sees one instant.
+    scans as a slot search and, for a customer (`contact_id`), the start of their earliest
+    other scheduled appointment overlapping the service's time. One snapshot, so the check
+    sees one instant. `professional` is refreshed from that row (its name, whether active),
+    so it may come unread.
 
-    First, in a statement of its own, the professional's row is locked until the transaction
-    ends (`lock_schedules`), for two reasons. The bookings of one professional check and write
+    First, in a statement of its own, the professional's row (and the customer's, with
+    `contact_id`: `lock_booking`) is locked until the transaction ends. The customer's, so
+    that two bookings of one customer with two professionals check and write one at a time.
+    The professional's for two reasons. The bookings of one professional check and write
     one at a time: without it, two inserts that overlap can each find the other's uncommitted
     row in the exclusion constraint's check and wait for each other, a deadlock PostgreSQL
     breaks by failing one of them (a SYSTEM answer instead of "taken"), and fifty customers
@@ -126,16 +146,39 @@ def slot_facts(
     gives = Professional.services.through.objects.filter(
         professional_id=professional.pk, service_id=service.pk
     )
-    lock_schedules([professional.pk])
+    ends_at = starts_at + timedelta(minutes=service.duration_minutes)
+    customer: Any = Value(None, output_field=DateTimeField())
+    if contact_id is None:
+        lock_schedules([professional.pk])
+    else:
+        lock_booking(professional.pk, contact_id)
+        overlapping = Appointment.objects.filter(
+            contact_id=contact_id,
+            state=Appointment.State.SCHEDULED,
+            # Bounded below too, so the (contact, starts_at) index scan reads only the window.
+            starts_at__gt=starts_at - timedelta(minutes=MAX_DURATION_MINUTES),
+            starts_at__lt=ends_at,
+            ends_at__gt=starts_at,
+        )
+        if move is not None:
+            overlapping = overlapping.exclude(pk=move.appointment_id)
+        customer = Subquery(overlapping.order_by("starts_at").values("starts_at")[:1])
     rows = (
         Professional.objects.filter(company=company, pk=professional.pk)
         .order_by()
-        .annotate(gives=Exists(gives), off=Exists(time_off), taken=Exists(appointments))
+        .annotate(
+            gives=Exists(gives),
+            off=Exists(time_off),
+            taken=Exists(appointments),
+            customer_busy_at=customer,
+        )
         .values_list(
             "active",
+            "display_name",
             "gives",
             "off",
             "taken",
+            "customer_busy_at",
             "working_hours__weekday",
             "working_hours__start_time",
             "working_hours__end_time",
@@ -145,7 +188,11 @@ def slot_facts(
     weekly: dict[int, list[tuple[time, time]]] = defaultdict(list)
     settings: AgendaSettings | None = None
     bookable = in_time_off = taken = False  # no row: not a professional of this company
-    for active, gives_service, off, busy, weekday, start, end, *settings_values in rows:
+    customer_busy_at = None
+    for row in rows:
+        active, name, gives_service, off, busy, customer_busy_at, weekday, start, end = row[:9]
+        settings_values = row[9:]
+        professional.active, professional.display_name = active, name
         bookable, in_time_off, taken = active and gives_service, off, busy
         if weekday is not None:
             weekly[weekday].append((start, end))
@@ -167,6 +214,7 @@ def slot_facts(
         weekly=weekly,
         time_off=in_time_off,
         taken=taken,
+        customer_busy_at=customer_busy_at,
     )
 
 
@@ -240,6 +288,17 @@ def slot_facts_check(
         )
     if facts.taken:
         raise slot_taken_error(**context)
+    if facts.customer_busy_at is not None:
+        described = describe_instant(facts.customer_busy_at, tz)
+        raise ValidationFailed(
+            _g(
+                "Ya tiene otra cita el %(weekday)s %(date)s a las %(time)s que coincide con "
+                "ese horario. Elija otra hora o cambie aquella cita."
+            )
+            % described,
+            code="appointment_overlap",
+            overlapping_appointment=described,
+        )
 
 
 def slot_lock_and_check(
@@ -251,11 +310,13 @@ def slot_lock_and_check(
     now: datetime,
     enforce_customer_rules: bool = True,
     move: Move | None = None,
+    contact_id: int | None = None,
 ) -> AgendaSettings:
     """Check, at the instant, that this professional can take this service at `starts_at`
-    (`slot_facts_check` on `slot_facts`: the lock and one statement, and more only to refuse).
-    Call inside the booking transaction, right before writing: it locks the professional's row
-    until that transaction ends (`slot_facts`). Returns the company's agenda settings as that
+    (`slot_facts_check` on `slot_facts`: the lock and one statement, and more only to refuse). Call
+    inside the booking transaction, right before writing: it locks the professional's row
+    (and the customer's, `contact_id`, whose other appointments must not overlap the new
+    one) until that transaction ends (`slot_facts`). Returns the company's agenda settings as that
     statement read them, for the rest of the write."""
     facts = slot_facts(
         company=company,
@@ -263,6 +324,7 @@ def slot_lock_and_check(
         professional=professional,
         starts_at=starts_at,
         move=move,
+        contact_id=contact_id,
     )
     slot_facts_check(facts, now=now, enforce_customer_rules=enforce_customer_rules)
     return facts.settings

@@ -33,7 +33,7 @@ _ROSTER = (
     selected(WorkingHours, ["weekday", "start_time", "end_time"]),
     selected(AgendaSettings),
 )
-_ROSTER_ROWS = RowReader([col for part in _ROSTER for col in part.reader.columns])
+_ROSTER_ROWS = RowReader([field for part in _ROSTER for field in part.fields])
 _BUSY_ROWS = selected(Appointment, ["professional", "blocked_from", "blocked_until"]).reader
 
 

@@ -67,19 +67,23 @@ def slot_ledger_data(slot: "Slot") -> dict[str, object]:
 
 
 def slot_from_ledger(*, company: Company, data: dict | None) -> tuple[Professional, datetime]:
-    """The professional and start instant of a slot the conversation was shown."""
+    """The professional and start instant of a slot the conversation was shown.
+
+    The professional is not read here: the booking or move reads and checks it, under its
+    lock, in the one statement of the slot's facts (`check.slot_facts`, which refuses one
+    no longer of the company, active or giving the service)."""
     data = data or {}
-    professional = Professional.objects.filter(company=company, pk=data.get("professional")).first()
+    professional_id = data.get("professional")
     try:
         starts_at = datetime.fromisoformat(str(data.get("start")))
     except ValueError:
         starts_at = None
-    if professional is None or starts_at is None:
+    if not isinstance(professional_id, int) or starts_at is None:
         raise ValidationFailed(
             _("Esa franja ya no está disponible. Consulte de nuevo la disponibilidad."),
             code="slot_unavailable",
         )
-    return professional, starts_at
+    return Professional(pk=professional_id, company=company), starts_at
 
 
 def describe_slots(slots: list[Slot], tz: ZoneInfo) -> list[dict[str, str]]:

@@ -16,14 +16,14 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import rfc8785
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, IntegrityError, OperationalError, connection
-from django.db.models import F, Field
+from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -39,7 +39,7 @@ from core.metrics import (
     IDEMPOTENCY_REPLAYED,
 )
 from core.models import Company, IdempotencyRecord
-from core.sql import RowReader, column, insert_parts
+from core.sql import column, insert_parts, table
 
 HTTP_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_KEY_LENGTH = 255
@@ -174,29 +174,38 @@ class _StoredRecord:
 
 
 @functools.cache
-def _lookup_statement(vendor: str) -> tuple[str, RowReader]:
-    """The key lookup's SQL, built once per database vendor from the model's metadata, and its
-    columns (to convert what the driver returns as the ORM does: SQLite's datetimes are text)."""
-    fields = [IdempotencyRecord._meta.get_field(f.name) for f in dataclasses.fields(_StoredRecord)]
-    table = connection.ops.quote_name(IdempotencyRecord._meta.db_table)
-    sql = (
-        f"SELECT {', '.join(column(IdempotencyRecord, field.name) for field in fields)} "
-        f"FROM {table} WHERE {column(IdempotencyRecord, 'company')} = %s "
+def _lookup_statement() -> str:
+    """The key lookup's SQL, built once from the model's metadata."""
+    columns = ", ".join(
+        column(IdempotencyRecord, field.name) for field in dataclasses.fields(_StoredRecord)
+    )
+    return (
+        f"SELECT {columns} FROM {table(IdempotencyRecord)} "
+        f"WHERE {column(IdempotencyRecord, 'company')} = %s "
         f"AND {column(IdempotencyRecord, 'key')} = %s"
     )
-    return sql, RowReader([field.cached_col for field in fields])
+
+
+def _aware(value: datetime) -> datetime:
+    """A datetime as the ORM reads it: SQLite's driver gives Django's stored UTC naive."""
+    return timezone.make_aware(value, UTC) if timezone.is_naive(value) else value
 
 
 def _lookup(company: Company, key: str) -> _StoredRecord | None:
     """The record of (company, key). The engine's hottest read, run by every write and every
     replay: one index probe through a plain cursor, for only the columns the engine decides on,
     and no model instance (through a raw queryset, resolving its columns and building the
-    instance cost about as much CPU as the statement itself)."""
-    sql, reader = _lookup_statement(connection.vendor)
+    instance cost about as much CPU as the statement itself). Its columns are integers, text
+    and two datetimes, which only SQLite's need converting."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, [company.pk, key])
+        cursor.execute(_lookup_statement(), [company.pk, key])
         row = cursor.fetchone()
-    return None if row is None else _StoredRecord(*reader.row(row))
+    if row is None:
+        return None
+    pk, operation, fingerprint, response, status, replay_until, expires_at = row
+    return _StoredRecord(
+        pk, operation, fingerprint, response, status, _aware(replay_until), _aware(expires_at)
+    )
 
 
 def _replay(
@@ -325,29 +334,22 @@ def _insert_bounded(record: IdempotencyRecord) -> int:
 
 
 @functools.cache
-def _store_statement(vendor: str) -> tuple[str, tuple[Field, Field]]:
-    """The UPDATE that stores an answer, for this database vendor, and the fields it sets."""
-    fields = (
-        IdempotencyRecord._meta.get_field("response"),
-        IdempotencyRecord._meta.get_field("status_code"),
+def _store_statement() -> str:
+    """The UPDATE that stores an answer, built once from the model's metadata."""
+    return (
+        f"UPDATE {table(IdempotencyRecord)} SET {column(IdempotencyRecord, 'response')} = %s, "
+        f"{column(IdempotencyRecord, 'status_code')} = %s "
+        f"WHERE {column(IdempotencyRecord, 'id')} = %s"
     )
-    table = connection.ops.quote_name(IdempotencyRecord._meta.db_table)
-    sets = ", ".join(f"{column(IdempotencyRecord, field.name)} = %s" for field in fields)
-    return f"UPDATE {table} SET {sets} WHERE {column(IdempotencyRecord, 'id')} = %s", fields
 
 
 def _store(record_id: int, text: str, status: int) -> None:
     """Store the answer on the claimed record, in the effect's transaction: the same UPDATE as
-    `.filter(pk=...).update(...)`, values prepared as it prepares them, without compiling it on
-    every first write (the ORM's update took about 2.5 times the CPU of this one)."""
-    sql, (response, status_code) = _store_statement(connection.vendor)
-    params = [
-        response.get_db_prep_save(text, connection),
-        status_code.get_db_prep_save(status, connection),
-        record_id,
-    ]
+    `.filter(pk=...).update(...)`, without compiling it on every first write (the ORM's update
+    took about 2.5 times the CPU of this one). Text and an integer, which the driver takes as
+    they are."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_store_statement(), [text, status, record_id])
 
 
 def idempotent_execute(

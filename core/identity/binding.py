@@ -13,6 +13,7 @@ from core.errors import NotFound
 from core.identity.identifiers import CONTACT_FIELD, Identifier, normalize_identifier
 from core.identity.limits import (
     Attempt,
+    Beside,
     Standing,
     VerifiedModeStands,
     attempt_standing,
@@ -58,7 +59,7 @@ def _contact_with_sql(vendor: str, kind: str) -> str:
 
 
 def identify_contact(
-    *, conversation: Conversation, kind: str, value: str, new_conversation: bool = False
+    *, conversation: Conversation, kind: str, value: str, held: bool = False
 ) -> Contact | None:
     """Bind the conversation to the company's contact with this document, phone or email.
 
@@ -76,22 +77,20 @@ def identify_contact(
     well-formed identifier: a code goes to the registered channel of the customer with that
     identifier, if any (core.identity.verified_mode), and verify_code binds it.
 
-    `new_conversation`: the caller inserted the conversation in the transaction this runs in
-    (ToolContext.conversation_is_new). Its row is then this transaction's until it ends and
-    holds what was inserted, so it is not locked and read again.
+    `held`: the transaction this runs in holds the conversation's row and read it after
+    taking it (ToolContext.conversation_held: it inserted the row, or read it under its row
+    lock), so it is not locked and read again.
     """
     return keeping_evidence(
-        lambda: _identify_locked(
-            conversation=conversation, kind=kind, value=value, new=new_conversation
-        )
+        lambda: _identify_locked(conversation=conversation, kind=kind, value=value, held=held)
     )
 
 
 def _identify_locked(
-    *, conversation: Conversation, kind: str, value: str, new: bool
+    *, conversation: Conversation, kind: str, value: str, held: bool
 ) -> Contact | None:
     now = timezone.now()
-    if not new:
+    if not held:
         # Serialise identifications of one conversation so concurrent guesses are counted in
         # turn (a twin of a new one waits on its insert instead). FOR NO KEY UPDATE leaves
         # durable inserts referring to this row free to proceed.
@@ -109,8 +108,16 @@ def _identify_locked(
     with verification_voided_when_limited(conversation):
         # Decided before the lookup, so that a refusal, and the choice of verified mode, are
         # the same, statement for statement, whether the identifier exists or not.
-        verified_mode = _standing_refused_or_not(conversation, attempt, now).verified_mode
-        contact = _contact_with(company_id=conversation.company_id, identifier=identifier)
+        # The contact is looked up in the limits' statement, beside them (one round trip).
+        lookup = Beside(
+            _contact_with_sql(connection.vendor, identifier.kind),
+            [conversation.company_id, identifier.value],
+        )
+        verified_mode = _standing_refused_or_not(conversation, attempt, now, lookup).verified_mode
+        if lookup.read:
+            contact = None if lookup.row is None else selected(Contact).instance(lookup.row)
+        else:
+            contact = _contact_with(company_id=conversation.company_id, identifier=identifier)
         if not verified_mode:
             try:
                 contact = _contact_checked(conversation, attempt, identifier, contact, now)
@@ -142,12 +149,12 @@ def _identify_locked(
 
 
 def _standing_refused_or_not(
-    conversation: Conversation, attempt: Attempt, now: datetime
+    conversation: Conversation, attempt: Attempt, now: datetime, beside: Beside
 ) -> Standing:
-    """The limits the attempt meets; TooManyAttempts when they refuse it: the conversation's
-    own limit (with its own wait), or, for a conversation identified already (which can
-    only be naming somebody else), any limit."""
-    standing = attempt_standing(attempt, now)
+    """The limits the attempt meets (read with `beside`); TooManyAttempts when they refuse it:
+    the conversation's own limit (with its own wait), or, for a conversation identified
+    already (which can only be naming somebody else), any limit."""
+    standing = attempt_standing(attempt, now, beside=beside)
     identified = conversation.contact_id is not None
     wait = standing.longest_wait if identified else standing.conversation_wait
     if wait is not None:

@@ -122,12 +122,30 @@ def _standing(
     return Standing(waits.get(_CONVERSATION), max(shared, default=None))
 
 
-def attempt_standing(attempt: Attempt, now: datetime) -> Standing:
-    """Which limits this attempt meets, read in one statement. Decided once per call: the
-    call's runs after its failure is recorded (core.durable) must not count that failure
-    against the attempt that made it."""
+@dataclass
+class Beside:
+    """A read of at most one row sent in the statement of the limits (`attempt_standing`), so
+    that what an identification looks up costs no statement of its own, and is read the same
+    way whether the limits refuse it or not. `row` is its row (None: no row) once `read`; on
+    the call's later runs, which reuse the limits decided on its first (core.durable), it is
+    not read."""
+
+    sql: str
+    params: list[Any]
+    read: bool = False
+    row: tuple | None = None
+
+
+def attempt_standing(attempt: Attempt, now: datetime, *, beside: Beside | None = None) -> Standing:
+    """Which limits this attempt meets, read in one statement (with `beside`, if given).
+    Decided once per call: the call's runs after its failure is recorded (core.durable) must
+    not count that failure against the attempt that made it."""
     limits = _limits(attempt.conversation.company)
-    return decided_once(lambda: _standing(_recent_failures(attempt, limits, now), limits, now))
+
+    def decide() -> Standing:
+        return _standing(_recent_failures(attempt, limits, now, beside=beside), limits, now)
+
+    return decided_once(decide)
 
 
 class TooManyAttempts(PermissionRefused):
@@ -161,7 +179,7 @@ def refuse_when_too_many_failures(attempt: Attempt, now: datetime) -> None:
 
 
 def _recent_failures(
-    attempt: Attempt, limits: dict[int, _Limit], now: datetime
+    attempt: Attempt, limits: dict[int, _Limit], now: datetime, *, beside: Beside | None = None
 ) -> dict[int, list[datetime]]:
     """When the attempt's latest failures happened, per limit, newest first, at most as many
     as each limit allows: the conversation's, the credential's and the identifier values'.
@@ -207,10 +225,22 @@ def _recent_failures(
         _IDENTIFIER: [],
         _PENDING: [],
     }
+    if beside is not None:
+        # Every failure's row carries the row beside, or one row does with no failure.
+        sql = (
+            f"SELECT failures.*, beside.* FROM (SELECT 1) AS one "
+            f"LEFT JOIN ({sql}) AS failures ON 1 = 1 LEFT JOIN ({beside.sql}) AS beside ON 1 = 1"
+        )
+        params += beside.params
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        for scope, *row in cursor.fetchall():
-            found[scope].append(created_at.values(row)[0])
+        rows = cursor.fetchall()
+    for scope, created, *besides in rows:
+        if scope is not None:
+            found[scope].append(created_at.values([created])[0])
+        if beside is not None:
+            beside.read = True
+            beside.row = None if besides[0] is None else tuple(besides)
     found[_CONVERSATION] += found.pop(_PENDING)
     for failures in found.values():
         failures.sort(reverse=True)

@@ -12,7 +12,7 @@ from django_fsm import can_proceed
 
 from core.errors import NotInCompany, ValidationFailed
 from core.models import Company, Contact, Conversation
-from core.references import insert_with_fresh_reference
+from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.states import state_shown
 from sales import money
 from sales.models import OPPORTUNITY_STATE_LABELS, Opportunity, Quote
@@ -61,9 +61,9 @@ def opportunity_create(
         owner=owner,
         conversation=conversation,
     )
-    # No transaction of its own: the one INSERT has its savepoint (a reference collision is
-    # drawn again), and it is atomic by itself.
-    insert_with_fresh_reference(opportunity, prefix="OP")
+    # No transaction of its own: the one INSERT is atomic by itself, and a reference
+    # collision writes nothing and is drawn again, with no savepoint.
+    insert_with_fresh_reference(opportunity, prefix="OP", insert=insert_unless_reference_taken)
     return opportunity
 
 

@@ -24,8 +24,9 @@ from core.errors import NotInCompany, ValidationFailed
 from core.identity import check_owner
 from core.jobs import task_named
 from core.models import Company, Contact, Conversation
-from core.references import insert_with_fresh_reference
+from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.sweeps import sweep
+from core.transactions import joined
 from sales.models import Opportunity, PriceList, Quote, QuoteLine
 from sales.selectors import price_list_current
 from sales.services.catalog import insufficient_stock, stock_reserve, stock_settle
@@ -69,7 +70,7 @@ def quote_create(
         contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
     )
 
-    with transaction.atomic():
+    with joined():
         locked_opportunity = None
         if opportunity is not None:
             locked_opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
@@ -101,7 +102,7 @@ def quote_create(
             opportunity=locked_opportunity,
             conversation=conversation,
         )
-        insert_with_fresh_reference(quote, prefix="QT")
+        insert_with_fresh_reference(quote, prefix="QT", insert=insert_unless_reference_taken)
         lines = QuoteLine.objects.bulk_create(
             QuoteLine(
                 quote=quote,
@@ -229,7 +230,7 @@ def quote_accept(
     """
     now = now or timezone.now()
 
-    with transaction.atomic():
+    with joined():
         current = quote if locked else quote_lock(quote, with_opportunity=True)
         _check_owner(contact, current)
         quote_guard(current, current.accept, now)
@@ -271,7 +272,7 @@ def quote_reject(
     """Reject a sent, still valid quote. `contact` and `locked` as in quote_accept."""
     now = now or timezone.now()
 
-    with transaction.atomic():
+    with joined():
         current = quote if locked else quote_lock(quote)
         _check_owner(contact, current)
         quote_guard(current, current.reject, now)

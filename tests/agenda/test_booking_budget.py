@@ -12,7 +12,8 @@ from datetime import time, timedelta
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django_fsm_log.models import StateLog
 
 from agenda import clock, services
@@ -33,26 +34,24 @@ from tests.statements import Budget, call_statements, shape
 
 CONVERSATION = "conv-budget"
 
-# book_appointment: the engine's claim, the call's conversation and step-up policy, the slot in
-# the ledger, the service and the professional it names, then the professional's lock and ONE
-# read for the whole slot check (rules, hours, time off, busy times) and the INSERT in the
-# savepoint that turns the exclusion constraint's verdict into VALIDATION.
+# book_appointment (besides BEGIN and COMMIT): the engine's key lookup and claim, the call's
+# conversation and step-up policy, the slot in the ledger and the service it names; then ONE
+# statement locking the professional and the customer, ONE read for the whole check (rules,
+# hours, time off, the professional's and the customer's busy times, the professional's name),
+# the INSERT (a reference collision or an overlap the exclusion constraint refuses writes
+# nothing: no savepoint), the messages, the ledger and the stored answer.
 BOOK = Budget(
-    # 18 + 2 (issue #33): the contact's lock and the read of their overlapping appointments,
-    # two statements, since a read in the statement that waited for the lock would not see
-    # the booking it waited for (agenda.services._check_customer_free). + 1 (issue #33, the
-    # customer's messages): one INSERT of the confirmation and the reminder together
-    # (agenda.appointment_messages), with the reminder's lead from the settings the slot check read.
-    at_most=21,
+    at_most=12,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
-        # Locked until the end, so one professional's bookings check and insert one at a time and
-        # a change of their schedule in flight commits first (agenda.models.lock_schedules).
+        # The professional's row and the customer's, locked until the end in one statement:
+        # one professional's bookings check and insert one at a time, a change of their
+        # schedule in flight commits first (agenda.models.lock_schedules), and one customer's
+        # bookings with two professionals check and insert one at a time
+        # (agenda.models.lock_booking).
         "SELECT agenda_professional FOR NO KEY UPDATE",
-        # Locked until the end, so one customer's bookings with two professionals check and
-        # insert one at a time (agenda.services._check_customer_free).
-        "SELECT core_contact FOR NO KEY UPDATE",
+        "SELECT agenda_professional",  # the check, in a statement after the locks
         "INSERT agenda_appointment",
         "INSERT agenda_appointmentmessage",  # its confirmation and reminder
         "INSERT tooling_exposedreference",  # the new appointment, seen by the conversation
@@ -63,20 +62,19 @@ BOOK = Budget(
 # reschedule_appointment and cancel_appointment follow a booking: the step-up policy it read is
 # kept in the process cache (core.identity.step_up_policies).
 RESCHEDULE = Budget(
-    # 19 + 2 (issue #33): the contact's lock and the read of their other appointments that
-    # overlap the new time, as for a booking. + 2 (issue #33, the customer's messages): the
-    # UPDATE that drops the reminder for the old time and the INSERT of the confirmation and
-    # the new reminder.
-    at_most=23,
+    # The UPDATE keeps its savepoint: an overlap the exclusion constraint refuses is answered
+    # with the nearest free slots, read in the transaction it leaves usable.
+    at_most=16,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
         # Locked with its service, professional and the cut-off; only its own row is locked.
         "SELECT agenda_appointment FOR UPDATE",
-        "SELECT agenda_professional FOR NO KEY UPDATE",  # the schedule's lock
-        "SELECT core_contact FOR NO KEY UPDATE",  # the customer's lock
+        "SELECT agenda_professional FOR NO KEY UPDATE",  # the schedule's and customer's locks
+        "SAVEPOINT",
         "INSERT django_fsm_log_statelog",
         "UPDATE agenda_appointment",
+        "RELEASE SAVEPOINT",
         "UPDATE agenda_appointmentmessage",  # the reminder for the old time dropped
         "INSERT agenda_appointmentmessage",  # the confirmation and the new reminder
         "INSERT tooling_exposedreference",
@@ -85,8 +83,7 @@ RESCHEDULE = Budget(
     ),
 )
 CANCEL = Budget(
-    # 12 + 2 (issue #33, the customer's messages): the reminder dropped, the confirmation.
-    at_most=14,
+    at_most=10,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
@@ -174,11 +171,21 @@ def book(company: Company, slot: str):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_first_booking_stays_within_its_statement_budget(gateway):
-    outcome, statements = book(gateway, first_slot(gateway, "2026-12-08"))
+def test_a_first_booking_stays_within_its_statement_budget(gateway, ana):
+    slot = first_slot(gateway, "2026-12-08")
+    outcome, statements = call_statements(
+        gateway,
+        "book_appointment",
+        {"identifier": ANA_DOCUMENT, "service": "Corte de pelo", "slot": slot},
+        conversation_id=CONVERSATION,
+    )
 
     assert outcome.is_error is False, outcome.body
-    BOOK.check(statements)
+    shapes = [shape(sql) for sql in statements]
+    BOOK.check(shapes)
+    assert "SAVEPOINT" not in shapes
+    (lock,) = [sql for sql in statements if sql.endswith("FOR NO KEY UPDATE")]
+    assert '"core_contact"' in lock  # the customer's row, with the professional's
     booked = Appointment.objects.get(reference=outcome.body["appointment"])
     assert (booked.professional.display_name, booked.starts_at) == ("Marta", local(2026, 12, 8, 9))
 
@@ -247,8 +254,8 @@ def test_a_reference_collision_draws_another_reference_within_the_call(gateway, 
 
     assert outcome.is_error is False, outcome.body
     assert outcome.body["appointment"] == "AP-NEW234"
-    assert statements.count("INSERT agenda_appointment") == 2
-    assert statements.count("ROLLBACK") == 1  # the collision was undone by its savepoint
+    assert statements.count("INSERT agenda_appointment") == 2  # the taken one wrote nothing
+    assert "SAVEPOINT" not in statements and statements[-1] == "COMMIT"
     assert Appointment.objects.count() == 2
 
 
@@ -269,6 +276,28 @@ def _overlapping(appointment: Appointment, contact) -> Appointment:
     )
 
 
+def _lose_the_race_at(target, professional, racer_contact, monkeypatch) -> None:
+    """Make the availability read miss a concurrent booking at `target` (Corte de pelo with
+    `professional`): it is written right after the slot check passes."""
+    validate = services.slot_validate
+
+    def validate_then_lose_the_race(**kwargs):
+        settings = validate(**kwargs)
+        racer = Appointment(
+            company=professional.company,
+            service=kwargs["service"],
+            professional=professional,
+            starts_at=target,
+            ends_at=target + timedelta(minutes=30),
+            blocked_from=target,
+            blocked_until=target + timedelta(minutes=40),
+        )
+        _overlapping(racer, racer_contact)
+        return settings
+
+    monkeypatch.setattr(services, "slot_validate", validate_then_lose_the_race)
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_usable(
@@ -286,22 +315,7 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
         now=MONDAY_8AM,
     )
     target = local(2026, 12, 9, 10)
-    validate = services.slot_lock_and_check
-
-    def validate_then_lose_the_race(**kwargs):
-        validate(**kwargs)
-        racer = Appointment(
-            company=company,
-            service=service,
-            professional=marta,
-            starts_at=target,
-            ends_at=target + timedelta(minutes=30),
-            blocked_from=target,
-            blocked_until=target + timedelta(minutes=40),
-        )
-        _overlapping(racer, bruno)
-
-    monkeypatch.setattr(services, "slot_lock_and_check", validate_then_lose_the_race)
+    _lose_the_race_at(target, marta, bruno, monkeypatch)
 
     with transaction.atomic():  # a caller's transaction (the tool engine's, the admin's)
         with pytest.raises(ValidationFailed) as caught:
@@ -312,16 +326,48 @@ def test_a_reschedule_that_loses_the_race_leaves_no_trace_and_the_transaction_us
                 starts_at=target,
                 now=MONDAY_8AM,
             )
-        # Still usable; the stand-in racer was written inside the service's savepoint, so it
-        # went with it (a real racer commits in its own transaction).
+        # Still usable. The stand-in racer was written in this transaction, not the service's
+        # savepoint (a real racer commits in its own), so it stays.
         assert Appointment.objects.filter(pk=moving.pk).exists()
-        assert not Appointment.objects.filter(reference="AP-RACE22").exists()
+        assert Appointment.objects.filter(reference="AP-RACE22").exists()
 
     assert caught.value.code == "slot_taken"
     assert caught.value.as_dict()["nearest_free_slots"]
     moving.refresh_from_db()
     assert (moving.state, moving.starts_at) == ("scheduled", local(2026, 12, 8, 10))
     assert not StateLog.objects.filter(transition="reschedule").exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_booking_that_loses_the_race_is_refused_with_the_nearest_slots_and_no_savepoint(
+    company, service, marta, ana, bruno, monkeypatch
+):
+    """The availability read misses a concurrent booking; the exclusion constraint refuses the
+    INSERT, which writes nothing (ON CONFLICT DO NOTHING), so the nearest free slots are read
+    in the same transaction, still usable, with no savepoint."""
+    target = local(2026, 12, 9, 10)
+    _lose_the_race_at(target, marta, bruno, monkeypatch)
+
+    with transaction.atomic():  # a caller's transaction (the tool engine's, the admin's)
+        with (
+            CaptureQueriesContext(connection) as captured,
+            pytest.raises(ValidationFailed) as caught,
+        ):
+            appointment_book(
+                company=company,
+                contact=ana,
+                service=service,
+                professional=marta,
+                starts_at=target,
+                created_via=Appointment.Via.STAFF,
+                now=MONDAY_8AM,
+            )
+        assert Appointment.objects.filter(contact=ana).count() == 0  # still usable
+
+    assert caught.value.code == "slot_taken"
+    assert caught.value.as_dict()["nearest_free_slots"]
+    assert not any(q["sql"].startswith("SAVEPOINT") for q in captured.captured_queries)
 
 
 @pytest.mark.django_db

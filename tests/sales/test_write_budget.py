@@ -30,13 +30,15 @@ from tests.statements import Budget, call_statements, shape
 
 CONVERSATION = "conv-sales-budget"
 
-# create_quote: the engine's claim, the call's conversation, the company's step-up policy (kept
-# in the process cache afterwards), the current price list, ONE read of the products with
-# their prices, the INSERT in the savepoint that draws another reference
-# on a collision, ONE insert for every line, and the send transition (its log and UPDATE) on
+# Budgets count the statements besides BEGIN and COMMIT. No savepoint: every refusal comes
+# before the first write (core.transactions.joined).
+# create_quote: the engine's key lookup and claim, the call's conversation, the company's
+# step-up policy (kept in the process cache afterwards), the current price list, ONE read of
+# the products with their prices, the INSERT (a reference collision writes nothing and is
+# drawn again), ONE insert for every line, and the send transition (its log and UPDATE) on
 # the row this transaction inserted, so nothing is locked or read again.
 CREATE = Budget(
-    at_most=18,
+    at_most=12,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
@@ -56,7 +58,7 @@ CREATE = Budget(
 # quote's products in primary-key order (with what the quote needs of each), ONE reserving
 # them and ONE recording every reservation (what delivery consumes, cancellation releases).
 ACCEPT = Budget(
-    at_most=17,
+    at_most=13,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
@@ -72,7 +74,7 @@ ACCEPT = Budget(
     ),
 )
 REJECT = Budget(
-    at_most=12,
+    at_most=8,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
@@ -84,7 +86,7 @@ REJECT = Budget(
     ),
 )
 REQUEST_CONTACT = Budget(
-    at_most=11,
+    at_most=7,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
@@ -249,8 +251,8 @@ def test_a_reference_collision_draws_another_reference_within_the_call(gateway, 
 
     assert outcome.is_error is False, outcome.body
     assert outcome.body["reference"] == "QT-NEW234"
-    assert statements.count("INSERT sales_quote") == 2
-    assert statements.count("ROLLBACK") == 1  # the collision was undone by its savepoint
+    assert statements.count("INSERT sales_quote") == 2  # the taken one wrote nothing
+    assert "SAVEPOINT" not in statements and statements[-1] == "COMMIT"
     assert Quote.objects.count() == 2
 
 
