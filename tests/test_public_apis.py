@@ -25,14 +25,12 @@ Which object an attribute belongs to is decided statically, by these rules:
    CONN_HEALTH_CHECKS setting are the public ways to the same facts.
 
 Dunder names are not private. DOCUMENTED_UNDERSCORE lists the underscore names the libraries
-document as public. Files that another change is rewriting are excused by PENDING_REWRITE,
-which lists each excused use; the test prints what it still excuses.
+document as public. Nothing is excused.
 """
 
 import ast
 import importlib
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,17 +85,10 @@ UNDOCUMENTED_DJANGO = {
     "get_db_converters",
 }
 
+
 # TO EMPTY when the statements change of issue #45 is merged: it rewrites these two files on
 # psycopg.sql and the ORM's public API. Each excused name, by file; the test prints what it
 # still excuses, and fails on an excuse whose use is gone, so the list only shrinks.
-PENDING_REWRITE: dict[str, set[str]] = {
-    # Rows read without the ORM: Django's column objects and their converters.
-    "core/sql.py": {"Col", "cached_col", "get_db_converters"},
-    # The key lookup's columns, read through core/sql.py.
-    "core/idempotency/engine.py": {"cached_col"},
-}
-
-
 def project_files() -> Iterator[Path]:
     for path in sorted(ROOT.rglob("*.py")):
         relative = path.relative_to(ROOT)
@@ -285,30 +276,7 @@ def used() -> list[tuple[str, int, str, str]]:
 
 
 def test_the_project_uses_no_private_or_undocumented_attribute_of_a_library(used):
-    excused = [use for use in used if use[2] in PENDING_REWRITE.get(use[0], ())]
-    if excused:
-        listed = "\n".join(f"  {path}:{line}: {name} ({why})" for path, line, name, why in excused)
-        note = f"still excused, pending their rewrite (PENDING_REWRITE):\n{listed}"
-        print(note)
-        warnings.warn(note, stacklevel=1)
-    offending = [use for use in used if use not in excused]
-
-    assert not offending, "\n".join(
-        f"{path}:{line}: {name} ({why})" for path, line, name, why in offending
-    )
-
-
-def test_every_pending_excuse_still_names_a_use(used):
-    """An excuse whose use is gone is taken out, so the list shrinks to nothing."""
-    seen = {(path, name) for path, _line, name, _why in used}
-    stale = [
-        f"{path}:{name}"
-        for path, names in PENDING_REWRITE.items()
-        for name in names
-        if (path, name) not in seen
-    ]
-
-    assert not stale, stale
+    assert not used, "\n".join(f"{path}:{line}: {name} ({why})" for path, line, name, why in used)
 
 
 def test_the_check_finds_what_it_is_for(tmp_path):

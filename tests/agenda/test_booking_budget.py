@@ -279,7 +279,7 @@ def _overlapping(appointment: Appointment, contact) -> Appointment:
 def _lose_the_race_at(target, professional, racer_contact, monkeypatch) -> None:
     """Make the availability read miss a concurrent booking at `target` (Corte de pelo with
     `professional`): it is written right after the slot check passes."""
-    validate = services.slot_validate
+    validate = services.slot_lock_and_check
 
     def validate_then_lose_the_race(**kwargs):
         settings = validate(**kwargs)
@@ -295,7 +295,7 @@ def _lose_the_race_at(target, professional, racer_contact, monkeypatch) -> None:
         _overlapping(racer, racer_contact)
         return settings
 
-    monkeypatch.setattr(services, "slot_validate", validate_then_lose_the_race)
+    monkeypatch.setattr(services, "slot_lock_and_check", validate_then_lose_the_race)
 
 
 @pytest.mark.postgres
