@@ -20,6 +20,33 @@ from psycopg import sql as psycopg_sql
 
 
 @dataclass(frozen=True)
+class Statement:
+    """A write built, not yet sent: a caller may send it with a write of its own in one round
+    trip (`execute_all`; the idempotency engine's stored answer)."""
+
+    sql: str
+    params: list[Any]
+
+
+def execute_all(statements: Sequence[Statement]) -> None:
+    """Send these writes, independent of each other, in one round trip where the database
+    can: on PostgreSQL all but the last become data-modifying WITHs of the last, each run once
+    and to completion whether or not the last reads it, a failure of any failing them all (as
+    separate statements of one transaction would). They share one snapshot and their order is
+    not defined, so none may touch what another writes or read what another wrote. Each is a
+    single INSERT, UPDATE or DELETE. SQLite has no such WITH: they go one after the other."""
+    with connection.cursor() as cursor:
+        if connection.vendor != "postgresql" or len(statements) == 1:
+            for statement in statements:
+                cursor.execute(statement.sql, statement.params)
+            return
+        *firsts, last = statements
+        ctes = ", ".join(f"write_{i} AS ({first.sql})" for i, first in enumerate(firsts))
+        params = [param for statement in statements for param in statement.params]
+        cursor.execute(f"WITH {ctes} {last.sql}", params)
+
+
+@dataclass(frozen=True)
 class InsertParts:
     table: str  # quoted
     columns: str  # "(a, b, ...)": every concrete field but the primary key

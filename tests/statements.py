@@ -43,9 +43,17 @@ def _main_table(sql: str) -> str | None:
     return matches[0].group(1) if matches else None
 
 
+_WITH_WRITE = re.compile(r'(INSERT INTO|UPDATE|DELETE FROM) "(\w+)"')
+
+
 def shape(sql: str) -> str:
     """A statement as "VERB table" (transaction control as itself, row locks named), for
-    readable asserts."""
+    readable asserts; writes sent as one (core.sql.execute_all) as their shapes joined by " + ",
+    in the order written."""
+    if sql.startswith("WITH "):
+        writes = [f"{verb.split()[0]} {name}" for verb, name in _WITH_WRITE.findall(sql)]
+        assert len(writes) > 1, f"unexpected statement: {sql[:120]}"
+        return " + ".join(writes)
     for control in _CONTROL:
         if sql == control or sql.startswith(control + " "):
             return control

@@ -25,7 +25,7 @@ from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.outcome import dumps
 from core.references import normalize_reference
-from core.sql import column
+from core.sql import Statement, column, execute_all
 from tooling.models import ExposedReference
 
 MIN_SUFFIX_LENGTH = 2
@@ -74,15 +74,36 @@ def ledger_show(ctx: LedgerScope, kind: LedgerKind, entries: Iterable[LedgerEntr
 
 def ledger_record_shown(ctx: LedgerScope, text: str) -> None:
     """Record what the call's answer, as sent (`text`, the capped JSON), shows of what its
-    tool said it would show; in the call's transaction, for a write."""
+    tool said it would show."""
+    statements = ledger_shown_statements(ctx, text)
+    if statements:
+        execute_all(statements)
+
+
+def ledger_shown_statements(ctx: LedgerScope, text: str) -> list[Statement]:
+    """The writes that record what the call's answer, as sent (`text`, the capped JSON), shows
+    of what its tool said it would show, unsent: a write sends them with its stored answer, in
+    its transaction (core.idempotency)."""
+    statements = []
     for kind, entries in ctx.shown:
-        ledger_record(ctx, kind, [e for e in entries if dumps(e.reference) in text])
+        statement = _record_statement(ctx, kind, [e for e in entries if dumps(e.reference) in text])
+        if statement is not None:
+            statements.append(statement)
     ctx.shown.clear()
+    return statements
 
 
 def ledger_record(ctx: LedgerScope, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
     """Remember that this conversation has been shown (or has created) these references.
     Tools say what they show with `ledger_show` instead."""
+    statement = _record_statement(ctx, kind, entries)
+    if statement is not None:
+        execute_all([statement])
+
+
+def _record_statement(
+    ctx: LedgerScope, kind: LedgerKind | str, entries: Iterable[LedgerEntry]
+) -> Statement | None:
     kind = LedgerKind(kind)  # one of the set, and its plain text for the statement
     rows: dict[str, tuple[str, str, str, dict[str, Any]]] = {}
     for entry in entries:
@@ -94,8 +115,9 @@ def ledger_record(ctx: LedgerScope, kind: LedgerKind, entries: Iterable[LedgerEn
                 label_key(entry.label),
                 entry.data or {},
             )
-    if rows:
-        _upsert(ctx, kind.value, list(rows.values()))
+    if not rows:
+        return None
+    return _upsert(ctx, kind.value, list(rows.values()))
 
 
 # An upsert's rows share the call's values (its company, conversation, kind and instant), sent
@@ -111,7 +133,7 @@ _UPSERT_UPDATES = ("label", "label_key", "data", "last_seen_at")
 LAST_SEEN_RESOLUTION = timedelta(minutes=1)
 
 
-def _upsert(ctx: LedgerScope, kind: str, rows: list[tuple]) -> None:
+def _upsert(ctx: LedgerScope, kind: str, rows: list[tuple]) -> Statement:
     """INSERT ... ON CONFLICT DO UPDATE as one statement, of the rows that are new, changed or
     last seen more than LAST_SEEN_RESOLUTION ago (when none is, the statement writes nothing
     and its commit waits for no WAL flush). Every read tool that shows references writes the
@@ -122,8 +144,7 @@ def _upsert(ctx: LedgerScope, kind: str, rows: list[tuple]) -> None:
     # the thread's connection, and preparing a page of ten rows' values reads it some fifty
     # times (a third of their preparation's CPU).
     db = connections[DEFAULT_DB_ALIAS]
-    with db.cursor() as cursor:
-        cursor.execute(_upsert_sql(len(rows)), _upsert_params(ctx, kind, rows, db))
+    return Statement(_upsert_sql(len(rows)), _upsert_params(ctx, kind, rows, db))
 
 
 @functools.lru_cache(maxsize=64)  # one per number of rows; a tool shows at most 50

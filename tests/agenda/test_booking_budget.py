@@ -39,9 +39,9 @@ CONVERSATION = "conv-budget"
 # statement locking the professional and the customer, ONE read for the whole check (rules,
 # hours, time off, the professional's and the customer's busy times, the professional's name),
 # the INSERT (a reference collision or an overlap the exclusion constraint refuses writes
-# nothing: no savepoint), the messages, the ledger and the stored answer.
+# nothing: no savepoint), the messages, and the ledger with the stored answer (one statement).
 BOOK = Budget(
-    at_most=12,
+    at_most=11,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
@@ -54,8 +54,9 @@ BOOK = Budget(
         "SELECT agenda_professional",  # the check, in a statement after the locks
         "INSERT agenda_appointment",
         "INSERT agenda_appointmentmessage",  # its confirmation and reminder
-        "INSERT tooling_exposedreference",  # the new appointment, seen by the conversation
-        "UPDATE core_idempotencyrecord",
+        # The ledger written with the stored answer, in one statement (core.sql.execute_all).
+        # The new appointment, seen by the conversation.
+        "INSERT tooling_exposedreference + UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
@@ -64,7 +65,7 @@ BOOK = Budget(
 RESCHEDULE = Budget(
     # The UPDATE keeps its savepoint: an overlap the exclusion constraint refuses is answered
     # with the nearest free slots, read in the transaction it leaves usable.
-    at_most=16,
+    at_most=15,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
@@ -77,8 +78,8 @@ RESCHEDULE = Budget(
         "RELEASE SAVEPOINT",
         "UPDATE agenda_appointmentmessage",  # the reminder for the old time dropped
         "INSERT agenda_appointmentmessage",  # the confirmation and the new reminder
-        "INSERT tooling_exposedreference",
-        "UPDATE core_idempotencyrecord",
+        # The ledger written with the stored answer, in one statement (core.sql.execute_all).
+        "INSERT tooling_exposedreference + UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
