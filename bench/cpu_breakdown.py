@@ -163,6 +163,8 @@ def profile(names: list[str], calls: int) -> None:
         profiler.disable()
         deferred_writer_stop()
         cpu = (time.process_time() - started) * 1000 / calls
+        if os.environ.get("GARANTE_PROFILE_DIR"):  # for pstats: callers, cumulative times
+            profiler.dump_stats(Path(os.environ["GARANTE_PROFILE_DIR"]) / f"{name}.prof")
         stats = pstats.Stats(profiler)
         layers: dict[str, float] = {}
         functions = []

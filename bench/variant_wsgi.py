@@ -212,3 +212,16 @@ if "limits_sql" in _OFF:
     limits._recent_failures = _recent_failures
 
 __all__ = ["application"]
+
+if "writes_with_answer" in _OFF:
+    # A write's ledger rows and its stored answer as two statements, as the ORM sends them.
+    from django.db import connection
+
+    from core.idempotency import engine
+
+    def execute_all(statements):
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement.sql, statement.params)
+
+    engine.execute_all = execute_all

@@ -87,6 +87,12 @@ MECHANISMS: dict[str, Mechanism] = {
         "savepoint with the conflict an IntegrityError (2 statements more)",
         WRITES,
     ),
+    "writes_with_answer": Mechanism(
+        "core/sql.py execute_all: a write's exposure-ledger rows sent with its stored answer "
+        "(core/idempotency/engine.py _store) as one statement, a data-modifying WITH on "
+        "PostgreSQL, instead of two round trips",
+        ("open_case (first write)",),
+    ),
     "ledger_upsert": Mechanism(
         "tooling/ledger.py _upsert: the references a call shows upserted in one hand-built "
         "statement that skips rows shown unchanged within a minute, instead of the ORM's "

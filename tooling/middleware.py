@@ -33,7 +33,9 @@ def arrived_at(request: HttpRequest) -> float | None:
     """When the request reached the proxy in front (nginx's `X-Request-Start: t=<seconds>`),
     on this process's monotonic clock; None without the header. The time it waited for a
     thread counts towards the call's deadline. A time in the future counts as now."""
-    header = request.META.get("HTTP_X_REQUEST_START", "")
+    header = request.META.get("HTTP_X_REQUEST_START")
+    if not header:  # no proxy in front: nothing to raise and catch on every request
+        return None
     try:
         sent = float(header.removeprefix("t="))
     except ValueError:

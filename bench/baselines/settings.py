@@ -2,8 +2,8 @@
 
 The same database as Garante and its persistent connections (`CONN_MAX_AGE`), with Django's
 defaults otherwise: its own PostgreSQL backend, no health checks (Garante runs Django's,
-CONN_HEALTH_CHECKS: a SELECT 1 on a kept connection before each request's first statement),
-the security and common middleware only.
+CONN_HEALTH_CHECKS, whose SELECT 1 its backend pays only when the socket has input), the
+security and common middleware only.
 """
 
 import os

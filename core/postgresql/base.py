@@ -1,7 +1,8 @@
 """Django's PostgreSQL backend with a bound on how long a process waits for the database's
 answers, built on public APIs only (psycopg's cursor factories and `Connection.fileno()`,
 libpq's `connect_timeout`, Django's backend methods). Kept connections are health-checked by
-Django itself, as CONN_HEALTH_CHECKS configures.
+Django itself, as CONN_HEALTH_CHECKS configures, through `is_usable()`, which polls the socket
+before it pays Django's `SELECT 1` round trip.
 
 Answer deadline. A server that stopped answering without closing its connections (frozen,
 its storage hung, a network partition) is found by no check, and neither TCP nor the server's
@@ -38,6 +39,7 @@ import contextlib
 import functools
 import itertools
 import os
+import select
 import socket
 import threading
 import time
@@ -327,6 +329,22 @@ class DatabaseWrapper(base.DatabaseWrapper):
         )
         return connection
 
+    def is_usable(self) -> bool:
+        """Django's check of a kept connection (CONN_HEALTH_CHECKS, before a request's first
+        query; after an error), without its `SELECT 1` round trip for a healthy connection.
+        A connection the server has closed while it sat idle (a restart, a shutdown, an idle
+        timeout, a terminated backend, PgBouncer gone) always has something to read: the
+        server's farewell or the end of the stream. A healthy idle one has nothing, since the
+        server only speaks when asked. So the socket is polled first, without waiting, and
+        Django's `SELECT 1` runs only when there is input. A server frozen with the connection
+        open passes both checks alike: the answer deadline is what finds it."""
+        connection = self.connection
+        if connection is None or connection.closed or connection.broken:
+            return False
+        if _has_input(connection):
+            return super().is_usable()
+        return True
+
     # A commit or a rollback is an exchange of the connection itself, not of a cursor; Django
     # has already turned psycopg's error into its own when it reaches here.
     def commit(self) -> None:
@@ -336,3 +354,10 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def rollback(self) -> None:
         with _answered_in_time(self.connection, OperationalError):
             super().rollback()
+
+
+def _has_input(connection: Any) -> bool:
+    """Whether the server has sent anything (or closed the stream) since the last exchange."""
+    poller = select.poll()
+    poller.register(connection.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(0))

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
+from django.db.backends.postgresql import base as django_postgresql
 
 from core.durable import durably
 from core.models import Company
@@ -53,6 +54,20 @@ def backend_pid(connection) -> int:
 def next_request(connection) -> None:
     """What Django does to a kept connection between two requests."""
     connection.close_if_unusable_or_obsolete()
+
+
+def test_a_healthy_idle_connection_is_checked_without_a_round_trip(kept, monkeypatch):
+    pid = backend_pid(kept)
+    next_request(kept)
+
+    def round_trip(self):
+        raise AssertionError("SELECT 1 sent to a healthy idle connection")
+
+    monkeypatch.setattr(django_postgresql.DatabaseWrapper, "is_usable", round_trip)
+    assert kept.is_usable() is True
+
+    monkeypatch.undo()
+    assert backend_pid(kept) == pid  # the same connection, still working
 
 
 def test_a_connection_the_server_closed_is_replaced_before_the_next_query(kept):

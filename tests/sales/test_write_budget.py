@@ -46,8 +46,9 @@ CREATE = Budget(
         "INSERT sales_quoteline",  # all the lines at once
         "INSERT django_fsm_log_statelog",  # draft -> sent
         "UPDATE sales_quote",
-        # The ledger written with the stored answer, in one statement (core.sql.execute_all).
-        "INSERT tooling_exposedreference + UPDATE core_idempotencyrecord",  # the new quote, seen by the conversation
+        # The new quote, seen by the conversation: the ledger written with the stored answer,
+        # in one statement (core.sql.execute_all).
+        "INSERT tooling_exposedreference + UPDATE core_idempotencyrecord",
         "COMMIT",
     ),
 )
