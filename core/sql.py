@@ -6,8 +6,10 @@ tooling.ledger, agenda.availability). Public APIs only: names quoted by psycopg.
 quotes, which PostgreSQL and SQLite both read), values prepared by the fields' own
 `pre_save`/`get_db_prep_save` and read back by `from_db_value`/`to_python`."""
 
+import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC
 from decimal import Decimal
@@ -22,7 +24,7 @@ from psycopg import sql as psycopg_sql
 @dataclass(frozen=True)
 class Statement:
     """A write built, not yet sent: a caller may send it with a write of its own in one round
-    trip (`execute_all`; the idempotency engine's stored answer)."""
+    trip (`execute_all`, `send_or_keep`; the idempotency engine's stored answer)."""
 
     sql: str
     params: list[Any]
@@ -44,6 +46,33 @@ def execute_all(statements: Sequence[Statement]) -> None:
         ctes = ", ".join(f"write_{i} AS ({first.sql})" for i, first in enumerate(firsts))
         params = [param for statement in statements for param in statement.params]
         cursor.execute(f"WITH {ctes} {last.sql}", params)
+
+
+# The writes waiting for the write that ends the block they were made in (`writes_kept`).
+_kept: ContextVar[list[Statement] | None] = ContextVar("garante_writes_kept", default=None)
+
+
+@contextlib.contextmanager
+def writes_kept() -> Iterator[list[Statement]]:
+    """A block whose `send_or_keep` writes are kept, not sent: the caller sends them with its
+    own last write (`execute_all`), one round trip for all. Outside such a block they are sent
+    at once, so code that calls a service without it (a test, another engine) loses nothing."""
+    kept: list[Statement] = []
+    token = _kept.set(kept)
+    try:
+        yield kept
+    finally:
+        _kept.reset(token)
+
+
+def send_or_keep(statement: Statement) -> None:
+    """Send a write now, or keep it for the block's last write (`writes_kept`). Only for a
+    write that nothing in the block reads afterwards."""
+    kept = _kept.get()
+    if kept is None:
+        execute_all([statement])
+    else:
+        kept.append(statement)
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,9 @@ from core.errors import ValidationFailed
 from core.idempotency import check_gateway_key, check_http_key, idempotent_execute
 from core.models import Company, Conversation
 from core.outcome import Outcome, error_outcome
-from core.sql import Statement, execute_all
 from tooling.context import CallMeta, ToolContext
 from tooling.faults import injected_fault
-from tooling.ledger import ledger_shown_statements
+from tooling.ledger import ledger_record_shown
 from tooling.metrics import tool_call_observed
 from tooling.output import capped
 from tooling.registry import Tool
@@ -133,32 +132,29 @@ def canonical_request(params: pydantic.BaseModel) -> dict[str, Any]:
 
 
 def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: str) -> Outcome:
-    def answer() -> tuple[dict[str, Any], str, list[Statement]]:
-        """The handler's answer capped, and the writes that record what it still shows as
-        seen, unsent. A write may run this again from the start (core.durable), so each run
-        has a context of its own: nothing read in a rolled-back run (the conversation it
-        inserted) is carried over."""
+    def answer() -> tuple[dict[str, Any], str]:
+        """The handler's answer capped, and then what it still shows recorded as seen (for a
+        write, with its stored answer: core.sql.send_or_keep). A write may run this again from
+        the start (core.durable), so each run has a context of its own: nothing read in a
+        rolled-back run (the conversation it inserted) is carried over."""
         ctx = ToolContext(company=company, meta=meta, surface=surface, step_up_action=tool.step_up)
         body, text = capped(handler_run_checked(tool, ctx, params))
-        return body, text, ledger_shown_statements(ctx, text)
+        ledger_record_shown(ctx, text)
+        return body, text
 
     try:
         _check_conversation_id(meta.conversation_id)
         with injected_fault(company, meta.fault):
             if not tool.write:
-                body, text, shown = answer()
-                if shown:
-                    execute_all(shown)
+                body, text = answer()
                 return Outcome(body=body, is_error=False, status=200, text=text)
             # The one check of the key: the REST mirror's Idempotency-Key header has HTTP's
             # rules (seed 2), MCP's com.asixto/idempotencyKey the Gateway's.
             check_key = check_http_key if surface == "rest" else check_gateway_key
             key = check_key(meta.idempotency_key)
 
-            def effect() -> tuple[dict[str, Any], int, list[Statement]]:
-                # The ledger's writes go with the stored answer: one round trip.
-                body, _text, shown = answer()
-                return body, 200, shown
+            def effect() -> tuple[dict[str, Any], int]:
+                return answer()[0], 200
 
             result = idempotent_execute(
                 company=company,

@@ -25,7 +25,7 @@ from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.outcome import dumps
 from core.references import normalize_reference
-from core.sql import Statement, column, execute_all
+from core.sql import Statement, column, execute_all, send_or_keep
 from tooling.models import ExposedReference
 
 MIN_SUFFIX_LENGTH = 2
@@ -74,23 +74,13 @@ def ledger_show(ctx: LedgerScope, kind: LedgerKind, entries: Iterable[LedgerEntr
 
 def ledger_record_shown(ctx: LedgerScope, text: str) -> None:
     """Record what the call's answer, as sent (`text`, the capped JSON), shows of what its
-    tool said it would show."""
-    statements = ledger_shown_statements(ctx, text)
-    if statements:
-        execute_all(statements)
-
-
-def ledger_shown_statements(ctx: LedgerScope, text: str) -> list[Statement]:
-    """The writes that record what the call's answer, as sent (`text`, the capped JSON), shows
-    of what its tool said it would show, unsent: a write sends them with its stored answer, in
-    its transaction (core.idempotency)."""
-    statements = []
+    tool said it would show: the call's last writes, which a write's idempotency engine sends
+    with its stored answer (core.sql.send_or_keep)."""
     for kind, entries in ctx.shown:
         statement = _record_statement(ctx, kind, [e for e in entries if dumps(e.reference) in text])
         if statement is not None:
-            statements.append(statement)
+            send_or_keep(statement)
     ctx.shown.clear()
-    return statements
 
 
 def ledger_record(ctx: LedgerScope, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:

@@ -39,7 +39,7 @@ from core.metrics import (
     IDEMPOTENCY_REPLAYED,
 )
 from core.models import Company, IdempotencyRecord
-from core.sql import Statement, column, execute_all, insert_parts, table
+from core.sql import Statement, column, execute_all, insert_parts, table, writes_kept
 
 HTTP_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_KEY_LENGTH = 255
@@ -357,15 +357,15 @@ def idempotent_execute(
     key: str,
     operation: str,
     request: Any,
-    effect: Callable[[], tuple[dict[str, Any], int] | tuple[dict[str, Any], int, list[Statement]]],
+    effect: Callable[[], tuple[dict[str, Any], int]],
 ) -> IdempotentResult:
     """Run `effect` at most once per (company, key); replay its stored success otherwise.
 
     `request` is the validated request (JSON-compatible) whose fingerprint guards the key.
     `effect` runs inside this function's transaction, after the record is inserted, and
-    returns (body, status), or (body, status, writes): writes of its own left unsent
-    (core.sql.Statement), which go with the stored answer in one round trip. It raises to
-    fail: then nothing is stored, its writes are rolled back, and the same key may be retried.
+    returns (body, status); the writes it keeps (core.sql.send_or_keep) go with the stored
+    answer, in one round trip. It raises to fail: then nothing is stored, its writes are
+    rolled back, and the same key may be retried.
     """
     fingerprint = request_fingerprint(operation, request)
     now = timezone.now()
@@ -387,9 +387,10 @@ def idempotent_execute(
             forgotten=record,
         )
         claimed = True
-        body, status, *writes = effect()
+        with writes_kept() as kept:
+            body, status = effect()
         text = response_text(body)
-        _store(record_id, text, status, *writes)
+        _store(record_id, text, status, kept)
         # Past here only the commit: a failure may come after the effect became durable.
         committing = True
         return text, status

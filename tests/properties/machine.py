@@ -1384,7 +1384,8 @@ class GatewayMachine(RuleBasedStateMachine):
         table = IdempotencyRecord._meta.db_table
 
         def die(execute, sql, params, many, context):
-            if sql.startswith(f'UPDATE "{table}"'):
+            # The stored answer's UPDATE, alone or after the writes sent with it (a WITH).
+            if f'UPDATE "{table}" SET' in sql:
                 raise WorkerKilled
             return execute(sql, params, many, context)
 
