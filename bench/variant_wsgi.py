@@ -225,3 +225,11 @@ if "writes_with_answer" in _OFF:
                 cursor.execute(statement.sql, statement.params)
 
     engine.execute_all = execute_all
+
+if "health_check_poll" in _OFF:
+    # Django's own health check of a kept connection: a SELECT 1 before each request's first query.
+    from django.db.backends.postgresql import base as django_postgresql
+
+    from core.postgresql import base as garante_postgresql
+
+    garante_postgresql.DatabaseWrapper.is_usable = django_postgresql.DatabaseWrapper.is_usable

@@ -87,6 +87,11 @@ MECHANISMS: dict[str, Mechanism] = {
         "savepoint with the conflict an IntegrityError (2 statements more)",
         WRITES,
     ),
+    "health_check_poll": Mechanism(
+        "core/postgresql/base.py is_usable: a kept connection's health check (CONN_HEALTH_CHECKS) "
+        "polls its socket and pays Django's SELECT 1 only when the server has sent something",
+        (*REPLAY, *WRITES),
+    ),
     "writes_with_answer": Mechanism(
         "core/sql.py execute_all: a write's exposure-ledger rows sent with its stored answer "
         "(core/idempotency/engine.py _store) as one statement, a data-modifying WITH on "
