@@ -7,12 +7,11 @@ from typing import Any
 from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import DateTimeRangeField, RangeBoundary, RangeOperators
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import connection, models, router, transaction
+from django.db import models, router, transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django_fsm import FSMField, FSMModelMixin, transition
 from django_fsm_log.decorators import fsm_log_by, fsm_log_description
-from psycopg import sql as psycopg_sql
 
 from core.models import Company, Contact, Conversation
 
@@ -122,32 +121,6 @@ def lock_schedules(professional_ids: Iterable[int], *, using: str = "default") -
     if ids:
         locked = Professional.objects.using(using).select_for_update(no_key=True)
         list(locked.filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
-
-
-def lock_booking(professional_id: int, contact_id: int) -> None:
-    """Lock a professional's row and a customer's (FOR NO KEY UPDATE) until the transaction
-    ends, in one statement: every booking and move takes the professional's lock, then the
-    customer's (the rows are locked in the order of the FROM list), so one professional's
-    bookings check and write one at a time (`lock_schedules`) and so do one customer's with
-    two professionals (a customer is in one place at a time; the exclusion constraint is per
-    professional). Read what the locks guard in a statement of its own after this one: a
-    statement that waited for a lock still reads the snapshot of its start.
-    On SQLite, whose write transactions run one at a time, nothing is sent. Call inside a
-    transaction."""
-    if connection.vendor != "postgresql":
-        return
-    query = psycopg_sql.SQL(
-        "SELECT {professionals}.{professional_key} FROM {professionals}, {contacts} "
-        "WHERE {professionals}.{professional_key} = %s AND {contacts}.{contact_key} = %s "
-        "FOR NO KEY UPDATE"
-    ).format(
-        professionals=psycopg_sql.Identifier(Professional._meta.db_table),
-        contacts=psycopg_sql.Identifier(Contact._meta.db_table),
-        professional_key=psycopg_sql.Identifier(Professional._meta.pk.column),
-        contact_key=psycopg_sql.Identifier(Contact._meta.pk.column),
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(query.as_string(connection.connection), [professional_id, contact_id])
 
 
 class ScheduleEntry(models.Model):

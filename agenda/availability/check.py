@@ -1,10 +1,12 @@
 """The instant-level check of one slot, inside the booking transaction, under a lock."""
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import DateTimeField, Exists, Subquery, Value
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
@@ -22,12 +24,37 @@ from agenda.models import (
     Professional,
     Service,
     TimeOff,
-    lock_booking,
     lock_schedules,
 )
 from agenda.selectors import agenda_settings_for
 from core.errors import ValidationFailed
-from core.models import Company
+from core.models import Company, Contact
+from core.sql import qualified, table
+
+
+def lock_booking(professional_id: int, contact_id: int) -> None:
+    """Lock a professional's row and a customer's (FOR NO KEY UPDATE) until the transaction
+    ends, in one statement: every booking and move takes the professional's lock, then the
+    customer's (the rows are locked in the order of the FROM list), so one professional's
+    bookings check and write one at a time (`lock_schedules`) and so do one customer's with
+    two professionals (a customer is in one place at a time; the exclusion constraint is per
+    professional). Read what the locks guard in a statement of its own after this one: a
+    statement that waited for a lock still reads the snapshot of its start.
+    On SQLite, whose write transactions run one at a time, nothing is sent. Call inside a
+    transaction."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_lock_booking_statement(), [professional_id, contact_id])
+
+
+@functools.cache
+def _lock_booking_statement() -> str:
+    professional, contact = qualified(Professional, "id"), qualified(Contact, "id")
+    return (
+        f"SELECT {professional} FROM {table(Professional)}, {table(Contact)} "
+        f"WHERE {professional} = %s AND {contact} = %s FOR NO KEY UPDATE"
+    )
 
 
 def _unavailable(

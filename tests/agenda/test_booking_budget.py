@@ -49,7 +49,7 @@ BOOK = Budget(
         # one professional's bookings check and insert one at a time, a change of their
         # schedule in flight commits first (agenda.models.lock_schedules), and one customer's
         # bookings with two professionals check and insert one at a time
-        # (agenda.models.lock_booking).
+        # (agenda.availability.check.lock_booking).
         "SELECT agenda_professional FOR NO KEY UPDATE",
         "SELECT agenda_professional",  # the check, in a statement after the locks
         "INSERT agenda_appointment",
