@@ -1,33 +1,24 @@
-"""The admin in a real browser: headless Chromium (Debian's chromium and chromium-driver) driven
-by Selenium against pytest-django's live server. Every test saves screenshots under
-var/screenshots/; with GARANTE_REFRESH_DOCS_SCREENSHOTS=1 the ones docs/admin.md shows are copied
-to docs/images/admin/. Under GARANTE_REQUIRE_SERVICES (CI, which installs Chromium itself) a
-missing browser fails the tests instead of skipping them.
+"""The admin in a real browser: headless Chromium (tests/browser.py) against pytest-django's
+live server. Every test saves screenshots under var/screenshots/; with
+GARANTE_REFRESH_DOCS_SCREENSHOTS=1 the ones docs/admin.md shows are copied to docs/images/admin/.
 """
 
-import os
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from core.models import Conversation
-from tests.factories import ANA_DOCUMENT, PASSWORD
+from tests.browser import log_in, page_text, wait_for
+from tests.browser import screenshot as browser_screenshot
+from tests.factories import ANA_DOCUMENT
 from tests.staff.trace_calls import call
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = ROOT / "var" / "screenshots"
-DOCS_IMAGES = ROOT / "docs" / "images" / "admin"
 # The screenshots docs/admin.md shows.
 DOCUMENTED = {
     "01-landing",
@@ -40,95 +31,10 @@ DOCUMENTED = {
     "10-quote-sent",
     "11-case-replied",
 }
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--lang=es-ES",
-]
-PACKAGES = ["chromium", "chromium-driver"]
-
-
-def _browser_paths() -> tuple[str, str] | None:
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    return (chromium, driver) if chromium and driver else None
-
-
-@pytest.fixture(scope="session")
-def chromium() -> tuple[str, str]:
-    """Debian's Chromium and ChromeDriver, installed here when missing and we are root."""
-    paths = _browser_paths()
-    if paths is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for command in (
-            ["apt-get", "update", "-qq"],
-            ["apt-get", "install", "-y", "-qq", *PACKAGES],
-        ):
-            subprocess.run(command, env=env, capture_output=True, timeout=900, check=False)
-        paths = _browser_paths()
-    if paths is None and os.environ.get("GARANTE_REQUIRE_SERVICES"):
-        pytest.fail("GARANTE_REQUIRE_SERVICES is set but headless Chromium is not available")
-    if paths is None:
-        pytest.skip(
-            "headless Chromium is not available and could not be installed: "
-            "run `apt-get install -y chromium chromium-driver` as root"
-        )
-    return paths
-
-
-@pytest.fixture
-def browser(chromium) -> Iterator[webdriver.Chrome]:
-    binary, driver_path = chromium
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument("--window-size=1600,1000")
-    # The staff's language: Spanish, as the Accept-Language header a Spanish browser sends.
-    options.add_experimental_option("prefs", {"intl.accept_languages": "es-ES,es"})
-    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-    driver.implicitly_wait(0)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def screenshot(driver: webdriver.Chrome, name: str) -> Path:
-    """The whole page, not just the window: grow the window to the page's height first."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1600, max(800, min(int(height) + 40, 5000)))
-    path = SCREENSHOTS / f"{name}.png"
-    driver.save_screenshot(str(path))
-    driver.set_window_size(1600, 1000)
-    if name in DOCUMENTED and os.environ.get("GARANTE_REFRESH_DOCS_SCREENSHOTS"):
-        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, DOCS_IMAGES / path.name)
-    return path
-
-
-def wait_for(driver: webdriver.Chrome, css: str):
-    return WebDriverWait(driver, 20).until(
-        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
-    )
-
-
-def log_in(driver: webdriver.Chrome, base_url: str, username: str) -> None:
-    driver.get(f"{base_url}/admin/login/")
-    driver.find_element(By.NAME, "username").send_keys(username)
-    driver.find_element(By.NAME, "password").send_keys(PASSWORD)
-    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_for(driver, "#panel-appointments")
-
-
-def page_text(driver: webdriver.Chrome) -> str:
-    return driver.find_element(By.TAG_NAME, "body").text
+    return browser_screenshot(driver, name, documented=name in DOCUMENTED)
 
 
 def test_a_staff_member_cancels_an_appointment_sees_the_history_and_only_their_company(
