@@ -4,7 +4,7 @@ quotes they accepted), their opportunities, and the quotes emailed to them."""
 from datetime import datetime
 
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext, npgettext
 
 from core.contact_file import FileRow, FileSection, by_contact, contact_file_section, shown_at
 from core.models import Contact
@@ -43,7 +43,7 @@ def quotes(contact: Contact, now: datetime, limit: int) -> FileSection:
         key="quotes",
         title=_("Quotes"),
         total=total,
-        note=ngettext("%(n)d open", "%(n)d open", open_) % {"n": open_},
+        note=npgettext("quotes", "%(n)d open", "%(n)d open", open_) % {"n": open_},
         columns=_QUOTE_COLUMNS,
         rows=[_quote_row(q, contact, now) for q in latest],
         empty=_("No quotes yet."),
@@ -77,7 +77,7 @@ def opportunities(contact: Contact, now: datetime, limit: int) -> FileSection:
         key="opportunities",
         title=_("Opportunities"),
         total=total,
-        note=ngettext("%(n)d open", "%(n)d open", open_) % {"n": open_},
+        note=npgettext("opportunities", "%(n)d open", "%(n)d open", open_) % {"n": open_},
         columns=[_("reference"), _("title"), _("amount"), _("stage"), _("created")],
         rows=[
             FileRow(

@@ -3,7 +3,7 @@
 from datetime import datetime
 
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from django.utils.translation import npgettext
 
 from core.contact_file import FileRow, FileSection, by_contact, contact_file_section, shown_at
 from core.models import Contact
@@ -18,7 +18,7 @@ def cases(contact: Contact, now: datetime, limit: int) -> FileSection:
         key="cases",
         title=_("Cases"),
         total=total,
-        note=ngettext("%(n)d open", "%(n)d open", open_) % {"n": open_},
+        note=npgettext("cases", "%(n)d open", "%(n)d open", open_) % {"n": open_},
         columns=[_("reference"), _("subject"), _("state"), _("created")],
         rows=[
             FileRow(
