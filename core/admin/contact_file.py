@@ -136,6 +136,8 @@ class ContactFileAdmin:
         form_url: str = "",
         obj: Contact | None = None,
     ) -> TemplateResponse:
-        if obj is not None and obj.pk is not None:
+        # Not in a popup (the pencil beside an autocomplete): its links would lead the popup
+        # away from the form it was opened for.
+        if obj is not None and obj.pk is not None and not context.get("is_popup"):
             context.update(contact_file(self.admin_site, request, obj))
         return super().render_change_form(request, context, add, change, form_url, obj)

@@ -184,6 +184,18 @@ def test_staff_of_another_company_cannot_open_the_file(client, sol_day, luna_age
     assert "contact_file" not in (page.context or {})
 
 
+def test_the_contact_opened_in_a_popup_from_an_autocomplete_shows_only_the_form(
+    client, sol_day, agent
+):
+    client.force_login(agent)
+
+    page = client.get(change_url(sol_day.contact), {"_popup": "1"})
+
+    assert page.status_code == 200
+    assert "contact_file" not in page.context
+    assert sol_day.appointment.reference not in page.content.decode()
+
+
 def test_a_role_without_sales_sees_no_quotes_orders_or_opportunities(client, sol_day, agent):
     """A company that takes the sales permissions off its agents' role (say, receptionists who
     only book): the file shows no sales section, no quote, and offers no new quote."""
