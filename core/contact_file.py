@@ -13,13 +13,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Model
+from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 from core.dashboard import local_datetime
-from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
+from core.models import (
+    Contact,
+    Conversation,
+    OutboxMessage,
+    SecurityEvent,
+    VerificationChallenge,
+)
 from core.selectors import (
     contact_codes_file,
     contact_conversations_file,
+    contact_outbox_file,
     contact_security_events_file,
 )
 
@@ -58,8 +66,9 @@ class FileSection:
     add_label: str = ""
 
 
-# A section: given the contact, the instant and how many rows, its FileSection.
-SectionFunction = Callable[[Contact, datetime, int], FileSection]
+# A section: given the contact, the instant and how many rows, its FileSection, or None when
+# it does not apply to this contact (a sandbox's outbox for a production company's customer).
+SectionFunction = Callable[[Contact, datetime, int], FileSection | None]
 
 
 @dataclass(frozen=True)
@@ -170,4 +179,36 @@ def security_events(contact: Contact, now: datetime, limit: int) -> FileSection:
         empty=_("No security event names this contact."),
         list_model=SecurityEvent,
         list_query=by_contact(contact),
+    )
+
+
+@contact_file_section(position=85, visible_with=OutboxMessage)
+def sandbox_outbox(contact: Contact, now: datetime, limit: int) -> FileSection | None:
+    """A sandbox sends nothing for real: every message to its customers, whatever sent it, is
+    kept in its outbox, which is then the whole of what the customer would have received."""
+    if not contact.company.is_sandbox:
+        return None
+    total, latest = contact_outbox_file(contact=contact, limit=limit)
+    return FileSection(
+        key="outbox",
+        title=_("Sandbox outbox"),
+        total=total,
+        columns=[_("created"), _("channel"), _("to"), _("text")],
+        rows=[
+            FileRow(
+                m,
+                [
+                    shown_at(m.created_at, contact),
+                    m.get_channel_display(),
+                    m.destination,
+                    Truncator(m.subject or m.body).chars(80),
+                ],
+            )
+            for m in latest
+        ],
+        empty=_("Nothing was kept for this contact's phone or email."),
+        list_model=OutboxMessage,
+        list_query={
+            "destination__in": ",".join(d for d in (contact.phone, contact.email) if d) or "-"
+        },
     )

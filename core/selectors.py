@@ -11,6 +11,7 @@ from core.models import (
     Contact,
     Conversation,
     GatewayCredential,
+    OutboxMessage,
     SecurityEvent,
     VerificationChallenge,
 )
@@ -87,3 +88,12 @@ def contact_security_events_file(
     and the `limit` newest."""
     events = SecurityEvent.objects.filter(company_id=contact.company_id, contact=contact)
     return events.count(), list(events.order_by("-created_at", "-pk")[:limit])
+
+
+def contact_outbox_file(*, contact: Contact, limit: int) -> tuple[int, list[OutboxMessage]]:
+    """What a sandbox company kept in its outbox for the contact's phone or email (every
+    message to a customer of a sandbox lands there, core.outbound): how many, the `limit`
+    newest."""
+    destinations = [d for d in (contact.phone, contact.email) if d]
+    kept = OutboxMessage.objects.filter(company_id=contact.company_id, destination__in=destinations)
+    return kept.count(), list(kept.order_by("-created_at", "-pk")[:limit])

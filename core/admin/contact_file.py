@@ -112,11 +112,12 @@ def contact_file(site: admin.AdminSite, request: HttpRequest, contact: Contact) 
     """The file's context: the sections the staff member may see, in order, and the actions
     they may start."""
     now = timezone.now()
-    sections = [
-        _section_shown(site, request, contact, function(contact, now, FILE_ROWS))
+    found = (
+        function(contact, now, FILE_ROWS)
         for visible_with, function in sections_in_order()
         if may_view(site, request, visible_with, contact.company_id)
-    ]
+    )
+    sections = [_section_shown(site, request, contact, s) for s in found if s is not None]
     actions = [{"url": s["add_url"], "label": s["add_label"]} for s in sections if s["add_url"]]
     return {"contact_file": sections, "contact_file_actions": actions}
 

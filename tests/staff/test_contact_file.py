@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agenda.models import Appointment
 from agenda.services import appointment_book, appointment_cancel
-from core.models import Conversation, SecurityEvent
+from core.models import Company, Conversation, OutboxMessage, SecurityEvent
 from core.services import contact_create
 from sales.models import Quote
 from sales.services.quote_lifecycle import quote_create
@@ -182,6 +182,35 @@ def test_staff_of_another_company_cannot_open_the_file(client, sol_day, luna_age
 
     assert sol_day.appointment.reference not in page.content.decode()
     assert "contact_file" not in (page.context or {})
+
+
+def test_a_sandbox_customers_file_shows_what_its_outbox_kept_for_them(
+    client, make_company, make_staff
+):
+    """A sandbox sends nothing for real; its outbox is everything its customer would have
+    received, whatever sent it. A production company's file has no outbox section."""
+    sandbox = make_company(name="Pruebas", environment=Company.Environment.SANDBOX)
+    ana = contact_create(company=sandbox, first_name="Ana", phone="+34600111222")
+    bea = contact_create(company=sandbox, first_name="Bea", email="bea@example.com")
+    OutboxMessage.objects.create(
+        company=sandbox, channel="sms", destination=ana.phone, body="Su código es 123456"
+    )
+    OutboxMessage.objects.create(
+        company=sandbox, channel="email", destination=bea.email, subject="Su cotización"
+    )
+    client.force_login(make_staff("agente.pruebas", sandbox, "agent"))
+
+    section = file_of(client, ana)["outbox"]
+
+    assert section["total"] == 1
+    assert [row["cells"][2:] for row in section["rows"]] == [[ana.phone, "Su código es 123456"]]
+    assert client.get(section["list_url"]).context["cl"].result_count == 1
+
+
+def test_a_production_customers_file_has_no_outbox(client, sol_day, agent):
+    client.force_login(agent)
+
+    assert "outbox" not in file_of(client, sol_day.contact)
 
 
 def test_the_contact_opened_in_a_popup_from_an_autocomplete_shows_only_the_form(
