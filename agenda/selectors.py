@@ -7,7 +7,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Case, F, Q, QuerySet, When
+from django.db.models import Case, Count, F, Q, QuerySet, When
 from django.utils.translation import gettext_lazy as _
 
 from agenda import clock
@@ -15,6 +15,7 @@ from agenda.models import (
     MAX_BLOCKED_SPAN,
     AgendaSettings,
     Appointment,
+    AppointmentMessage,
     Professional,
     Service,
     TimeOff,
@@ -247,3 +248,43 @@ def appointments_within_time_off(*, time_off: TimeOff) -> QuerySet[Appointment]:
         .select_related("contact")
         .order_by("starts_at")
     )
+
+
+@dataclass(frozen=True)
+class ContactAppointments:
+    """A contact's appointments for their file: the counts, the next ones and the last ones."""
+
+    total: int
+    upcoming_total: int
+    upcoming: list[Appointment]
+    past: list[Appointment]
+
+
+def contact_appointments_file(
+    *, contact: Contact, now: datetime, limit: int
+) -> ContactAppointments:
+    """The contact's appointments: how many, and how many are upcoming (scheduled, not yet
+    over at `now`) in one query; the `limit` soonest upcoming, and the `limit` latest of the
+    rest (past, cancelled, attended, no-show), most recent first."""
+    appointments = Appointment.objects.filter(company_id=contact.company_id, contact=contact)
+    upcoming = Q(state=Appointment.State.SCHEDULED, ends_at__gt=now)
+    counts = appointments.aggregate(total=Count("pk"), upcoming=Count("pk", filter=upcoming))
+    shown = appointments.select_related("service", "professional")
+    return ContactAppointments(
+        total=counts["total"],
+        upcoming_total=counts["upcoming"],
+        upcoming=list(shown.filter(upcoming).order_by("starts_at", "pk")[:limit]),
+        past=list(shown.exclude(upcoming).order_by("-starts_at", "-pk")[:limit]),
+    )
+
+
+def contact_appointment_messages_file(
+    *, contact: Contact, limit: int
+) -> tuple[int, list[AppointmentMessage]]:
+    """How many messages the contact was sent (or is to be sent) about their appointments, and
+    the `limit` newest, with their appointment."""
+    messages = AppointmentMessage.objects.filter(
+        company_id=contact.company_id, appointment__contact=contact
+    )
+    latest = messages.select_related("appointment").order_by("-created_at", "-pk")[:limit]
+    return messages.count(), list(latest)

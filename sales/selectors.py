@@ -5,7 +5,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from functools import reduce
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -135,3 +135,47 @@ def opportunity_pipeline(*, company: Company) -> QuerySet[Opportunity]:
     return Opportunity.objects.filter(company=company, state__in=Opportunity.OPEN_STATES).order_by(
         "created_at", "pk"
     )
+
+
+# The customer's file (core.contact_file): each kind's counts in one query, and its latest rows.
+# An accepted quote is an order (docs/sales.md): the file shows orders apart from quotes.
+ORDER_STATES = (Quote.State.ACCEPTED, Quote.State.DELIVERED, Quote.State.CANCELLED)
+
+
+def contact_quotes_file(
+    *, contact: Contact, now: datetime, limit: int, orders: bool
+) -> tuple[int, int, list[Quote]]:
+    """The contact's quotes (`orders=False`: never accepted, sent or not) or orders (accepted,
+    delivered or cancelled after acceptance): how many, and how many are still open (a quote
+    that can still be answered at `now`, an order not yet delivered or cancelled), and the
+    `limit` newest."""
+    quotes = Quote.objects.filter(company_id=contact.company_id, contact=contact)
+    if orders:
+        quotes = quotes.filter(state__in=ORDER_STATES)
+        open_ = Q(state=Quote.State.ACCEPTED)
+    else:
+        quotes = quotes.exclude(state__in=ORDER_STATES)
+        open_ = Q(state__in=Quote.OPEN_STATES, valid_until__gt=now)
+    counts = quotes.aggregate(total=Count("pk"), open=Count("pk", filter=open_))
+    latest = list(quotes.order_by("-created_at", "-pk")[:limit])
+    return counts["total"], counts["open"], latest
+
+
+def contact_quote_emails_file(*, contact: Contact, limit: int) -> tuple[int, list[Quote]]:
+    """The contact's quotes that were emailed to them: how many, and the `limit` last emailed."""
+    emailed = Quote.objects.filter(
+        company_id=contact.company_id, contact=contact, emailed_at__isnull=False
+    )
+    return emailed.count(), list(emailed.order_by("-emailed_at", "-pk")[:limit])
+
+
+def contact_opportunities_file(
+    *, contact: Contact, limit: int
+) -> tuple[int, int, list[Opportunity]]:
+    """The contact's opportunities: how many, how many are open, and the `limit` newest."""
+    opportunities = Opportunity.objects.filter(company_id=contact.company_id, contact=contact)
+    counts = opportunities.aggregate(
+        total=Count("pk"), open=Count("pk", filter=Q(state__in=Opportunity.OPEN_STATES))
+    )
+    latest = list(opportunities.order_by("-created_at", "-pk")[:limit])
+    return counts["total"], counts["open"], latest

@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from core.admin.contact_file import ContactFileAdmin
 from core.admin.export import CsvExportAdmin
 from core.admin.scoping import CompanyScopedAdmin
 from core.admin.transitions import RecordRulesAdmin
@@ -66,7 +67,7 @@ class ContactAdminForm(forms.ModelForm):
 
 
 @admin.register(Contact)
-class ContactAdmin(CsvExportAdmin, CompanyScopedAdmin):
+class ContactAdmin(ContactFileAdmin, CsvExportAdmin, CompanyScopedAdmin):
     form = ContactAdminForm
     export_fields = ["first_name", "last_name", "document_number", "phone", "email", "created_at"]
     list_display = ["__str__", "company", "document_number", "phone", "email", "created_at"]
