@@ -29,7 +29,7 @@ def with_new_comment(data: dict, body: str, *, public: bool) -> dict:
     index = int(data["comments-INITIAL_FORMS"])
     data[f"comments-{index}-body"] = body
     if public:
-        data[f"comments-{index}-public"] = "on"
+        data[f"comments-{index}-public"] = "True"
     return data
 
 
