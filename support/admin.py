@@ -101,7 +101,7 @@ class CommentVisibilityField(forms.TypedChoiceField):
             required=False,
             initial=False,
             widget=forms.RadioSelect,
-            label=_("send as"),
+            label=_("Send as"),
             **kwargs,
         )
 
@@ -194,6 +194,10 @@ class CaseMessageInline(admin.TabularInline):
         return reason_shown(message.error) if message.error else "—"
 
 
+# The channel as a sentence names it ("by email", "by SMS"), not as a column heading does.
+CHANNEL_WORDS = {CaseMessage.Channel.EMAIL: _("email"), CaseMessage.Channel.SMS: _("SMS")}
+
+
 def _tell_staff_of(request: HttpRequest, message: CaseMessage | None, *, resolved: bool) -> None:
     """Say whether the customer is being told: by which channel, or why they cannot be (the
     reply or the resolution is kept all the same)."""
@@ -214,7 +218,7 @@ def _tell_staff_of(request: HttpRequest, message: CaseMessage | None, *, resolve
         if resolved
         else _("The reply is being sent to %(name)s by %(channel)s.")
     )
-    shown = text % {"name": name, "channel": message.get_channel_display().lower()}
+    shown = text % {"name": name, "channel": CHANNEL_WORDS[message.channel]}
     messages.info(request, shown)
 
 
