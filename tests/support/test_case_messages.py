@@ -425,3 +425,31 @@ def test_a_reply_refused_by_the_database_writes_no_message(make_case, agent, mon
         services.case_comment_add(case=case, body="Hola.", author_user=agent)
 
     assert not CaseComment.objects.filter(case=case).exists()
+
+
+def test_a_resolution_through_the_integration_api_tells_the_customer_once(
+    company, make_case, sms_outbox, django_capture_on_commit_callbacks
+):
+    from rest_framework.test import APIClient
+
+    from integration.models import IntegrationCredential
+    from integration.services import integration_credential_issue
+
+    case = make_case(S.IN_PROGRESS)
+    _credential, token = integration_credential_issue(
+        company=company, name="ERP", scope=IntegrationCredential.Scope.READ_WRITE
+    )
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    url = f"/api/v1/cases/{case.reference}/resolve"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        first = api.post(url, {}, format="json", HTTP_IDEMPOTENCY_KEY="resolve-1")
+    with django_capture_on_commit_callbacks(execute=True):
+        replay = api.post(url, {}, format="json", HTTP_IDEMPOTENCY_KEY="resolve-1")
+
+    assert first.status_code == replay.status_code == 200, first.content
+    assert replay.headers.get("X-Idempotency-Replayed") == "true"
+    (email,) = customer_mail()
+    assert email.subject == f"{company.name}: su caso {case.reference} está resuelto"
+    assert list(CaseMessage.objects.values_list("kind", "status")) == [(Kind.RESOLVED, Status.SENT)]
