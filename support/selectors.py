@@ -10,7 +10,7 @@ from core.errors import NotFound
 from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
-from support.models import Case, CaseComment, SupportSettings
+from support.models import Case, CaseComment, CaseMessage, SupportSettings
 
 
 def case_list(
@@ -57,6 +57,11 @@ def case_public_comments(*, case: Case, limit: int) -> tuple[list[CaseComment], 
         .order_by("-created_at", "-pk")[: limit + 1]
     )
     return list(reversed(latest[:limit])), len(latest) > limit
+
+
+def case_message_latest(*, case: Case, kind: str) -> CaseMessage | None:
+    """The latest message of `kind` written to the case's customer, if any."""
+    return case.messages.filter(kind=kind).order_by("-created_at", "-pk").first()
 
 
 def case_staff_recipients(*, case: Case) -> list[str]:
