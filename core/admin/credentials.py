@@ -122,7 +122,7 @@ class CredentialAdmin(CompanyScopedAdmin):
             return HttpResponseRedirect(change_url)
         if request.method == "POST":
             credential_revoke(credential=credential)
-            self.message_user(request, self.revoked_message(1))
+            self.message_user(request, self.revoked_message(1), messages.SUCCESS)
             return HttpResponseRedirect(change_url)
         return self._revoke_confirmation(request, [credential], bulk=False)
 
