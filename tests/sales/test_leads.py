@@ -217,3 +217,46 @@ def test_assign_to_me_takes_the_selected_leads(client, company, ana, team):
     assert opportunity.owner == team["sara"]
     waiting = client.get(reverse("admin:sales_opportunity_changelist") + "?lead=waiting")
     assert opportunity.reference not in waiting.content.decode()
+
+
+def test_an_administrator_sets_the_pickup_time_and_a_supervisor_only_reads_it(
+    client, company, ana, team
+):
+    late = lead(company, ana)
+    Opportunity.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(hours=5))
+    client.login(username="sara", password=PASSWORD)
+    assert client.get(reverse("admin:sales_salessettings_add")).status_code == 403
+
+    client.login(username="maria", password=PASSWORD)
+    saved = client.post(
+        reverse("admin:sales_salessettings_add"),
+        {"company": company.pk, "lead_pickup_hours": "8"},
+    )
+    assert saved.status_code == 302
+    refused = client.post(
+        reverse("admin:sales_salessettings_change", args=[company.sales_settings.pk]),
+        {"company": company.pk, "lead_pickup_hours": "0"},
+    )
+    assert refused.status_code == 200  # at least an hour
+    assert SalesSettings.objects.get(company=company).lead_pickup_hours == 8
+
+    waiting = client.get(reverse("admin:sales_opportunity_changelist") + "?lead=overdue")
+    assert late.reference not in waiting.content.decode()  # 5 hours: within the company's 8
+    page = client.get(reverse("admin:index")).content.decode()
+    assert "garante-highlight" not in page[page.index('id="panel-leads"') :].split("</table>")[0]
+
+
+def test_the_list_says_how_long_a_lead_waits_and_filters_those_past_the_pickup_time(
+    client, company, ana, team
+):
+    late, fresh = lead(company, ana), lead(company, ana, title="Molinillo")
+    Opportunity.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(days=2))
+    client.login(username="pablo", password=PASSWORD)
+    changelist = reverse("admin:sales_opportunity_changelist")
+
+    overdue = client.get(changelist + "?lead=overdue").content.decode()
+
+    assert late.reference in overdue and fresh.reference not in overdue
+    assert "2 días · fuera del plazo de atención" in overdue
+    waiting = client.get(changelist + "?lead=waiting").content.decode()
+    assert late.reference in waiting and fresh.reference in waiting
