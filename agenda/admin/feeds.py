@@ -145,7 +145,7 @@ class CalendarFeedAdmin(CompanyScopedAdmin):
             act=self._revoke,
         )
 
-    def _regenerate(self, request: HttpRequest, feed: CalendarFeed) -> None:
+    def _regenerate(self, request: HttpRequest, feed: CalendarFeed) -> CalendarFeed:
         replacement, token = calendar_feed_regenerate(feed=feed)
         _show_address_once(request, replacement, token)
         return replacement
