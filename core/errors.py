@@ -182,6 +182,8 @@ RULE_CODES = frozenset(
         "invalid_document",
         "invalid_phone",
         "invalid_email",
+        # an identifier that reads as none of the three (a tool's `identifier`)
+        "invalid_identifier",
         # a phone the company may not text (core.sms_policy): a country it does not serve, or
         # a number that is not a mobile (premium rate, shared cost, landline...)
         "phone_country_not_served",

@@ -145,11 +145,20 @@ def declare_rule_codes(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     return result
 
 
+# Text never holds a NUL character (PostgreSQL cannot store one; DRF's CharField refuses it).
+TEXT_WITHOUT_NUL = "^[^\\u0000]*$"
+
+
 def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """Postprocessing hook: request bodies refuse unknown fields, so say so in the schema."""
+    """Postprocessing hook: request bodies refuse unknown fields and text with a NUL
+    character, so say so in the schema."""
     for name, component in result.get("components", {}).get("schemas", {}).items():
         if name.endswith("Request") and component.get("type") == "object":
             component["additionalProperties"] = False
+            for field in component.get("properties", {}).values():
+                plain_text = "format" not in field and "enum" not in field
+                if field.get("type") == "string" and plain_text and "pattern" not in field:
+                    field["pattern"] = TEXT_WITHOUT_NUL
     return result
 
 

@@ -135,9 +135,15 @@ def _openapi_extra(tool: Tool) -> dict[str, Any]:
     responses[200] = {"description": "The tool's answer (its MCP structuredContent)."}
     # The body is documented here, not declared to ninja: ninja would parse and validate it
     # once more before call_tool does (the one validation, with the tool's own answers).
-    # Nothing required: no body at all stands for {} (as MCP's omitted arguments).
+    # No body at all stands for {} (as MCP's omitted arguments): required when {} is not
+    # valid, because a field is required or each alternative requires one (identify_contact).
+    schema = tool.input_schema
+    alternatives = schema.get("oneOf") or schema.get("anyOf") or []
+    empty_refused = bool(schema.get("required")) or (
+        bool(alternatives) and all(branch.get("required") for branch in alternatives)
+    )
     request_body = {
-        "required": bool(tool.input_schema.get("required")),
+        "required": empty_refused,
         "content": {"application/json": {"schema": _inlined(tool.input_schema)}},
     }
     return {"parameters": parameters, "responses": responses, "requestBody": request_body}

@@ -171,7 +171,14 @@ def request_verification_code(ctx: ToolContext, params: RequestVerificationCodeI
 
 class VerifyCodeIn(ToolInput):
     identifier: Identifier
-    code: str = Field(min_length=1, max_length=20, description="The code the customer received.")
+    code: str = Field(
+        min_length=1,
+        max_length=20,
+        description="The code the customer received: six digits, spaces allowed.",
+        # Documented, not enforced here: a code of another shape gets the tool's own answer
+        # (invalid_code_format, "El código tiene seis cifras"), which the customer can act on.
+        json_schema_extra={"pattern": r"^\s*(\d\s*){6}$"},
+    )
 
 
 class VerifiedOut(ToolOutput):
