@@ -9,6 +9,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from django.views import defaults
 
+from agenda.manage_views import (
+    appointment_manage,
+    appointment_manage_cancel,
+    appointment_manage_move,
+)
 from agenda.views import appointment_messages_opt_out
 from core.boundary import error_response
 from core.metrics import metrics_view
@@ -28,6 +33,10 @@ urlpatterns = [
         appointment_messages_opt_out,
         name="appointment_messages_opt_out",
     ),
+    # The customers' pages behind the links in their messages (docs/customer-links.md).
+    path("a/<str:token>", appointment_manage, name="appointment_manage"),
+    path("a/<str:token>/cancel", appointment_manage_cancel, name="appointment_manage_cancel"),
+    path("a/<str:token>/move", appointment_manage_move, name="appointment_manage_move"),
 ]
 
 
