@@ -100,9 +100,7 @@ def test_an_opt_out_key_is_no_manage_link(client, booked, sms_outbox):
     assert unchanged(appointment)
 
 
-def test_a_link_past_the_appointments_end_has_expired_and_changes_nothing(
-    client, booked, now
-):
+def test_a_link_past_the_appointments_end_has_expired_and_changes_nothing(client, booked, now):
     appointment, path = booked
     form = {"form_token": form_token(client.get(path + "/cancel").content.decode())}
     now["at"] = appointment.ends_at
@@ -132,9 +130,7 @@ def test_a_moved_appointment_keeps_its_links_until_its_new_end(
     assert client.get(path).status_code == 410
 
 
-def test_a_replayed_form_changes_nothing_twice_and_another_forms_data_is_a_conflict(
-    client, booked
-):
+def test_a_replayed_form_changes_nothing_twice_and_another_forms_data_is_a_conflict(client, booked):
     appointment, path = booked
     html = client.get(path + "/move").content.decode()
     token = form_token(html)
@@ -161,9 +157,7 @@ def test_a_form_left_open_too_long_is_refused_and_changes_nothing(client, booked
     refused = client.post(path + "/cancel", {"form_token": token})
 
     assert refused.status_code == 400
-    assert "Esta página llevaba demasiado tiempo abierta" in visible_text(
-        refused.content.decode()
-    )
+    assert "Esta página llevaba demasiado tiempo abierta" in visible_text(refused.content.decode())
     assert unchanged(appointment)
 
 
@@ -199,9 +193,7 @@ def test_another_companys_form_or_slot_does_nothing_on_this_link(client, booked,
     our_token = form_token(client.get(path + "/move").content.decode())
     wrong_slot = client.post(path + "/move", {"form_token": our_token, "slot": their_slot})
     assert wrong_slot.status_code == 422
-    assert "Elija una de las horas libres de la lista." in visible_text(
-        wrong_slot.content.decode()
-    )
+    assert "Elija una de las horas libres de la lista." in visible_text(wrong_slot.content.decode())
     assert unchanged(appointment)
     other.refresh_from_db()
     assert other.state == Appointment.State.SCHEDULED and other.starts_at == TUESDAY_10
