@@ -134,7 +134,7 @@ def test_an_english_company_shows_it_in_english_in_its_own_time_zone(
     text = visible_text(client.get(manage_path(sms.body)).content.decode())
 
     assert "Your appointment" in text
-    assert "Tuesday December 8, 2026" in text
+    assert "Day Tuesday Dec. 8, 2026" in text
     assert "Time 10:00" in text
 
 
