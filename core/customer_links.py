@@ -175,12 +175,14 @@ def limits_take(request: HttpRequest, key: str | None) -> int | None:
 
 def page_headers(response: HttpResponse) -> HttpResponse:
     """What every customer page adds to the app's security headers (SecurityMiddleware's,
-    the frame options): never cached (a shared computer's back button), never indexed, no
-    Referer (the address holds the link's key), and a content policy that allows nothing
-    but its own inline style and forms posting back to the site."""
+    the frame options): never cached (a shared computer's back button), never indexed, a
+    Referer for the site's own pages only (the address holds the link's key; "no-referrer"
+    would make browsers send `Origin: null` with the forms, which CSRF rightly refuses), and
+    a content policy that allows nothing but its own inline style and forms posting back to
+    the site."""
     response.headers["Cache-Control"] = "no-store, private"
     response.headers["X-Robots-Tag"] = "noindex, nofollow"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Referrer-Policy"] = "same-origin"
     response.headers["Content-Security-Policy"] = (
         "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
         "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"

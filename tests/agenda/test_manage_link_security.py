@@ -215,7 +215,7 @@ def test_the_pages_carry_the_apps_security_headers_and_are_never_cached(client, 
     for page in (client.get(path), client.get(path + "/move"), client.get("/a/nothing")):
         assert page["X-Frame-Options"] == "DENY"
         assert page["X-Content-Type-Options"] == "nosniff"
-        assert page["Referrer-Policy"] == "no-referrer"
+        assert page["Referrer-Policy"] == "same-origin"
         assert page["Cache-Control"] == "no-store, private"
         assert "frame-ancestors 'none'" in page["Content-Security-Policy"]
         assert "script-src" not in page["Content-Security-Policy"]  # default-src 'none'
