@@ -7,6 +7,7 @@ step of its own. Under GARANTE_REQUIRE_SERVICES (CI) an engine that cannot be in
 the tests instead of skipping them. Loaded for every test by tests/conftest.py.
 """
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -50,7 +51,10 @@ def _install() -> str:
 def axe_source() -> str:
     """The text of axe.min.js, installed first when missing."""
     if not SCRIPT.exists():
-        problem = _install()
+        # One install at a time: pytest-xdist's workers may all find it missing.
+        with (FOLDER / ".install-lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            problem = "" if SCRIPT.exists() else _install()
         if problem:
             if os.environ.get("GARANTE_REQUIRE_SERVICES"):
                 pytest.fail(f"GARANTE_REQUIRE_SERVICES is set but axe-core is missing: {problem}")
