@@ -134,20 +134,20 @@ def _form_refusal(request: HttpRequest, target: ManageTarget, token: str) -> str
     return render(request, "agenda/manage/page.html", context, status=400)
 
 
-@require_http_methods(["GET"])
+@require_http_methods(["GET", "HEAD"])
 @_link_page
 def appointment_manage(request: HttpRequest, target: ManageTarget, token: str) -> HttpResponse:
     """The appointment as it stands, with its actions while it can still change."""
     return render(request, "agenda/manage/page.html", _context(target, token, clock.now()))
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @_link_page
 def appointment_manage_cancel(
     request: HttpRequest, target: ManageTarget, token: str
 ) -> HttpResponse:
     """GET asks for confirmation (with an optional reason); the POST cancels, once."""
-    if request.method == "GET":
+    if request.method != "POST":  # GET or HEAD (a link scanner): only shows
         return render(request, "agenda/manage/cancel.html", _context(target, token, clock.now()))
     nonce = _form_refusal(request, target, token)
     if isinstance(nonce, HttpResponse):
@@ -222,11 +222,11 @@ def _move_page(
     return render(request, "agenda/manage/move.html", context, status=status)
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @_link_page
 def appointment_manage_move(request: HttpRequest, target: ManageTarget, token: str) -> HttpResponse:
     """GET lists free slots of the same service; the POST moves to the chosen one, once."""
-    if request.method == "GET":
+    if request.method != "POST":  # GET or HEAD (a link scanner): only shows
         return _move_page(request, target, token, first_day=_first_day(request.GET.get("from")))
     nonce = _form_refusal(request, target, token)
     if isinstance(nonce, HttpResponse):

@@ -191,7 +191,7 @@ def _code_page(request, target, token, action, reason, *, sent_to="", error="", 
     return render(request, "sales/quote_page/code.html", context, status=status)
 
 
-@require_http_methods(["GET"])
+@require_http_methods(["GET", "HEAD"])
 @_link_page
 def quote_page(request: HttpRequest, target: QuoteTarget, token: str) -> HttpResponse:
     """The quote: its lines, totals, validity and state, and while open, accept or reject."""
@@ -207,11 +207,11 @@ def quote_page_accept_view(request: HttpRequest, target: QuoteTarget, token: str
     return _act(request, target, token, "accept", nonce)
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @_link_page
 def quote_page_reject_view(request: HttpRequest, target: QuoteTarget, token: str) -> HttpResponse:
     """GET asks for confirmation (and an optional reason); the POST rejects, once."""
-    if request.method == "GET":
+    if request.method != "POST":  # GET or HEAD (a link scanner): only shows
         return render(request, "sales/quote_page/reject.html", _context(target, token))
     nonce = _nonce(request, target, token)
     if isinstance(nonce, HttpResponse):

@@ -138,10 +138,12 @@ def test_an_english_company_shows_it_in_english_in_its_own_time_zone(
     assert "Time 10:00" in text
 
 
-def test_a_get_never_changes_anything(client, booked):
+def test_a_get_or_head_never_changes_anything(client, booked):
+    """Link scanners open links (GET, or HEAD) before the customer does."""
     appointment, path = booked
     for suffix in ("", "/cancel", "/move"):
         assert client.get(path + suffix).status_code == 200
+        assert client.head(path + suffix).status_code == 200
     appointment.refresh_from_db()
     assert appointment.state == Appointment.State.SCHEDULED
     assert appointment.starts_at == TUESDAY_10

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 from django.core.cache import caches
-from django.utils import timezone
+from django.utils import formats, timezone, translation
 
 from core.models import Conversation, StepUpPolicy, VerificationChallenge
 from sales.models import Product, Quote, StockReservation
@@ -72,9 +72,15 @@ def test_the_email_links_to_the_page_which_shows_lines_totals_and_validity(
     assert "Total " in text and "Válida hasta" in text
     assert "Estado enviada" in text
     assert "Aceptar la cotización" in text and "Rechazarla" in text
+    # Opening it (GET, or a scanner's HEAD) changes nothing, and sends no code.
+    assert client.head(path).status_code == 200
+    assert client.get(path + "/reject").status_code == 200
+    assert client.get(path + "/accept").status_code == 405
     quote.refresh_from_db()
     assert quote.state == Quote.State.SENT
     assert reserved(catalog.coffee) == 0
+    assert not VerificationChallenge.objects.exists()
+    assert not Conversation.objects.filter(external_id__startswith="link:").exists()
 
 
 def test_accepting_asks_for_a_code_sent_to_the_customers_own_phone_then_reserves_stock(
@@ -259,3 +265,21 @@ def test_requests_are_limited_per_link(client, sent_quote, settings):
     assert client.get(path).status_code == 200
     limited = client.get(path)
     assert limited.status_code == 429 and int(limited["Retry-After"]) > 0
+
+
+def test_an_english_company_shows_its_quote_in_english_in_its_time_zone(client, make_company):
+    shop = make_company(name="Lisbon Coffee", language="en", timezone="Europe/Lisbon", country="PT")
+    factories.catalog(shop)
+    customer = factories.ana(shop, phone="+351912345678")
+    mail.outbox.clear()
+    quote = quote_create(company=shop, contact=customer, items=[QuoteItem("CAF-001", 1)])
+    (email,) = mail.outbox
+    assert "To see it and accept or decline it: " in email.body
+
+    text = visible_text(client.get(quote_path(email.body)).content.decode())
+
+    assert "Your quote" in text and "Accept the quote" in text and "Decline it" in text
+    assert "Status sent" in text
+    with translation.override("en"):
+        shown = formats.date_format(timezone.localtime(quote.valid_until, shop.tz), "DATE_FORMAT")
+    assert f"Valid until {shown}" in text
