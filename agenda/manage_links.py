@@ -137,7 +137,9 @@ def move_options(target: ManageTarget, *, first_day: date | None, now: datetime)
     company = appointment.company
     tz = company.tz
     today = now.astimezone(tz).date()
-    first_day = max(first_day or today, today)
+    # Past the horizon the search says which is the last bookable day; bounded, so that a
+    # typed year 9999 is that answer too, not an overflow.
+    first_day = min(max(first_day or today, today), today + timedelta(days=3660))
 
     def search(first: date, days: int, limit: int | None) -> list[Slot]:
         return slots_available(

@@ -203,7 +203,7 @@ def _move_page(
     `offered` (the nearest free ones)."""
     now = clock.now()
     tz = target.appointment.company.tz
-    context = _context(target, token, now, error=error)
+    context = _context(target, token, now, error=error, nearest=offered is not None)
     if context["can_change"]:
         if offered is None:
             try:
@@ -218,7 +218,6 @@ def _move_page(
                 if options.previous_day is not None:
                     context["previous_url"] = f"{move}?from={options.previous_day.isoformat()}"
         context["days"] = _days(offered or [], tz)
-        context["nearest"] = offered is not None and bool(error)
     return render(request, "agenda/manage/move.html", context, status=status)
 
 

@@ -343,8 +343,9 @@ def test_the_move_page_pages_through_later_dates(client, booked):
     assert "lunes 21 de diciembre de 2026" in text
     assert "Fechas anteriores" in text
     # A date past the booking horizon says which is the last bookable one.
-    far = visible_text(client.get(path + "/move?from=2027-06-01").content.decode())
-    assert "Solo se puede reservar con hasta 60 días de antelación" in far
+    for far_day in ("2027-06-01", "9999-12-31"):
+        far = visible_text(client.get(path + f"/move?from={far_day}").content.decode())
+        assert "Solo se puede reservar con hasta 60 días de antelación" in far
     # A date that is no date shows this week.
     assert "lunes 7 de diciembre de 2026" in visible_text(
         client.get(path + "/move?from=nonsense").content.decode()
