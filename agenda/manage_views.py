@@ -31,6 +31,7 @@ from agenda.manage_links import (
 )
 from agenda.models import CUSTOMER_STATE_LABELS, Appointment
 from core.customer_links import (
+    error_text,
     form_token_check,
     form_token_new,
     invalid_link_response,
@@ -155,7 +156,7 @@ def appointment_manage_cancel(
     try:
         manage_cancel(target, nonce=nonce, reason=request.POST.get("reason", ""))
     except GaranteError as error:
-        context = _context(_refreshed(target), token, clock.now(), error=str(error.user_message))
+        context = _context(_refreshed(target), token, clock.now(), error=error_text(error))
         return render(request, "agenda/manage/cancel.html", context, status=error.http_status)
     context = _context(_refreshed(target), token, clock.now(), done=_g("Su cita está cancelada."))
     return render(request, "agenda/manage/page.html", context)
@@ -244,7 +245,7 @@ def appointment_manage_move(request: HttpRequest, target: ManageTarget, token: s
         manage_move(target, nonce=nonce, slot=slot)
     except GaranteError as error:
         fresh = _refreshed(target)
-        offered, message = None, str(error.user_message)
+        offered, message = None, error_text(error)
         if error.code in _SLOT_REFUSALS:
             start = datetime.fromisoformat(slot["start"])
             offered = nearest_choices(fresh, start, clock.now())

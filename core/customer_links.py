@@ -34,6 +34,7 @@ from django.utils import timezone, translation
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext as _g
 
+from core.errors import GaranteError
 from core.models import Company, Contact, Conversation
 
 logger = logging.getLogger("garante.links")
@@ -265,3 +266,13 @@ def too_many_requests_response(request: HttpRequest, retry_after: int) -> HttpRe
         tone="error",
         retry_after=retry_after,
     )
+
+
+def error_text(error: GaranteError) -> str:
+    """What a page tells the customer of a refusal: the service's own message, except for the
+    idempotency engine's, which speak of keys to a machine; here the key is a form."""
+    if error.code == "idempotency_conflict":
+        return _g("Ese formulario ya se envió. Vuelva a abrir la página para hacer otro cambio.")
+    if error.code == "request_in_progress":
+        return _g("Su petición anterior todavía se está procesando. Espere unos segundos.")
+    return str(error.user_message)

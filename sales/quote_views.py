@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
 from core.customer_links import (
+    error_text,
     form_token_check,
     form_token_new,
     invalid_link_response,
@@ -163,7 +164,7 @@ def _done(request: HttpRequest, target: QuoteTarget, token: str, action: str) ->
 
 
 def _refused(request, target, token, error: GaranteError, template: str = "page") -> HttpResponse:
-    context = _context(_fresh(target), token, error=str(error.user_message))
+    context = _context(_fresh(target), token, error=error_text(error))
     return render(request, f"sales/quote_page/{template}.html", context, status=error.http_status)
 
 
@@ -252,7 +253,7 @@ def quote_page_code_view(request: HttpRequest, target: QuoteTarget, token: str) 
             token,
             action,
             reason,
-            error=str(error.user_message),
+            error=error_text(error),
             status=error.http_status,
         )
     return _act(request, target, token, action, nonce)

@@ -143,7 +143,9 @@ def test_a_replayed_form_changes_nothing_twice_and_another_forms_data_is_a_confl
     conflict = client.post(path + "/move", {"form_token": token, "slot": second})
 
     assert conflict.status_code == 409
-    assert "Esa clave ya se usó para otra operación" in visible_text(conflict.content.decode())
+    assert "Ese formulario ya se envió. Vuelva a abrir la página para hacer otro cambio." in (
+        visible_text(conflict.content.decode())
+    )
     appointment.refresh_from_db()
     assert appointment.starts_at == moved_to
     assert IdempotencyRecord.objects.count() == 1
