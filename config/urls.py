@@ -14,7 +14,7 @@ from agenda.manage_views import (
     appointment_manage_cancel,
     appointment_manage_move,
 )
-from agenda.views import appointment_messages_opt_out
+from agenda.views import appointment_messages_opt_out, calendar_feed
 from core.boundary import error_response
 from core.metrics import metrics_view
 from core.middleware import api_of
@@ -39,6 +39,7 @@ urlpatterns = [
         appointment_messages_opt_out,
         name="appointment_messages_opt_out",
     ),
+    path("calendar/<str:token>.ics", calendar_feed, name="calendar_feed"),
     # The customers' pages behind the links in their messages (docs/customer-links.md).
     path("a/<str:token>", appointment_manage, name="appointment_manage"),
     path("a/<str:token>/cancel", appointment_manage_cancel, name="appointment_manage_cancel"),

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sales", "0004_verbose_names"),
+        ("sales", "0005_leads"),
     ]
 
     operations = [
