@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SPEEDUPS_STAMP := $(VENV)/.speedups-stamp
 
 .PHONY: install speedups demo test test-fast lint format bench clean conformance \
-	conformance-install cluster cluster-stop cluster-restart cluster-manage cluster-test soak
+	conformance-install axe-install cluster cluster-stop cluster-restart cluster-manage cluster-test soak
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ demo: install
 # PYTEST_XDIST="" runs in one process.
 PYTEST_XDIST ?= -n 2 --dist loadgroup
 
-test: install
+test: install axe-install
 	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The inner loop: everything but the tests that start real servers or flush the database
@@ -73,6 +73,18 @@ $(CONFORMANCE_STAMP): $(CONFORMANCE_DIR)/package.json
 	touch $(CONFORMANCE_STAMP)
 
 conformance-install: $(CONFORMANCE_STAMP)
+
+# axe-core, the accessibility engine the browser tests inject into the customer pages
+# (tests/accessibility/axe.py), pinned in tests/accessibility/package.json. The tests install it
+# themselves when it is missing; `make test` does it first, once.
+AXE_DIR := tests/accessibility
+AXE_STAMP := $(AXE_DIR)/node_modules/.installed-stamp
+
+$(AXE_STAMP): $(AXE_DIR)/package.json
+	cd $(AXE_DIR) && npm install --no-package-lock --no-audit --no-fund --loglevel=error
+	touch $(AXE_STAMP)
+
+axe-install: $(AXE_STAMP)
 
 # Seeds a sandbox database, starts gunicorn and the bearer proxy, runs each applicable scenario.
 conformance: install conformance-install

@@ -32,6 +32,7 @@ from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _g
 
 from agenda import clock
+from agenda.manage_links import manage_key_new, manage_link_url
 from agenda.models import Appointment, AppointmentMessage
 from agenda.opt_out import opt_out_key_new, opt_out_link
 from core.jobs import task_named
@@ -146,10 +147,13 @@ def _local(instant: datetime, company: Company) -> dict[str, str]:
     }
 
 
-def message_text(message: AppointmentMessage, opt_out_url: str = "") -> tuple[str, str]:
+def message_text(
+    message: AppointmentMessage, opt_out_url: str = "", manage_url: str = ""
+) -> tuple[str, str]:
     """The subject (for email) and the text of a message, in the company's language: the
-    company, the service, the professional, and the date and time in the company's zone; and
-    the link that opts out of its channel, if there is one."""
+    company, the service, the professional, and the date and time in the company's zone; the
+    link to see, move or cancel it (agenda.manage_links) and the one that opts out of its
+    channel, if there are."""
     appointment = message.appointment
     company = message.company
     with translation.override(company.language):
@@ -190,6 +194,8 @@ def message_text(message: AppointmentMessage, opt_out_url: str = "") -> tuple[st
             ),
         }[message.kind]
         body %= values
+        if manage_url:
+            body += " " + _g("Para ver, cambiar o cancelar su cita: %(url)s") % {"url": manage_url}
         if opt_out_url:
             body += " " + _g("Para no recibir más avisos: %(url)s") % {"url": opt_out_url}
     return subject % values, body
@@ -251,6 +257,9 @@ def _claim(message_id: int, now: datetime) -> AppointmentMessage | None:
         if message.opt_out_key is None:  # a retry keeps the link its first try drew
             message.opt_out_key, message.opt_out_until = opt_out_key_new(now)
             fields += ["opt_out_key", "opt_out_until"]
+        if message.manage_key is None and message.kind != Kind.CANCELLED:
+            message.manage_key = manage_key_new()
+            fields.append("manage_key")
         message.save(update_fields=fields)
     message.refresh_from_db(fields=["attempts"])
     message.appointment, message.company = appointment, appointment.company
@@ -278,7 +287,7 @@ def appointment_message_deliver(
     if message is None:
         return "skipped"
     link = opt_out_link(message)
-    subject, body = message_text(message, link.url if link else "")
+    subject, body = message_text(message, link.url if link else "", manage_link_url(message))
     to, masked = _destination(message)
     messages = AppointmentMessage.objects.filter(pk=message_id)
     try:

@@ -581,6 +581,10 @@ class AppointmentMessage(models.Model):
         _("opt-out link key"), max_length=32, unique=True, null=True, blank=True, editable=False
     )
     opt_out_until = models.DateTimeField(_("opt-out link valid until"), null=True, blank=True)
+    # The key of its manage-my-booking link (agenda.manage_links), drawn with the opt-out key.
+    manage_key = models.CharField(
+        _("manage link key"), max_length=32, unique=True, null=True, blank=True, editable=False
+    )
 
     class Meta:
         verbose_name = _("appointment message")

@@ -313,10 +313,12 @@ def appointment_reschedule(
     now: datetime | None = None,
     enforce_customer_rules: bool = True,
     by: Any = None,
+    description: str | None = None,
 ) -> Appointment:
     """Move a scheduled appointment to a new start (and optionally professional).
 
-    Customers (`contact` given) only move their own, and not after the cut-off.
+    Customers (`contact` given) only move their own, and not after the cut-off. `description`
+    goes to the state history beside `by` (who acted when no staff member did).
     """
     now = now or clock.now()
 
@@ -351,6 +353,7 @@ def appointment_reschedule(
                 blocked_from=block_from,
                 blocked_until=block_until,
                 by=by,
+                description=description,
             )
             appointment.save()
 
@@ -372,9 +375,11 @@ def appointment_cancel(
     now: datetime | None = None,
     enforce_cutoff: bool = True,
     by: Any = None,
+    description: str | None = None,
 ) -> Appointment:
     """Cancel a scheduled appointment. Customers (`contact` given) only cancel their own and
-    not after the company's cut-off; staff pass enforce_cutoff=False."""
+    not after the company's cut-off; staff pass enforce_cutoff=False. `description` as for
+    appointment_reschedule."""
     now = now or clock.now()
 
     with joined():
@@ -383,7 +388,7 @@ def appointment_cancel(
         _check_scheduled(appointment)
         if enforce_cutoff:
             _check_cutoff(appointment, now, "cancel")
-        appointment.cancel(by=by)
+        appointment.cancel(by=by, description=description)
         appointment.save()
         appointment_messages_after(appointment, AppointmentMessage.Kind.CANCELLED, now=now)
         return appointment

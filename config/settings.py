@@ -286,6 +286,18 @@ GARANTE_AGENDA_MESSAGES_QUEUE = os.environ.get("GARANTE_AGENDA_MESSAGES_QUEUE") 
 # The site's address as customers reach it (https://garante.example.com): the links in their
 # appointment messages that opt them out (agenda.opt_out) start with it; none without it.
 GARANTE_PUBLIC_URL = os.environ.get("GARANTE_PUBLIC_URL", "").rstrip("/")
+# The customers' pages behind the links in their messages (core.customer_links: manage an
+# appointment, answer a quote): requests per (count, seconds) window per client address and per
+# link, and how long a rendered form may be sent.
+GARANTE_CUSTOMER_LINK_LIMIT_PER_ADDRESS = (
+    int(os.environ.get("GARANTE_CUSTOMER_LINK_LIMIT_PER_ADDRESS", "120")),
+    600,
+)
+GARANTE_CUSTOMER_LINK_LIMIT_PER_LINK = (
+    int(os.environ.get("GARANTE_CUSTOMER_LINK_LIMIT_PER_LINK", "40")),
+    600,
+)
+GARANTE_CUSTOMER_LINK_FORM_MAX_AGE = 3600
 GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS = float(
     os.environ.get("GARANTE_VERIFICATION_RETRY_BACKOFF_SECONDS", "2")
 )

@@ -9,10 +9,21 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from django.views import defaults
 
+from agenda.manage_views import (
+    appointment_manage,
+    appointment_manage_cancel,
+    appointment_manage_move,
+)
 from agenda.views import appointment_messages_opt_out, calendar_feed
 from core.boundary import error_response
 from core.metrics import metrics_view
 from core.middleware import api_of
+from sales.quote_views import (
+    quote_page,
+    quote_page_accept_view,
+    quote_page_code_view,
+    quote_page_reject_view,
+)
 from tooling.api import api
 from tooling.mcp import mcp_endpoint
 from tooling.middleware import api_error_for
@@ -29,6 +40,14 @@ urlpatterns = [
         name="appointment_messages_opt_out",
     ),
     path("calendar/<str:token>.ics", calendar_feed, name="calendar_feed"),
+    # The customers' pages behind the links in their messages (docs/customer-links.md).
+    path("a/<str:token>", appointment_manage, name="appointment_manage"),
+    path("a/<str:token>/cancel", appointment_manage_cancel, name="appointment_manage_cancel"),
+    path("a/<str:token>/move", appointment_manage_move, name="appointment_manage_move"),
+    path("q/<str:token>", quote_page, name="quote_page"),
+    path("q/<str:token>/accept", quote_page_accept_view, name="quote_page_accept"),
+    path("q/<str:token>/reject", quote_page_reject_view, name="quote_page_reject"),
+    path("q/<str:token>/code", quote_page_code_view, name="quote_page_code"),
 ]
 
 

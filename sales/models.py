@@ -388,6 +388,10 @@ class Quote(FSMModelMixin, models.Model):
     # Why the mail server refused the email for good (550 no such mailbox): it is not sent
     # again, and staff see why the customer has no email.
     email_error = models.CharField(_("email error"), max_length=200, blank=True, editable=False)
+    # The key of the quote page's link in its email (sales.quote_pages), drawn with the email.
+    page_key = models.CharField(
+        _("page link key"), max_length=32, unique=True, null=True, blank=True, editable=False
+    )
 
     objects = QuoteQuerySet.as_manager()
 

@@ -32,7 +32,7 @@ hypothesis.settings.register_profile("garante", deadline=None)
 hypothesis.settings.load_profile("garante")
 
 # gunicorn_server, sqlite_database; chromium, browser, phone_browser (see their docstrings)
-pytest_plugins = ["tests.servers", "tests.browser"]
+pytest_plugins = ["tests.servers", "tests.browser", "tests.accessibility.axe"]
 
 # What makes a test slow: a real server, worker or process of its own, or a database flushed
 # after it (transaction=True) instead of rolled back. `make test-fast` leaves these out.

@@ -11,6 +11,7 @@ from core.outbound import EMAIL, OutboundRefused, message_send
 from core.transactions import one_at_a_time
 from sales import money
 from sales.models import QUOTE_STATE_LABELS, Quote
+from sales.quote_links import quote_page_key_ensure, quote_page_url
 
 logger = logging.getLogger("garante.sales")
 
@@ -40,6 +41,7 @@ def _quote_email_send(*, quote_id: int) -> bool:
         return False
     if not quote.contact.email:
         return False
+    quote_page_key_ensure(quote)
     with translation.override(quote.company.language), timezone.override(quote.company.tz):
         subject, body = _quote_email(quote)
     # A transient failure (OutboundTransient) is raised: the task retries it; past its
@@ -90,6 +92,8 @@ def _quote_email(quote: Quote) -> tuple[str, str]:
         # the expiry sweep has run, and no longer invites an answer.
         "is_open": state == Quote.State.SENT,
         "state_label": QUOTE_STATE_LABELS[state],
+        # Its page (sales.quote_pages), when the site's public address is set.
+        "page_url": quote_page_url(quote),
     }
     subject = render_to_string("sales/quote_email_subject.txt", context).strip()
     return subject, render_to_string("sales/quote_email.txt", context)

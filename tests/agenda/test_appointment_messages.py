@@ -436,7 +436,11 @@ def test_a_message_links_to_opting_out_of_its_channel_which_a_get_only_asks(
 
     (sms,) = sms_outbox
     assert sms.body.startswith("Peluquería Sol: su cita de Corte de pelo con Marta queda ")
-    assert " a las 10:00. Para no recibir más avisos: https://citas.example.com/" in sms.body
+    # After the link to manage the appointment (agenda.manage_links), the opt-out's.
+    assert " a las 10:00. Para ver, cambiar o cancelar su cita: https://citas.example.com/a/" in (
+        sms.body
+    )
+    assert " Para no recibir más avisos: https://citas.example.com/" in sms.body
     path = opt_out_path(sms.body)
     asked = client.get(path)  # a link scanner, or the customer before choosing
     assert asked.status_code == 200
@@ -586,7 +590,10 @@ def test_the_opt_out_page_is_in_the_companys_language(book_in_lisbon, sms_outbox
     book_in_lisbon()
 
     (sms,) = sms_outbox
-    assert " at 10:00. To stop these messages: https://citas.example.com/" in sms.body
+    assert " at 10:00. To see, change or cancel your appointment: https://citas.example.com/a/" in (
+        sms.body
+    )
+    assert " To stop these messages: https://citas.example.com/" in sms.body
     page = client.get(opt_out_path(sms.body)).content.decode()
     assert "Stop getting confirmations and reminders of your appointments by SMS?" in page
     assert '<html lang="en">' in page

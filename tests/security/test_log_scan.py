@@ -298,10 +298,15 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
                 )
             ]
             assert searched == [200, 401, 401]
-            path = urlsplit(links[0]).path
+            path = urlsplit(next(link for link in links if "/opt-out/" in link)).path
             assert http.get(path).status_code == 200
             assert http.get(path[:-3] + "xyz").status_code == 404
             assert http.post(path).status_code == 200
+            # The link to manage the appointment (agenda.manage_links), opened and altered.
+            manage = urlsplit(next(link for link in links if "/a/" in link)).path
+            assert http.get(manage).status_code == 200
+            assert http.get(manage + "/move").status_code == 200
+            assert http.get(manage[:-3] + "xyz").status_code == 404
         beat = beat_run(database_url=database_url, broker_url=worker.broker_url, directory=tmp_path)
         server.stop()  # every gunicorn worker's lines written out
     logs = {
@@ -318,6 +323,7 @@ def test_no_log_line_of_a_whole_conversation_holds_personal_data_codes_tokens_or
         "the integration token": re.compile(re.escape(integration_token[10:])),
         # Whatever shape a link has: its credential is what follows the route's prefix.
         "an opt-out link": re.compile(r"opt-out/(?!\[)"),
+        "a manage link": re.compile(r"/a/(?!\[)[A-Za-z0-9_-]{8}"),
     }
     for link in links:
         credential = urlsplit(link).path.rsplit("/", 1)[1]
