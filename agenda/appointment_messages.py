@@ -76,7 +76,15 @@ def _channel_for(contact: Contact) -> tuple[str, str]:
     return "", "no phone or email"
 
 
-def _message(appointment: Appointment, kind: str, due_at: datetime, channel: str, why: str):
+def message_channel(contact: Contact) -> tuple[str, str]:
+    """The channel an appointment message to `contact` goes by now, and why there is none:
+    what the admin's confirmation page tells staff before a cancellation."""
+    return _channel_for(contact)
+
+
+def _message(
+    appointment: Appointment, kind: str, due_at: datetime, channel: str, why: str, reason: str = ""
+):
     if why:
         status = Status.NOT_SENT
     else:
@@ -91,11 +99,17 @@ def _message(appointment: Appointment, kind: str, due_at: datetime, channel: str
         status=status,
         error=why,
         queued_at=due_at if status == Status.QUEUED else None,
+        reason=reason,
     )
 
 
 def appointment_messages_after(
-    appointment: Appointment, kind: str, *, now: datetime, reminder_hours: int | None = None
+    appointment: Appointment,
+    kind: str,
+    *,
+    now: datetime,
+    reminder_hours: int | None = None,
+    reason: str = "",
 ) -> None:
     """Write the messages a booking, move or cancellation (`kind`) of `appointment` owes its
     customer, in the caller's transaction, and publish the confirmation once it commits. A
@@ -105,7 +119,8 @@ def appointment_messages_after(
     A move or a cancellation first drops the appointment's messages that have not left (a
     reminder for the old time, a confirmation not yet sent): what is being sent now is
     finished by its worker. A reminder is written only while it can still come before the
-    start (an appointment booked closer than that gets its confirmation alone)."""
+    start (an appointment booked closer than that gets its confirmation alone). `reason`, the
+    one staff gave (plain text, core.reasons), is told in the confirmation."""
     if kind != Kind.BOOKED:
         AppointmentMessage.objects.filter(
             appointment=appointment, status__in=[Status.SCHEDULED, Status.QUEUED, Status.RETRYING]
@@ -115,7 +130,7 @@ def appointment_messages_after(
         )
     contact = appointment.contact
     channel, why = _channel_for(contact)
-    messages = [_message(appointment, kind, now, channel, why)]
+    messages = [_message(appointment, kind, now, channel, why, reason)]
     if kind != Kind.CANCELLED and reminder_hours is not None:
         remind_at = appointment.starts_at - timedelta(hours=reminder_hours)
         if remind_at > now:
@@ -148,8 +163,8 @@ def _local(instant: datetime, company: Company) -> dict[str, str]:
 
 def message_text(message: AppointmentMessage, opt_out_url: str = "") -> tuple[str, str]:
     """The subject (for email) and the text of a message, in the company's language: the
-    company, the service, the professional, and the date and time in the company's zone; and
-    the link that opts out of its channel, if there is one."""
+    company, the service, the professional, and the date and time in the company's zone; the
+    reason staff gave, if any; and the link that opts out of its channel, if there is one."""
     appointment = message.appointment
     company = message.company
     with translation.override(company.language):
@@ -190,6 +205,8 @@ def message_text(message: AppointmentMessage, opt_out_url: str = "") -> tuple[st
             ),
         }[message.kind]
         body %= values
+        if message.reason:
+            body += " " + _g("Motivo: %(reason)s") % {"reason": message.reason.rstrip(".")} + "."
         if opt_out_url:
             body += " " + _g("Para no recibir más avisos: %(url)s") % {"url": opt_out_url}
     return subject % values, body

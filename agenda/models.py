@@ -567,6 +567,8 @@ class AppointmentMessage(models.Model):
         _("opt-out link key"), max_length=32, unique=True, null=True, blank=True, editable=False
     )
     opt_out_until = models.DateTimeField(_("opt-out link valid until"), null=True, blank=True)
+    # The reason staff gave for the change (a cancellation's), told to the customer in it.
+    reason = models.CharField(_("reason"), max_length=300, blank=True)
 
     class Meta:
         verbose_name = _("appointment message")

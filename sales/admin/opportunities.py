@@ -8,6 +8,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from core.admin import (
     CompanyScopedAdmin,
@@ -17,9 +18,10 @@ from core.admin import (
     contact_search_fields,
     staff_scoped,
 )
+from core.admin.confirmation import Confirmation, nothing_sent
 from core.models import Contact
 from sales import money
-from sales.models import Opportunity
+from sales.models import Opportunity, Quote
 from sales.services.opportunities import (
     CLOSED_READ_ONLY,
     opportunity_create,
@@ -32,8 +34,32 @@ from sales.services.opportunities import (
 )
 
 
-class LoseOpportunityForm(forms.Form):
-    reason = forms.CharField(label=_("lost reason"), max_length=300)
+def _lose_effect(opportunity: Opportunity) -> list[str]:
+    """Losing closes it and expires its open quotes (opportunity_lose); nobody is told."""
+    quotes = list(
+        Quote.objects.filter(opportunity=opportunity, state__in=Quote.OPEN_STATES)
+        .order_by("pk")
+        .values_list("reference", flat=True)
+    )
+    effect = [
+        _("%(contact)s · %(amount)s")
+        % {
+            "contact": opportunity.contact,
+            "amount": money.shown(opportunity.amount, opportunity.currency),
+        },
+        _("The opportunity is closed as lost."),
+    ]
+    if quotes:
+        effect.append(
+            ngettext(
+                "Its open quote %(quotes)s expires with it.",
+                "Its %(count)d open quotes expire with it: %(quotes)s.",
+                len(quotes),
+            )
+            % {"count": len(quotes), "quotes": ", ".join(quotes)}
+        )
+    effect.append(nothing_sent(str(opportunity.contact)))
+    return effect
 
 
 class OpportunityForm(forms.ModelForm):
@@ -81,7 +107,18 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         "win": lambda o, user: opportunity_win(opportunity=o, by=user),
         "lose": lambda o, user, reason: opportunity_lose(opportunity=o, reason=reason, by=user),
     }
-    fsm_forms = {"lose": LoseOpportunityForm}
+    fsm_confirmations = {
+        "lose": Confirmation(
+            reasons=[
+                ("price", _("Price")),
+                ("competitor", _("Went with a competitor")),
+                ("no_budget", _("No budget")),
+                ("no_answer", _("No answer from the customer")),
+            ],
+            effect=_lose_effect,
+            bulk_label=_("Mark the selected opportunities lost"),
+        ),
+    }
     list_display = [
         "reference",
         "title",
