@@ -121,6 +121,7 @@ class AppointmentMessageInline(admin.TabularInline):
     fields = [
         "kind",
         "for_time",
+        "reason",
         "channel",
         "masked_destination",
         "status",
