@@ -4,23 +4,32 @@ for a reason; its "Yes" applies the transition through the service with that rea
 the history and told to the customer where they are told (core.admin.confirmation)."""
 
 import re
-from datetime import timedelta
+from datetime import time, timedelta
 
 import pytest
 from django.core import mail
 from django.urls import reverse
+from django.utils import timezone
 from django_fsm_log.models import StateLog
 
 from agenda import clock
-from agenda.models import Appointment, AppointmentMessage
-from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
+from agenda.models import Appointment, AppointmentMessage, Service
+from agenda.services import (
+    appointment_book,
+    appointment_cancel,
+    appointment_reschedule,
+    professional_create,
+)
 from core.models import Contact
 from core.reasons import REASON_MAX_LENGTH
+from core.services import contact_create
 from sales.models import Opportunity, Quote
 from sales.services import QuoteItem, opportunity_create, quote_accept, quote_create
 from support.models import Case
 from support.services import case_resolve, case_start
 from tests.admin_pages import change_form_data, change_url, confirm, confirmation_data
+from tests.factories import ANA_PHONE
+from tests.staff.conftest import midday_timezone
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -458,3 +467,36 @@ def test_an_agent_gets_no_quote_actions_and_cannot_confirm_one(client, sol_day, 
     assert refused.status_code == 403
     quote.refresh_from_db()
     assert quote.state == Quote.State.SENT
+
+
+def test_a_reason_from_the_list_is_told_in_the_companys_language_not_the_staff_members(
+    client, make_company, make_staff, sms_outbox
+):
+    sun = make_company(name="Sun Salon", timezone=midday_timezone(), language="en")
+    service = Service.objects.create(company=sun, name="Haircut", duration_minutes=30)
+    professional = professional_create(
+        company=sun,
+        display_name="Marta",
+        services=[service],
+        weekly_hours=[(d, time(0), time(23, 59)) for d in range(7)],
+    )
+    ana = contact_create(company=sun, first_name="Ana", phone=ANA_PHONE)
+    starts = (timezone.now() + timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
+    appointment = appointment_book(
+        company=sun,
+        contact=ana,
+        service=service,
+        professional=professional,
+        starts_at=starts,
+        created_via=Appointment.Via.STAFF,
+        enforce_customer_rules=False,
+    )
+    client.force_login(make_staff("agent.sun", sun, "agent"))
+
+    _url, page = opened(client, appointment, "cancel")  # the staff member reads Spanish
+    confirm(client, appointment, "cancel", "customer_asked")
+
+    assert "A petición del cliente" in page.content.decode()
+    assert notes(appointment) == [("cancel", "At the customer's request")]
+    (sms,) = [s.body for s in sms_outbox if "cancelled" in s.body]
+    assert "Reason: At the customer's request." in sms
