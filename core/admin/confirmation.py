@@ -42,6 +42,9 @@ from core.reasons import REASON_MAX_LENGTH, reason_normalized, reason_problem
 
 OTHER = "other"
 CONFIRM_TEMPLATE = "admin/garante/confirm_transition.html"
+# A page lists every record it confirms, each with its effect, for staff to read: "select all"
+# over thousands of rows would be a page nobody reads, so larger selections are refused.
+BULK_LIMIT = 100
 
 
 @dataclass(frozen=True)
@@ -238,6 +241,14 @@ class ConfirmedTransitionsAdmin:
         """First the page for the records selected (those the action does not apply to are
         listed apart, left as they are); then, posted from it, each record confirmed."""
         confirmation = self.fsm_confirmations[name]
+        if queryset.count() > BULK_LIMIT:
+            self.message_user(
+                request,
+                _("Choose at most %(limit)d records at a time: each is listed to be read.")
+                % {"limit": BULK_LIMIT},
+                messages.ERROR,
+            )
+            return None
         records, skipped = [], []
         for obj in queryset.order_by("pk"):
             record = self._record(obj, confirmation, name)

@@ -20,6 +20,7 @@ from agenda.services import (
     appointment_reschedule,
     professional_create,
 )
+from core.admin import confirmation
 from core.models import Contact
 from core.reasons import REASON_MAX_LENGTH
 from core.services import contact_create
@@ -334,6 +335,27 @@ def test_the_list_action_with_a_bad_reason_shows_the_page_again_and_does_nothing
     assert "Escriba el motivo como texto sin formato" in response.content.decode()
     sol_day.appointment.refresh_from_db()
     assert sol_day.appointment.state == Appointment.State.SCHEDULED
+
+
+def test_a_selection_larger_than_a_page_can_list_is_refused(client, sol_day, agent, monkeypatch):
+    monkeypatch.setattr(confirmation, "BULK_LIMIT", 1)
+    listing = reverse("admin:agenda_appointment_changelist")
+    client.force_login(agent)
+
+    response = client.post(
+        listing,
+        {
+            "action": "confirm_cancel",
+            "_selected_action": [sol_day.appointment.pk, book_another(sol_day).pk],
+            "index": "0",
+        },
+        follow=True,
+    )
+
+    assert messages_of(response) == [
+        "Elija como máximo 1 registros a la vez: cada uno se lista para leerlo."
+    ]
+    assert not Appointment.objects.filter(state=Appointment.State.CANCELLED).exists()
 
 
 def test_staff_of_another_company_cannot_confirm_by_url(client, sol_day, luna_agent):
