@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm import FSMField, FSMModelMixin, transition
 from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 
-from core.models import Company, Contact, Conversation
+from core.models import BearerCredential, Company, Contact, Conversation
 
 # Upper bounds that keep one appointment (duration plus buffers) well under a day, so a window
 # query can bound its index range scan (MAX_BLOCKED_SPAN).
@@ -268,6 +268,16 @@ class AgendaSettings(models.Model):
             "An appointment booked later than that gets only its confirmation."
         ),
     )
+    # A feed's URL ends up in calendar apps and on phones that others may see; customers'
+    # contact details leave Garante through it only when the company says so.
+    feed_shows_contact_details = models.BooleanField(
+        _("calendar feeds show customers' phone and email"),
+        default=False,
+        help_text=_(
+            "Off: a calendar feed's events name the customer by first name only. On: they "
+            "also carry the customer's phone and email."
+        ),
+    )
 
     class Meta:
         verbose_name = _("agenda settings")
@@ -396,6 +406,9 @@ class Appointment(FSMModelMixin, models.Model):
     )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
+    # Calendar clients replace a subscribed event only when its SEQUENCE grows (RFC 5545
+    # 3.8.7.4): the transitions that move or cancel it bump this.
+    sequence = models.PositiveIntegerField(_("revision"), default=0, editable=False)
 
     class Meta:
         verbose_name = _("appointment")
@@ -446,7 +459,7 @@ class Appointment(FSMModelMixin, models.Model):
         custom={"label": _("Cancel")},
     )
     def cancel(self, *, by: Any = None, description: str | None = None) -> None:
-        pass
+        self.sequence += 1
 
     @fsm_log_by
     @fsm_log_description
@@ -494,6 +507,7 @@ class Appointment(FSMModelMixin, models.Model):
         self.ends_at = ends_at
         self.blocked_from = blocked_from
         self.blocked_until = blocked_until
+        self.sequence += 1
 
 
 class AppointmentMessage(models.Model):
@@ -594,3 +608,33 @@ class AppointmentMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} · {self.get_status_display()}"
+
+
+class CalendarFeed(BearerCredential):
+    """A secret calendar (ICS) URL for one professional's appointments, or for the whole
+    company's when `professional` is empty (agenda.feeds). Its token is the URL's only
+    credential: shown once, stored hashed, regenerated or revoked in the admin through
+    core.credentials, like any bearer credential."""
+
+    company = models.ForeignKey(
+        Company,
+        on_delete=models.CASCADE,
+        related_name="calendar_feeds",
+        verbose_name=_("company"),
+    )
+    professional = models.ForeignKey(
+        Professional,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="calendar_feeds",
+        verbose_name=_("professional"),
+        help_text=_("Empty: every professional of the company."),
+    )
+
+    TOKEN_PREFIX = "cal_"
+    ISSUE_FIELDS = ("professional",)
+
+    class Meta:
+        verbose_name = _("calendar feed")
+        verbose_name_plural = _("calendar feeds")

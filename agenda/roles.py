@@ -1,5 +1,6 @@
 """Agenda's models in the staff roles (core.roles): agents book, cancel and mark
-appointments; supervisors also run the services, professionals and their schedules."""
+appointments; supervisors also run the services, professionals and their schedules, and the
+calendar feeds (whose events name customers)."""
 
 from core.roles import staff_grants
 
@@ -10,8 +11,8 @@ staff_grants(
     agent_view=[*_SCHEDULES, "appointment"],
     agent_add=["appointment"],
     agent_change=["appointment"],
-    supervisor_view=["agendasettings"],
-    supervisor_add=_SCHEDULES,
-    supervisor_change=[*_SCHEDULES, "agendasettings"],
+    supervisor_view=["agendasettings", "calendarfeed"],
+    supervisor_add=[*_SCHEDULES, "calendarfeed"],
+    supervisor_change=[*_SCHEDULES, "agendasettings", "calendarfeed"],
     supervisor_delete=["workinghours", "timeoff"],
 )

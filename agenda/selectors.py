@@ -1,5 +1,7 @@
-"""Reads of the agenda: catalogue, professionals, settings and a customer's appointments."""
+"""Reads of the agenda: catalogue, professionals, settings, a customer's appointments and a
+calendar feed's."""
 
+import hmac
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -7,7 +9,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Case, F, Q, QuerySet, When
+from django.db.models import Case, Count, F, Q, QuerySet, When
 from django.utils.translation import gettext_lazy as _
 
 from agenda import clock
@@ -15,6 +17,8 @@ from agenda.models import (
     MAX_BLOCKED_SPAN,
     AgendaSettings,
     Appointment,
+    AppointmentMessage,
+    CalendarFeed,
     Professional,
     Service,
     TimeOff,
@@ -246,4 +250,102 @@ def appointments_within_time_off(*, time_off: TimeOff) -> QuerySet[Appointment]:
         )
         .select_related("contact")
         .order_by("starts_at")
+    )
+
+
+@dataclass(frozen=True)
+class ContactAppointments:
+    """A contact's appointments for their file: the counts, the next ones and the last ones."""
+
+    total: int
+    upcoming_total: int
+    upcoming: list[Appointment]
+    past: list[Appointment]
+
+
+def contact_appointments_file(
+    *, contact: Contact, now: datetime, limit: int
+) -> ContactAppointments:
+    """The contact's appointments: how many, and how many are upcoming (scheduled, not yet
+    over at `now`) in one query; the `limit` soonest upcoming, and the `limit` latest of the
+    rest (past, cancelled, attended, no-show), most recent first."""
+    appointments = Appointment.objects.filter(company_id=contact.company_id, contact=contact)
+    upcoming = Q(state=Appointment.State.SCHEDULED, ends_at__gt=now)
+    counts = appointments.aggregate(total=Count("pk"), upcoming=Count("pk", filter=upcoming))
+    shown = appointments.select_related("service", "professional")
+    return ContactAppointments(
+        total=counts["total"],
+        upcoming_total=counts["upcoming"],
+        upcoming=list(shown.filter(upcoming).order_by("starts_at", "pk")[:limit]),
+        past=list(shown.exclude(upcoming).order_by("-starts_at", "-pk")[:limit]),
+    )
+
+
+def contact_appointment_messages_file(
+    *, contact: Contact, limit: int
+) -> tuple[int, list[AppointmentMessage]]:
+    """How many messages the contact was sent (or is to be sent) about their appointments, and
+    the `limit` newest, with their appointment."""
+    messages = AppointmentMessage.objects.filter(
+        company_id=contact.company_id, appointment__contact=contact
+    )
+    latest = messages.select_related("appointment").order_by("-created_at", "-pk")[:limit]
+    return messages.count(), list(latest)
+
+
+# A calendar feed shows this much of the past and of the future: enough for a professional to
+# look back over the month and plan the year, and a bounded read however old the agenda is.
+FEED_PAST = timedelta(days=30)
+FEED_AHEAD = timedelta(days=366)
+# At most this many events (the earliest of the window): a calendar app polls the feed every
+# few minutes to hours, and a company's year beyond this is not one calendar's worth.
+FEED_MAX_EVENTS = 5000
+
+
+def calendar_feed_find(token: str) -> CalendarFeed | None:
+    """The calendar feed whose token this is, revoked or not (the page says which), with its
+    company and professional; None for a token that was never issued."""
+    token_hash = CalendarFeed.hash_token(token)
+    feed = (
+        CalendarFeed.objects.select_related("company", "professional")
+        .filter(token_hash=token_hash)
+        .first()
+    )
+    if feed is None or not hmac.compare_digest(feed.token_hash, token_hash):
+        return None
+    return feed
+
+
+def appointments_for_feed(*, feed: CalendarFeed, now: datetime) -> list[Appointment]:
+    """The feed's appointments in every state that start within its window around `now`,
+    earliest first, at most FEED_MAX_EVENTS: its professional's, or its whole company's. One
+    query, whatever the size of the agenda (a range scan of the start index, or of the
+    professional's blocked-time index bounded by MAX_BLOCKED_SPAN)."""
+    start, end = now - FEED_PAST, now + FEED_AHEAD
+    appointments = Appointment.objects.filter(
+        company_id=feed.company_id, starts_at__gte=start, starts_at__lt=end
+    )
+    if feed.professional_id is not None:
+        appointments = appointments.filter(
+            professional_id=feed.professional_id,
+            blocked_from__gte=start - MAX_BLOCKED_SPAN,
+            blocked_from__lt=end,
+        )
+    return list(
+        appointments.select_related("service", "professional", "contact")
+        .only(
+            "reference",
+            "starts_at",
+            "ends_at",
+            "state",
+            "sequence",
+            "created_at",
+            "updated_at",
+            "service__name",
+            "professional__display_name",
+            "contact__first_name",
+            "contact__phone",
+            "contact__email",
+        )
+        .order_by("starts_at", "pk")[:FEED_MAX_EVENTS]
     )

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from django.views import defaults
 
-from agenda.views import appointment_messages_opt_out
+from agenda.views import appointment_messages_opt_out, calendar_feed
 from core.boundary import error_response
 from core.metrics import metrics_view
 from core.middleware import api_of
@@ -28,6 +28,7 @@ urlpatterns = [
         appointment_messages_opt_out,
         name="appointment_messages_opt_out",
     ),
+    path("calendar/<str:token>.ics", calendar_feed, name="calendar_feed"),
 ]
 
 

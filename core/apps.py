@@ -11,6 +11,7 @@ class CoreConfig(AppConfig):
         from core import signals  # noqa: F401  (connects the receivers)
         from core.idempotency import admin  # noqa: F401  (not core.admin's: it imports that)
 
-        # Each app declares its own staff grants (`roles`, core.roles) and landing-page panels
-        # (`dashboard`, core.dashboard), found the way the admin finds `admin` modules.
-        autodiscover_modules("roles", "dashboard")
+        # Each app declares its own staff grants (`roles`, core.roles), landing-page panels
+        # (`dashboard`, core.dashboard) and sections of the customer's file (`contact_file`,
+        # core.contact_file), found the way the admin finds `admin` modules.
+        autodiscover_modules("roles", "dashboard", "contact_file")

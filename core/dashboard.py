@@ -17,6 +17,7 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from core.models import Company, GatewayCredential, SecurityEvent, VerificationChallenge
 
@@ -25,6 +26,10 @@ PANEL_ROWS = 10
 
 @dataclass
 class Panel:
+    """One panel. Each row is a dict: `cells`, `company`, `url` (the second cell links to it)
+    and, for a row that needs someone now (a lead nobody took in time, a burst on a credential
+    still active), `highlight: True`. An `alert` panel stands out whole, at the top."""
+
     key: str
     title: str
     columns: list[str]
@@ -32,6 +37,7 @@ class Panel:
     total: int = 0
     more_url: str = ""
     empty: str = ""
+    alert: bool = False
 
 
 # A panel: given the request, the companies shown (None: all) and the instant, a Panel, or None
@@ -85,6 +91,18 @@ def local_time(instant: datetime, company: Company) -> str:
     return formats.time_format(instant.astimezone(company.tz), "TIME_FORMAT")
 
 
+def age_shown(age: timedelta) -> str:
+    """How long something has waited, as a queue reads it: days, hours on its first day,
+    minutes in its first hour."""
+    if age >= timedelta(days=1):
+        return ngettext("%(n)d day", "%(n)d days", age.days) % {"n": age.days}
+    if age >= timedelta(hours=1):
+        hours = int(age.total_seconds() // 3600)
+        return ngettext("%(n)d hour", "%(n)d hours", hours) % {"n": hours}
+    minutes = max(0, int(age.total_seconds() // 60))
+    return ngettext("%(n)d minute", "%(n)d minutes", minutes) % {"n": minutes}
+
+
 def can_view(request: HttpRequest, model: type[Model]) -> bool:
     opts = model._meta
     return request.user.has_perm(f"{opts.app_label}.view_{opts.model_name}")
@@ -110,11 +128,62 @@ def recent_security_events(request: HttpRequest, company_ids: list[int] | None, 
             {
                 "url": change_url(e),
                 "company": e.company.name,
+                "highlight": e.kind == SecurityEvent.Kind.IDENTIFICATION_BURST,
                 "cells": [
                     local_datetime(e.created_at, e.company),
                     e.get_kind_display(),
                     e.conversation_key[:40],
                     str(e.contact) if e.contact_id else "—",
+                ],
+            }
+        )
+    return panel
+
+
+@dashboard_panel(position=5)
+def security_alerts(request: HttpRequest, company_ids: list[int] | None, now: datetime):
+    """Bursts of failed identifications in the last 7 days on gateway credentials still
+    active: someone may be enumerating customers through them, and only revoking the
+    credential stops it. Shown at the top, and only while there is one."""
+    if not can_view(request, SecurityEvent):
+        return None
+    active = scoped(GatewayCredential.objects.all(), company_ids).filter(revoked_at__isnull=True)
+    queryset = scoped(SecurityEvent.objects.all(), company_ids).filter(
+        kind=SecurityEvent.Kind.IDENTIFICATION_BURST,
+        created_at__gte=now - timedelta(days=7),
+        credential__in=active,
+    )
+    events = list(queryset.select_related("company", "credential").order_by("-created_at"))
+    if not events:
+        return None
+    may_see_credentials = can_view(request, GatewayCredential)
+    panel = Panel(
+        key="security_alerts",
+        title=_("Security alerts: credentials under a burst of failed identifications"),
+        columns=[_("when"), _("credential"), _("failures"), _("what to do")],
+        total=len(events),
+        more_url=changelist_url(SecurityEvent, "kind__exact=identification_burst"),
+        alert=True,
+    )
+    for e in events[:PANEL_ROWS]:
+        detail = e.detail if isinstance(e.detail, dict) else {}
+        panel.rows.append(
+            {
+                # Those who may revoke land on the credential, the others on the event.
+                "url": change_url(e.credential) if may_see_credentials else change_url(e),
+                "company": e.company.name,
+                "highlight": True,
+                "cells": [
+                    local_datetime(e.created_at, e.company),
+                    str(e.credential),
+                    _("%(failures)s in %(minutes)s min")
+                    % {
+                        "failures": detail.get("failures", "?"),
+                        "minutes": detail.get("window_minutes", "?"),
+                    },
+                    _("Revoke it if the traffic is not yours")
+                    if may_see_credentials
+                    else _("Tell an administrator"),
                 ],
             }
         )

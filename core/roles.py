@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 from django.apps import apps as global_apps
 from django.apps.registry import Apps
+from django.contrib.auth import get_user_model
 from django.contrib.auth.management import create_permissions
 from django.contrib.auth.models import AbstractBaseUser, Group, Permission
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from core.models import Company, StaffMembership
@@ -86,6 +87,45 @@ def role_permission_keys(role: str) -> set[tuple[str, str]] | None:
     if role == StaffMembership.Role.ADMIN:
         return None
     raise ValueError(f"unknown role {role!r}")
+
+
+def roles_granting(permission: str) -> list[str]:
+    """The roles whose group holds `permission` ("app_label.codename"), as declared in code:
+    whom a company's work of a kind is for (its sales staff: the roles that run the pipeline)."""
+    app_label, _, codename = permission.partition(".")
+    found = []
+    for role in ROLES:
+        keys = role_permission_keys(role)
+        if keys is None:
+            granted = app_label in staff_apps() and (app_label, codename) not in _ADMIN_EXCLUDED
+        else:
+            granted = (app_label, codename) in keys
+        if granted:
+            found.append(role)
+    return found
+
+
+def staff_with_permission(*, permission: str, company_ids: Iterable[int] | None) -> QuerySet:
+    """The active staff users who may do `permission` ("app_label.codename") in one of
+    `company_ids` (None: any company), by the rule of `staff_company_ids`: their role in
+    that company grants it, or they hold it themselves or through a custom group. Whom a
+    company's work of a kind is for (its sales staff: those who may change opportunities)."""
+    app_label, _, codename = permission.partition(".")
+    memberships = StaffMembership.objects.all()
+    if company_ids is not None:
+        memberships = memberships.filter(company_id__in=list(company_ids))
+    User = get_user_model()
+    held = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
+    custom_groups = Group.objects.filter(permissions__in=held).exclude(name__in=ROLES)
+    return User.objects.filter(is_active=True, pk__in=memberships.values("user_id")).filter(
+        Q(pk__in=memberships.filter(role__in=roles_granting(permission)).values("user_id"))
+        | Q(
+            pk__in=User.user_permissions.through.objects.filter(permission__in=held).values(
+                "user_id"
+            )
+        )
+        | Q(pk__in=User.groups.through.objects.filter(group__in=custom_groups).values("user_id"))
+    )
 
 
 def role_groups_sync(*, apps: Apps = global_apps, using: str = DEFAULT_DB_ALIAS) -> None:

@@ -1,20 +1,21 @@
-"""Telling a company's staff about a security event that needs them: a burst of failed
-identifications on one of its gateway credentials (core.identity), a contact whose daily budget
-of wrong verification codes is spent (core.verification.budget), to all its staff; its hourly
-SMS budget reached (core.sms_policy), to its administrators."""
+"""Telling a company's staff about a security event that needs them: a contact whose daily
+budget of wrong verification codes is spent (core.verification.budget), to all its staff; a
+burst of failed identifications on one of its gateway credentials (core.identity) and its
+hourly SMS budget reached (core.sms_policy), to its administrators, who alone may revoke the
+credential or change the budget (the burst's email links to the credential's page)."""
 
 import logging
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.core.mail import EmailMessage
 from django.db import transaction
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from core.jobs import task_named
-from core.mail import smtp_error_is_transient, smtp_error_summary
+from core.mail import admin_link, staff_email_send
 from core.models import SecurityEvent, StaffMembership
 from core.transactions import one_at_a_time
 
@@ -26,9 +27,13 @@ NOTIFIED_KINDS = (
     SecurityEvent.Kind.WRONG_CODES_BUDGET_SPENT,
     SecurityEvent.Kind.SMS_BUDGET_REACHED,
 )
-# Those only the company's administrators are emailed about: what they alone may change in
-# the admin (the company's SMS settings).
-ADMINS_ONLY_KINDS = (SecurityEvent.Kind.SMS_BUDGET_REACHED,)
+# Those only the company's administrators are emailed about: what they alone may act on in
+# the admin (gateway credentials, the company's SMS settings). Telling everyone else of a
+# credential they cannot see only asks them to do what they cannot.
+ADMINS_ONLY_KINDS = (
+    SecurityEvent.Kind.IDENTIFICATION_BURST,
+    SecurityEvent.Kind.SMS_BUDGET_REACHED,
+)
 # A notice still unsent this long after its event is taken for lost (the broker was down at
 # commit) and enqueued again by the sweep, for as long as the window lasts.
 NOTICE_GRACE = timedelta(minutes=2)
@@ -79,7 +84,19 @@ def _notice_text(event: SecurityEvent) -> tuple[str, str]:
     subject = _("Security alert: failed identifications on %(credential)s") % {
         "credential": event.credential.name if event.credential else "-"
     }
-    return subject, render_to_string("core/email/identification_burst.txt", {"event": event})
+    links = {}
+    if event.credential_id is not None:
+        links = {
+            "credential_url": admin_link(
+                reverse("admin:core_gatewaycredential_change", args=[event.credential_id])
+            ),
+            "revoke_url": admin_link(
+                reverse("admin:core_gatewaycredential_revoke", args=[event.credential_id])
+            ),
+        }
+    return subject, render_to_string(
+        "core/email/identification_burst.txt", {"event": event, **links}
+    )
 
 
 def security_event_staff_notify(*, event_id: int) -> int:
@@ -107,24 +124,13 @@ def security_event_staff_notify(*, event_id: int) -> int:
             return 0
         with translation.override(event.company.language):
             subject, body = _notice_text(event)
-        subject = " ".join(subject.split())[:200]
-        message = EmailMessage(
-            subject=subject,
-            body=body,
-            bcc=recipients,
-            headers={"To": "undisclosed-recipients:;"},
-        )
-        try:
-            sent = message.send()
-        except OSError as exc:  # SMTPException is one
-            if smtp_error_is_transient(exc):
-                raise
-            error = smtp_error_summary(exc)
+        error = staff_email_send(subject=subject, body=body, recipients=recipients)
+        if error:
             logger.error("security event %s: staff email refused for good (%s)", event_id, error)
             _notified(event, error=error)
             return 0
         _notified(event)
-        return sent
+        return 1
 
 
 def _notified(event: SecurityEvent, *, error: str = "") -> None:

@@ -6,7 +6,15 @@ from datetime import datetime
 from django.db import DEFAULT_DB_ALIAS
 
 from core.credentials.selectors import credential_find, credential_touch
-from core.models import Company, GatewayCredential
+from core.models import (
+    Company,
+    Contact,
+    Conversation,
+    GatewayCredential,
+    OutboxMessage,
+    SecurityEvent,
+    VerificationChallenge,
+)
 from core.process_cache import ProcessCache
 
 _COMPANY_FIELDS = tuple(f.attname for f in Company._meta.concrete_fields)
@@ -56,3 +64,36 @@ def _authenticate_in_database(token_hash: str) -> tuple[int, _Authenticated] | N
         company_values=tuple(getattr(company, name) for name in _COMPANY_FIELDS),
         last_used_at=credential.last_used_at,
     )
+
+
+# The customer's file (core.contact_file): each kind's count in one query, and its latest rows.
+
+
+def contact_conversations_file(*, contact: Contact, limit: int) -> tuple[int, list[Conversation]]:
+    """How many conversations the contact identified in, and the `limit` last seen."""
+    conversations = Conversation.objects.filter(company_id=contact.company_id, contact=contact)
+    return conversations.count(), list(conversations.order_by("-last_seen_at", "-pk")[:limit])
+
+
+def contact_codes_file(*, contact: Contact, limit: int) -> tuple[int, list[VerificationChallenge]]:
+    """How many verification codes were issued to the contact, and the `limit` newest."""
+    codes = VerificationChallenge.objects.filter(company_id=contact.company_id, contact=contact)
+    return codes.count(), list(codes.order_by("-created_at", "-pk")[:limit])
+
+
+def contact_security_events_file(
+    *, contact: Contact, limit: int
+) -> tuple[int, list[SecurityEvent]]:
+    """How many security events name the contact as the conversation's identified contact,
+    and the `limit` newest."""
+    events = SecurityEvent.objects.filter(company_id=contact.company_id, contact=contact)
+    return events.count(), list(events.order_by("-created_at", "-pk")[:limit])
+
+
+def contact_outbox_file(*, contact: Contact, limit: int) -> tuple[int, list[OutboxMessage]]:
+    """What a sandbox company kept in its outbox for the contact's phone or email (every
+    message to a customer of a sandbox lands there, core.outbound): how many, the `limit`
+    newest."""
+    destinations = [d for d in (contact.phone, contact.email) if d]
+    kept = OutboxMessage.objects.filter(company_id=contact.company_id, destination__in=destinations)
+    return kept.count(), list(kept.order_by("-created_at", "-pk")[:limit])

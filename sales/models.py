@@ -214,6 +214,9 @@ class Opportunity(FSMModelMixin, models.Model):
         related_name="sales_opportunities",
         verbose_name=_("owner"),
     )
+    # When the current owner took it (a lead waits, highlighted past the company's pickup
+    # time, until someone does: sales.selectors.leads_waiting).
+    assigned_at = models.DateTimeField(_("assigned"), null=True, blank=True, editable=False)
     lost_reason = models.CharField(_("lost reason"), max_length=300, blank=True)
     conversation = models.ForeignKey(
         Conversation,
@@ -226,6 +229,14 @@ class Opportunity(FSMModelMixin, models.Model):
     state = FSMField(_("stage"), default=State.NEW, choices=State.choices, protected=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     closed_at = models.DateTimeField(_("closed"), null=True, blank=True, editable=False)
+    # The sales staff's email about the new opportunity (sales.services.lead_notice): sent
+    # once after commit, or refused for good with the reason kept; the sweep resends the rest.
+    team_notified_at = models.DateTimeField(
+        _("sales staff notified"), null=True, blank=True, editable=False
+    )
+    team_notice_error = models.CharField(
+        _("sales staff email error"), max_length=200, blank=True, editable=False
+    )
 
     class Meta:
         verbose_name = _("opportunity")
@@ -561,3 +572,30 @@ class StockReservation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.quantity} x {self.product_id} ({self.state})"
+
+
+class SalesSettings(models.Model):
+    """A company's sales rules; created with these defaults the first time they are needed."""
+
+    # A lead that came in this morning should be called back today: half a working day.
+    DEFAULT_LEAD_PICKUP_HOURS = 4
+
+    company = models.OneToOneField(
+        Company, on_delete=models.CASCADE, related_name="sales_settings", verbose_name=_("company")
+    )
+    lead_pickup_hours = models.PositiveSmallIntegerField(
+        _("lead pickup time (hours)"),
+        default=DEFAULT_LEAD_PICKUP_HOURS,
+        validators=[MinValueValidator(1), MaxValueValidator(24 * 30)],
+        help_text=_(
+            "A new lead nobody has taken this many hours after it came in is highlighted on "
+            "the dashboard and in the opportunities list."
+        ),
+    )
+
+    class Meta:
+        verbose_name = _("sales settings")
+        verbose_name_plural = _("sales settings")
+
+    def __str__(self) -> str:
+        return str(self.company)

@@ -1,11 +1,23 @@
-"""Reads of sales: the current price list, the catalog search, a contact's quotes."""
+"""Reads of sales: the current price list, the catalog search, a contact's quotes, the
+company's sales staff and the leads waiting for one of them."""
 
 import operator
+from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import reduce
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -13,7 +25,12 @@ from core.errors import NotFound
 from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
-from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote
+from core.roles import staff_with_permission
+from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, SalesSettings
+
+# Who the company's sales staff are: those who may run its pipeline (change opportunities:
+# by role, supervisors and administrators, sales/roles.py; agents only see it).
+SALES_STAFF_PERMISSION = "sales.change_opportunity"
 
 
 def price_list_current(*, company: Company, at: datetime | None = None) -> PriceList | None:
@@ -134,4 +151,94 @@ def opportunity_pipeline(*, company: Company) -> QuerySet[Opportunity]:
     """The company's open opportunities, oldest first: the sales team's work queue."""
     return Opportunity.objects.filter(company=company, state__in=Opportunity.OPEN_STATES).order_by(
         "created_at", "pk"
+    )
+
+
+# The customer's file (core.contact_file): each kind's counts in one query, and its latest rows.
+# An accepted quote is an order (docs/sales.md): the file shows orders apart from quotes.
+ORDER_STATES = (Quote.State.ACCEPTED, Quote.State.DELIVERED, Quote.State.CANCELLED)
+
+
+def contact_quotes_file(
+    *, contact: Contact, now: datetime, limit: int, orders: bool
+) -> tuple[int, int, list[Quote]]:
+    """The contact's quotes (`orders=False`: never accepted, sent or not) or orders (accepted,
+    delivered or cancelled after acceptance): how many, and how many are still open (a quote
+    that can still be answered at `now`, an order not yet delivered or cancelled), and the
+    `limit` newest."""
+    quotes = Quote.objects.filter(company_id=contact.company_id, contact=contact)
+    if orders:
+        quotes = quotes.filter(state__in=ORDER_STATES)
+        open_ = Q(state=Quote.State.ACCEPTED)
+    else:
+        quotes = quotes.exclude(state__in=ORDER_STATES)
+        open_ = Q(state__in=Quote.OPEN_STATES, valid_until__gt=now)
+    counts = quotes.aggregate(total=Count("pk"), open=Count("pk", filter=open_))
+    latest = list(quotes.order_by("-created_at", "-pk")[:limit])
+    return counts["total"], counts["open"], latest
+
+
+def contact_quote_emails_file(*, contact: Contact, limit: int) -> tuple[int, list[Quote]]:
+    """The contact's quotes that were emailed to them: how many, and the `limit` last emailed."""
+    emailed = Quote.objects.filter(
+        company_id=contact.company_id, contact=contact, emailed_at__isnull=False
+    )
+    return emailed.count(), list(emailed.order_by("-emailed_at", "-pk")[:limit])
+
+
+def contact_opportunities_file(
+    *, contact: Contact, limit: int
+) -> tuple[int, int, list[Opportunity]]:
+    """The contact's opportunities: how many, how many are open, and the `limit` newest."""
+    opportunities = Opportunity.objects.filter(company_id=contact.company_id, contact=contact)
+    counts = opportunities.aggregate(
+        total=Count("pk"), open=Count("pk", filter=Q(state__in=Opportunity.OPEN_STATES))
+    )
+    latest = list(opportunities.order_by("-created_at", "-pk")[:limit])
+    return counts["total"], counts["open"], latest
+
+
+def sales_staff(*, company_ids: Iterable[int] | None) -> QuerySet:
+    """The active sales staff (users) of the companies (None: of any), by username: whom
+    their leads are for, and whom they may be assigned to."""
+    return staff_with_permission(
+        permission=SALES_STAFF_PERMISSION, company_ids=company_ids
+    ).order_by("username")
+
+
+def sales_settings_for(*, company: Company) -> SalesSettings:
+    """The company's sales settings; the row is created with defaults the first time."""
+    settings, _created = SalesSettings.objects.get_or_create(company=company)
+    return settings
+
+
+# A lead waits while it is new and nobody owns it.
+LEAD_WAITING = Q(state=Opportunity.State.NEW, owner__isnull=True)
+
+
+def lead_overdue_filter(*, now: datetime) -> Q:
+    """The leads nobody took within their company's pickup time (SalesSettings, or its
+    default for a company that never set one), as a filter. Grouped by pickup time, of which
+    companies use few, so the filter stays a handful of ranges on the created_at column."""
+    default = SalesSettings.DEFAULT_LEAD_PICKUP_HOURS
+    custom = defaultdict(list)
+    for company_id, hours in SalesSettings.objects.exclude(lead_pickup_hours=default).values_list(
+        "company_id", "lead_pickup_hours"
+    ):
+        custom[hours].append(company_id)
+    customised = [company_id for ids in custom.values() for company_id in ids]
+    late = Q(created_at__lte=now - timedelta(hours=default)) & ~Q(company_id__in=customised)
+    for hours, company_ids in custom.items():
+        late |= Q(company_id__in=company_ids, created_at__lte=now - timedelta(hours=hours))
+    return LEAD_WAITING & late
+
+
+def opportunities_with_lead_overdue(queryset: QuerySet, *, now: datetime) -> QuerySet:
+    """`queryset` with `lead_overdue`: whether each is a lead nobody took in time."""
+    return queryset.annotate(
+        lead_overdue=Case(
+            When(lead_overdue_filter(now=now), then=Value(True)),
+            default=Value(False),
+            output_field=BooleanField(),
+        )
     )

@@ -3,10 +3,11 @@
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.admin import (
@@ -19,8 +20,9 @@ from core.admin import (
 from core.admin.confirmation import Confirmation, nothing_sent
 from core.models import StaffMembership
 from core.roles import staff_company_ids
-from support import services
-from support.models import Case, CaseComment, SupportSettings
+from support import selectors, services
+from support.case_messages import reason_shown
+from support.models import Case, CaseComment, CaseMessage, SupportSettings
 
 
 class AssigneeFilter(admin.SimpleListFilter):
@@ -86,16 +88,53 @@ class CaseAdminForm(forms.ModelForm):
         return data
 
 
+class CommentVisibilityField(forms.TypedChoiceField):
+    """Internal note or public reply, as two radio buttons; a note unless chosen otherwise."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            choices=[
+                (False, _("Internal note (staff only)")),
+                (True, _("Public reply (emailed or texted to the customer)")),
+            ],
+            coerce=lambda value: value in (True, "True"),
+            empty_value=False,
+            required=False,
+            initial=False,
+            widget=forms.RadioSelect,
+            label=_("Send as"),
+            **kwargs,
+        )
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        # The choice alone is no new comment: the empty form under the thread is left out of
+        # the save unless something is written in it.
+        return False
+
+
+class CaseCommentForm(forms.ModelForm):
+    public = CommentVisibilityField()
+
+    class Meta:
+        model = CaseComment
+        fields = ["body", "public"]
+
+
 class CaseCommentInline(admin.StackedInline):
-    """Comments in order; new ones are added through the service, old ones never edited."""
+    """The thread, oldest first, each message marked public or internal; new ones are added
+    through the service (a public one is sent to the customer), old ones never edited."""
 
     model = CaseComment
+    form = CaseCommentForm
     extra = 1
     can_delete = False
     fields = ["author", "created_at", "body", "public"]
     readonly_fields = ["author", "created_at"]
     verbose_name = _("comment")
-    verbose_name_plural = _("comments (public ones are read by the customer)")
+    verbose_name_plural = _("conversation with the customer (public replies are sent to them)")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).select_related("author_user", "author_contact")
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -103,12 +142,6 @@ class CaseCommentInline(admin.StackedInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # No comments before the case exists (add form) or after it closed (terminal).
         return obj is not None and obj.state != Case.State.CLOSED
-
-    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
-        formset = super().get_formset(request, obj, **kwargs)
-        # Staff notes default to internal: making a comment public is a deliberate act.
-        formset.form.base_fields["public"].initial = False
-        return formset
 
     @admin.display(description=_("author"))
     def author(self, comment: CaseComment) -> str:
@@ -135,6 +168,77 @@ CLOSE_CONFIRMATION = Confirmation(
     effect=_close_effect,
     bulk_label=_("Close the selected cases"),
 )
+
+
+class CaseMessageInline(admin.TabularInline):
+    """What the customer was sent about this case (support.case_messages), each with its
+    delivery state: read-only, oldest first."""
+
+    model = CaseMessage
+    extra = 0
+    can_delete = False
+    fields = ["kind", "reply", "channel", "masked_destination", "status", "sent", "attempts", "why"]
+    readonly_fields = fields
+    verbose_name = _("message to the customer")
+    verbose_name_plural = _("messages to the customer")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).select_related("comment")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return True  # whoever may see the case may see what its customer was sent
+
+    @admin.display(description=_("reply"))
+    def reply(self, message: CaseMessage) -> str:
+        if message.comment is None:
+            return "—"
+        body = " ".join(message.comment.body.split())
+        return body if len(body) <= 60 else f"{body[:59]}…"
+
+    @admin.display(description=_("sent"))
+    def sent(self, message: CaseMessage) -> str:
+        # The page renders in the company's time zone (CompanyLocalTimeMixin).
+        if message.sent_at is None:
+            return "—"
+        return formats.date_format(timezone.localtime(message.sent_at), "SHORT_DATETIME_FORMAT")
+
+    @admin.display(description=_("why not sent / error"))
+    def why(self, message: CaseMessage) -> str:
+        return reason_shown(message.error) if message.error else "—"
+
+
+# The channel as a sentence names it ("by email", "by SMS"), not as a column heading does.
+CHANNEL_WORDS = {CaseMessage.Channel.EMAIL: _("email"), CaseMessage.Channel.SMS: _("SMS")}
+
+
+def _tell_staff_of(request: HttpRequest, message: CaseMessage | None, *, resolved: bool) -> None:
+    """Say whether the customer is being told: by which channel, or why they cannot be (the
+    reply or the resolution is kept all the same)."""
+    if message is None:
+        return
+    name = message.case.contact.first_name
+    if message.status == CaseMessage.Status.NOT_SENT:
+        text = (
+            _("The case is resolved, but %(name)s could not be told: %(reason)s.")
+            if resolved
+            else _("The reply is saved, but it could not be sent to %(name)s: %(reason)s.")
+        )
+        shown = text % {"name": name, "reason": reason_shown(message.error)}
+        messages.warning(request, shown)
+        return
+    text = (
+        _("%(name)s is being told by %(channel)s that the case is resolved.")
+        if resolved
+        else _("The reply is being sent to %(name)s by %(channel)s.")
+    )
+    shown = text % {"name": name, "channel": CHANNEL_WORDS[message.channel]}
+    messages.info(request, shown)
 
 
 @admin.register(Case)
@@ -180,7 +284,7 @@ class CaseAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     list_select_related = ["contact", "assignee"]
     search_fields = ["reference", "subject", *contact_search_fields("contact__")]
     date_hierarchy = "created_at"
-    inlines = [CaseCommentInline, TransitionHistoryInline]
+    inlines = [CaseCommentInline, CaseMessageInline, TransitionHistoryInline]
     add_fields = [
         "company",
         "contact",
@@ -299,6 +403,18 @@ class CaseAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
             )
         # The admin's change message reads these, which formset.save() would have set.
         formset.new_objects, formset.changed_objects, formset.deleted_objects = created, [], []
+        for comment in created:
+            if comment.public:
+                _tell_staff_of(request, comment.customer_message, resolved=False)
+
+    def apply_transition(
+        self, request: HttpRequest, obj: Case, name: str, form_data: dict[str, Any] | None = None
+    ) -> bool:
+        applied = super().apply_transition(request, obj, name, form_data)
+        if applied and name == "resolve":
+            latest = selectors.case_message_latest(case=obj, kind=CaseMessage.Kind.RESOLVED)
+            _tell_staff_of(request, latest, resolved=True)
+        return applied
 
     def fsm_done_message(self, case: Case) -> str:
         return _("Case %(reference)s is now %(state)s.") % {

@@ -1,14 +1,14 @@
 """Support's panel on the staff landing page (core.dashboard): the open cases."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
 
 from core.dashboard import (
     PANEL_ROWS,
     Panel,
+    age_shown,
     can_view,
     change_url,
     changelist_url,
@@ -16,14 +16,6 @@ from core.dashboard import (
     scoped,
 )
 from support.models import Case
-
-
-def _age(age: timedelta) -> str:
-    """How long a case has been open, as a queue reads it: days, or hours on its first day."""
-    if age >= timedelta(days=1):
-        return ngettext("%(n)d day", "%(n)d days", age.days) % {"n": age.days}
-    hours = int(age.total_seconds() // 3600)
-    return ngettext("%(n)d hour", "%(n)d hours", hours) % {"n": hours}
 
 
 @dashboard_panel(position=20)
@@ -54,7 +46,7 @@ def open_cases(request: HttpRequest, company_ids: list[int] | None, now: datetim
                 "url": change_url(c),
                 "company": c.company.name,
                 "cells": [
-                    _age(now - c.created_at),
+                    age_shown(now - c.created_at),
                     c.reference,
                     c.subject,
                     str(c.contact),

@@ -221,9 +221,15 @@ class CaseComment(models.Model):
         verbose_name=_("staff author"),
     )
     body = models.TextField(_("message"), max_length=4000)
+    # Choices rather than a bare flag, so the thread reads "public" or "internal note" on each
+    # message (the admin shows a choice's label where it would show a tick).
     public = models.BooleanField(
-        _("visible to the customer"),
+        _("visibility"),
         default=True,
+        choices=[
+            (True, _("Public: the customer reads it")),
+            (False, _("Internal note: staff only")),
+        ],
         help_text=_("Internal comments are seen only by staff."),
     )
     created_at = models.DateTimeField(_("created"), auto_now_add=True, db_index=True)
@@ -265,6 +271,85 @@ class CaseComment(models.Model):
     @property
     def by_customer(self) -> bool:
         return self.author_contact_id is not None
+
+
+class CaseMessage(models.Model):
+    """One message to the customer about their case: a staff member's public reply, or the
+    notice that the case is resolved (support.case_messages).
+
+    Written by support.services in the transaction of the reply or the resolution, and sent by
+    a Celery task after that commit, as the appointment messages are: `queued` -> `sending`
+    -> `sent`, or `retrying` in between, or `failed`; `not_sent` (with the reason) when the
+    customer has no channel left for it; `unknown` when its worker stopped while sending. A
+    worker claims `queued`/`retrying` with a conditional UPDATE, so none is handed to the
+    provider twice.
+    """
+
+    class Kind(models.TextChoices):
+        REPLY = "reply", _("Public reply")
+        RESOLVED = "resolved", _("Case resolved")
+
+    class Channel(models.TextChoices):
+        SMS = "sms", _("SMS")
+        EMAIL = "email", _("Email")
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("Queued")
+        SENDING = "sending", _("Sending")
+        RETRYING = "retrying", _("Retrying")
+        SENT = "sent", _("Sent")
+        FAILED = "failed", _("Failed")
+        NOT_SENT = "not_sent", _("Not sent")
+        UNKNOWN = "unknown", _("Unknown (stopped while sending)")
+
+    # Still to be sent or being sent: what the sweep reads.
+    OPEN_STATUSES = ("queued", "retrying", "sending")
+
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="case_messages", verbose_name=_("company")
+    )
+    case = models.ForeignKey(
+        Case, on_delete=models.CASCADE, related_name="messages", verbose_name=_("case")
+    )
+    # The reply it carries (none for a resolution notice).
+    comment = models.OneToOneField(
+        CaseComment,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="customer_message",
+        verbose_name=_("reply"),
+    )
+    kind = models.CharField(_("message"), max_length=16, choices=Kind.choices)
+    channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices, blank=True)
+    status = models.CharField(
+        _("status"), max_length=16, choices=Status.choices, default=Status.QUEUED
+    )
+    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
+    error = models.CharField(_("why not sent / error"), max_length=300, blank=True)
+    masked_destination = models.CharField(_("sent to"), max_length=254, blank=True)
+    provider_message_id = models.CharField(_("provider message id"), max_length=100, blank=True)
+    provider_status = models.CharField(_("provider status"), max_length=40, blank=True)
+    queued_at = models.DateTimeField(_("queued"), null=True, blank=True)
+    claimed_at = models.DateTimeField(_("sending since"), null=True, blank=True)
+    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("message to the customer")
+        verbose_name_plural = _("messages to the customer")
+        ordering = ["created_at", "pk"]
+        indexes = [
+            # The sweep's: the messages still open, few whatever the table's size.
+            models.Index(
+                fields=["queued_at"],
+                name="case_message_open",
+                condition=Q(status__in=["queued", "retrying", "sending"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} · {self.get_status_display()}"
 
 
 class SupportSettings(models.Model):

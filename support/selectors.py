@@ -3,14 +3,14 @@
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import NotFound
 from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
-from support.models import Case, CaseComment, SupportSettings
+from support.models import Case, CaseComment, CaseMessage, SupportSettings
 
 
 def case_list(
@@ -57,6 +57,11 @@ def case_public_comments(*, case: Case, limit: int) -> tuple[list[CaseComment], 
         .order_by("-created_at", "-pk")[: limit + 1]
     )
     return list(reversed(latest[:limit])), len(latest) > limit
+
+
+def case_message_latest(*, case: Case, kind: str) -> CaseMessage | None:
+    """The latest message of `kind` written to the case's customer, if any."""
+    return case.messages.filter(kind=kind).order_by("-created_at", "-pk").first()
 
 
 def case_staff_recipients(*, case: Case) -> list[str]:
@@ -137,3 +142,12 @@ def case_staff_notices_pending(*, now: datetime, limit: int = 200) -> list[tuple
         .values_list("case_id", "pk")[:limit]
     )
     return [(case_id, None) for case_id in cases] + list(comments)
+
+
+def contact_cases_file(*, contact: Contact, limit: int) -> tuple[int, int, list[Case]]:
+    """The contact's cases for their file (core.contact_file): how many, how many still open
+    (neither resolved nor closed), in one query, and the `limit` newest."""
+    cases = Case.objects.filter(company_id=contact.company_id, contact=contact)
+    settled = Q(state__in=[Case.State.RESOLVED, Case.State.CLOSED])
+    counts = cases.aggregate(total=Count("pk"), open=Count("pk", filter=~settled))
+    return counts["total"], counts["open"], list(cases.order_by("-created_at", "-pk")[:limit])

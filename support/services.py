@@ -26,7 +26,8 @@ from core.reasons import reason_checked
 from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.states import state_shown
 from core.transactions import one_at_a_time
-from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, SupportSettings
+from support.case_messages import case_message_after
+from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, CaseMessage, SupportSettings
 from support.selectors import (
     case_staff_recipients,
     case_unanswered_since_resolved,
@@ -139,7 +140,9 @@ def case_comment_add(
     """Add a comment from the customer or from staff.
 
     A closed case takes no comments. A customer's comment is always public, moves a case that
-    was waiting on them back to in progress, and is emailed to staff after commit.
+    was waiting on them back to in progress, and is emailed to staff after commit. A staff
+    member's public comment is a reply the customer is sent (support.case_messages): its
+    `customer_message` says whether it could be, and why not.
     """
     if (author_contact is None) == (author_user is None):
         raise ValueError("a comment has exactly one author: a contact or a staff user")
@@ -167,6 +170,8 @@ def case_comment_add(
     )
     if author_contact is not None:
         _notify_staff_on_commit(case_id=case.pk, comment_id=comment.pk)
+    elif comment.public:
+        case_message_after(case, CaseMessage.Kind.REPLY, comment=comment)
     return comment
 
 
@@ -190,7 +195,11 @@ def case_resume(*, case: Case, by: AbstractBaseUser | None = None) -> Case:
 
 @transaction.atomic
 def case_resolve(*, case: Case, by: AbstractBaseUser | None = None) -> Case:
-    return _transition(case, "resolve", by=by)
+    """in_progress or waiting_customer -> resolved; the customer is told (support.case_messages)
+    and has the company's auto-close period to say it is not fixed."""
+    case = _transition(case, "resolve", by=by)
+    case_message_after(case, CaseMessage.Kind.RESOLVED)
+    return case
 
 
 @transaction.atomic

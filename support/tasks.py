@@ -1,17 +1,32 @@
-"""Support's Celery tasks: staff emails (and the sweep that resends lost ones), and the sweep
-that closes silent resolved cases."""
+"""Support's Celery tasks: staff emails (and the sweep that resends lost ones), the messages
+to customers about their cases (support.case_messages: each one's send, and the sweep of lost
+ones), and the sweep that closes silent resolved cases."""
+
+import logging
 
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
+from core.outbound import OutboundTransient, SentUnrecorded
 from core.periodic import every
 from core.sweeps import SWEEP_TIME_LIMITS, enqueued, sweep
 from core.tasks import DATABASE_FAILURES
+from support.case_messages import (
+    SEND_TASK,
+    case_message_deliver,
+    case_message_record_sent,
+    case_messages_sweep,
+)
 from support.selectors import case_ids_due_for_auto_close, case_staff_notices_pending
 from support.services import case_close_if_unanswered, case_staff_notify
 
+logger = logging.getLogger("garante.support.messages")
+
 AUTO_CLOSE_EVERY_SECONDS = 60 * 60
 NOTICE_SWEEP_EVERY_SECONDS = 15 * 60
+MESSAGES_SWEEP_EVERY_SECONDS = 5 * 60
+MESSAGE_RETRIES = 5
 
 
 # Only transient errors reach the task: case_staff_notify settles a notice the mail server
@@ -35,6 +50,48 @@ def case_staff_notices_resend() -> int:
     ).done
 
 
+# As the appointment messages' task (agenda.tasks): retried, with backoff and jitter, for
+# transient errors only (the provider's, the database's); acks_late off, since the claim is
+# what keeps a message single; the soft limit, reached while the provider holds the message,
+# settles it as unknown rather than sending it again.
+@shared_task(
+    bind=True,
+    name=SEND_TASK,
+    ignore_result=True,
+    acks_late=False,
+    autoretry_for=(OutboundTransient, OperationalError, InterfaceError),
+    retry_backoff=True,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=MESSAGE_RETRIES,
+    soft_time_limit=45,
+    time_limit=60,
+)
+def case_message_send(self, message_id: int, sent: dict[str, str] | None = None) -> str:
+    """Send one reply or resolution notice to the customer, once. A retry given `sent` only
+    records a message that left while the database was down."""
+    if sent is not None:
+        case_message_record_sent(message_id=message_id, **sent)
+        return "sent"
+    try:
+        return case_message_deliver(
+            message_id=message_id, last_try=self.request.retries >= self.max_retries
+        )
+    except SentUnrecorded as exc:
+        logger.warning("case message %s: sent, recording it is retried", message_id)
+        raise self.retry_after_backoff(
+            args=(message_id,), kwargs={"sent": exc.sent}, exc=exc.__cause__
+        ) from exc
+
+
+@shared_task(**SWEEP_TIME_LIMITS)
+def case_messages_resend() -> dict[str, int]:
+    """Publish again the customer messages lost on their way; settle those stopped while
+    sending. Each row on its own (core.sweeps): one that fails is logged and counted."""
+    result = case_messages_sweep()
+    return {"queued": result.queued, "settled": result.settled, "failed": result.failed}
+
+
 @shared_task(**SWEEP_TIME_LIMITS)
 def cases_auto_close() -> int:
     """Close every resolved case whose customer stayed silent for the company's period."""
@@ -56,4 +113,9 @@ every(
     NOTICE_SWEEP_EVERY_SECONDS,
     case_staff_notices_resend,
     key="support: resend staff emails that never went out",
+)
+every(
+    MESSAGES_SWEEP_EVERY_SECONDS,
+    case_messages_resend,
+    key="support: resend customer messages lost on their way",
 )

@@ -84,3 +84,37 @@ def confirm(client, obj: Model, transition: str, reason: str, details: str = "")
     page = client.get(pressed["Location"])
     assert page.status_code == 200, [str(m) for m in page.context["messages"]]
     return client.post(pressed["Location"], confirmation_data(page, reason, details), follow=True)
+
+
+def quote_form_data(company, contact, rows, opportunity="") -> dict:
+    """What the quote add page posts: its company, contact and opportunity, and a row per
+    (SKU, quantity as typed) in its products' inline (sales.admin.quote_entry)."""
+    from sales.models import Product
+
+    data = {
+        "company": company.pk,
+        "contact": contact.pk,
+        "opportunity": getattr(opportunity, "pk", opportunity),
+        "lines-TOTAL_FORMS": len(rows),
+        "lines-INITIAL_FORMS": 0,
+        "lines-MIN_NUM_FORMS": 1,
+        "lines-MAX_NUM_FORMS": 50,
+    }
+    for index, (sku, quantity) in enumerate(rows):
+        product = Product.objects.filter(company=company, sku=sku).first()
+        data[f"lines-{index}-product"] = "" if product is None else product.pk
+        data[f"lines-{index}-quantity"] = quantity
+    return data
+
+
+def quote_form_errors(response) -> list[str]:
+    """Every error the quote add page shows: the form's, the rows' and the rows' together."""
+    errors = [
+        str(e) for messages in response.context["adminform"].form.errors.values() for e in messages
+    ]
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        errors += [str(e) for e in formset.non_form_errors()]
+        for form_errors in formset.errors:
+            errors += [str(e) for messages in form_errors.values() for e in messages]
+    return errors

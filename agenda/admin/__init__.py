@@ -6,10 +6,12 @@ Django's autodiscovery imports this package: importing the modules below registe
 
 from agenda.admin.appointments import AppointmentAdmin
 from agenda.admin.catalog import AgendaSettingsAdmin, ProfessionalAdmin, ServiceAdmin, TimeOffAdmin
+from agenda.admin.feeds import CalendarFeedAdmin
 
 __all__ = [
     "AgendaSettingsAdmin",
     "AppointmentAdmin",
+    "CalendarFeedAdmin",
     "ProfessionalAdmin",
     "ServiceAdmin",
     "TimeOffAdmin",

@@ -9,13 +9,13 @@ from core.admin.export import CsvExportAdmin
 from core.admin.identity import (
     ContactAdmin,
     ConversationAdmin,
-    SecurityEventAdmin,
     StepUpPolicyAdmin,
     VerificationChallengeAdmin,
     contact_search_fields,
 )
 from core.admin.outbox import OutboxMessageAdmin
 from core.admin.scoping import CompanyScopedAdmin, staff_scoped, values_filter
+from core.admin.security_events import SecurityEventAdmin
 from core.admin.tenants import CompanyAdmin, StaffMembershipAdmin
 from core.admin.transitions import (
     RecordRulesAdmin,

@@ -1,4 +1,5 @@
-"""Staff admin for who is talking: contacts, conversations, step-up, security events, codes."""
+"""Staff admin for who is talking: contacts, conversations, step-up, codes (security events:
+core.admin.security_events)."""
 
 import re
 
@@ -8,6 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from core.admin.contact_file import ContactFileAdmin
 from core.admin.export import CsvExportAdmin
 from core.admin.scoping import CompanyScopedAdmin
 from core.admin.transitions import RecordRulesAdmin
@@ -15,7 +17,6 @@ from core.errors import GaranteError, ValidationFailed
 from core.models import (
     Contact,
     Conversation,
-    SecurityEvent,
     StepUpPolicy,
     VerificationChallenge,
     default_step_up_actions,
@@ -66,7 +67,7 @@ class ContactAdminForm(forms.ModelForm):
 
 
 @admin.register(Contact)
-class ContactAdmin(CsvExportAdmin, CompanyScopedAdmin):
+class ContactAdmin(ContactFileAdmin, CsvExportAdmin, CompanyScopedAdmin):
     form = ContactAdminForm
     export_fields = ["first_name", "last_name", "document_number", "phone", "email", "created_at"]
     list_display = ["__str__", "company", "document_number", "phone", "email", "created_at"]
@@ -203,29 +204,6 @@ class StepUpPolicyAdmin(CompanyScopedAdmin):
             request,
             _("Every server applies this change %(when)s.") % {"when": change_seen_everywhere()},
         )
-
-
-@admin.register(SecurityEvent)
-class SecurityEventAdmin(RecordRulesAdmin, CompanyScopedAdmin):
-    read_only_records = True
-    list_display = [
-        "created_at",
-        "kind",
-        "company",
-        "conversation_key",
-        "contact",
-        "claimed_contact",
-        "credential",
-    ]
-    list_filter = ["kind", "company"]
-    search_fields = ["conversation_key"]
-    list_select_related = ["company", "contact", "claimed_contact", "credential"]
-    # The digest counts failures per identifier value; it means nothing to a reader.
-    exclude = ["identifier_digest"]
-    date_hierarchy = "created_at"
-
-    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
-        return [f.name for f in SecurityEvent._meta.fields if f.name != "identifier_digest"]
 
 
 @admin.register(VerificationChallenge)

@@ -132,6 +132,16 @@ class CompanyScopedAdmin(ServiceRefusalsAdmin, CompanyLocalTimeMixin, admin.Mode
             company.queryset = company.queryset.filter(pk__in=allowed)
         return form
 
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict:
+        """A new row's company is chosen already for staff who may add it in one company
+        only (a receptionist of one salon picks nothing); a company in the address wins."""
+        initial = super().get_changeform_initial_data(request)
+        if self.company_path == "company" and "company" not in initial:
+            allowed = self.allowed_company_ids(request, "add")
+            if allowed is not None and len(allowed) == 1:
+                initial["company"] = next(iter(allowed))
+        return initial
+
     def get_actions(self, request: HttpRequest) -> dict:
         return {
             name: (self._scoped_action(func), name, description)

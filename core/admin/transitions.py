@@ -119,6 +119,8 @@ class ServiceTransitionsAdmin(ConfirmedTransitionsAdmin, RecordRulesAdmin, FSMAd
 
     fsm_fields: ClassVar[list[str]] = ["state"]
     fsm_services: ClassVar[dict[str, Callable[..., Any]]] = {}
+    # Its button says what it does ("Cambiar fecha"), never a bare "Apply".
+    fsm_transition_form_template = "admin/garante/transition_form.html"
 
     def refuse_settled(self, request: HttpRequest, obj: Any) -> None:
         # A stale transition button: its service refuses it, in its own words. A confirmed

@@ -6,7 +6,7 @@ package: importing the modules below registers their admins.
 """
 
 from sales.admin.catalog import PriceListAdmin, ProductAdmin
-from sales.admin.opportunities import OpportunityAdmin
+from sales.admin.opportunities import OpportunityAdmin, SalesSettingsAdmin
 from sales.admin.quotes import QuoteAdmin
 
-__all__ = ["OpportunityAdmin", "PriceListAdmin", "ProductAdmin", "QuoteAdmin"]
+__all__ = ["OpportunityAdmin", "PriceListAdmin", "ProductAdmin", "QuoteAdmin", "SalesSettingsAdmin"]

@@ -82,6 +82,13 @@ class ProductAdmin(CompanyScopedAdmin):
     search_fields = ["sku", "name"]
     readonly_fields = ["quantity_reserved"]
 
+    def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> Any:
+        queryset, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        if request.GET.get("model_name") == "quoteline":
+            # The quote form's product picker (sales.admin.quote_entry) offers what can be sold.
+            queryset = queryset.filter(active=True)
+        return queryset, may_have_duplicates
+
     @admin.display(description=_("available"))
     def available(self, product: Product) -> int | str:
         return product.quantity_available if product.track_stock else "—"

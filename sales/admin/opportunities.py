@@ -1,12 +1,17 @@
-"""Staff admin for the opportunity pipeline: each stage a button through sales.services."""
+"""Staff admin for the opportunity pipeline: each stage a button through sales.services; new
+leads with how long they have waited for someone to take them, assigned to one of the
+company's sales staff on the form or with "Assign to me"; and each company's sales settings."""
 
 from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -19,11 +24,22 @@ from core.admin import (
     staff_scoped,
 )
 from core.admin.confirmation import Confirmation, nothing_sent
+from core.admin.localtime import local_datetime_shown
+from core.dashboard import age_shown
+from core.errors import GaranteError
 from core.models import Contact
+from core.roles import staff_company_ids
 from sales import money
-from sales.models import Opportunity, Quote
+from sales.models import Opportunity, Quote, SalesSettings
+from sales.selectors import (
+    LEAD_WAITING,
+    lead_overdue_filter,
+    opportunities_with_lead_overdue,
+    sales_staff,
+)
 from sales.services.opportunities import (
     CLOSED_READ_ONLY,
+    opportunity_assign,
     opportunity_create,
     opportunity_details_set,
     opportunity_lose,
@@ -78,7 +94,31 @@ class OpportunityForm(forms.ModelForm):
         amount = data.get("amount")
         if amount is not None and currency and not money.is_exact(Decimal(amount), currency):
             self.add_error("amount", _("Too many decimals for %(c)s.") % {"c": currency})
+        owner = data.get("owner")
+        changed_owner = company and owner and "owner" in self.changed_data
+        if changed_owner and not sales_staff(company_ids=[company.pk]).filter(pk=owner.pk).exists():
+            self.add_error("owner", _("Choose one of the company's sales staff."))
         return data
+
+
+class LeadListFilter(admin.SimpleListFilter):
+    """The leads nobody has taken yet, and those of them past their company's pickup time."""
+
+    title = _("lead")
+    parameter_name = "lead"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [
+            ("waiting", _("Nobody took it yet")),
+            ("overdue", _("Past the pickup time")),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "waiting":
+            return queryset.filter(LEAD_WAITING)
+        if self.value() == "overdue":
+            return queryset.filter(lead_overdue_filter(now=timezone.now()))
+        return queryset
 
 
 @admin.register(Opportunity)
@@ -126,9 +166,11 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         "state",
         "amount_shown",
         "owner",
+        "waiting",
         "created_at",
     ]
-    list_filter = ["state", "owner", "company"]
+    list_filter = ["state", LeadListFilter, "owner", "company"]
+    actions = ["assign_to_me"]
     list_select_related = ["contact", "owner"]
     search_fields = ["reference", "title", *contact_search_fields("contact__")]
     date_hierarchy = "created_at"
@@ -141,6 +183,8 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         "conversation",
         "created_at",
         "closed_at",
+        "assigned_at",
+        "team_notice",
     ]
 
     def settled(self, opportunity: Opportunity) -> bool:
@@ -155,11 +199,63 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
     def amount_shown(self, opportunity: Opportunity) -> str:
         return money.shown(opportunity.amount, opportunity.currency)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return opportunities_with_lead_overdue(super().get_queryset(request), now=timezone.now())
+
+    @admin.display(description=_("waiting"), ordering="created_at")
+    def waiting(self, opportunity: Opportunity) -> str:
+        """How long a lead nobody took has waited; past the pickup time, said in red."""
+        if opportunity.state != Opportunity.State.NEW or opportunity.owner_id is not None:
+            return "—"
+        age = age_shown(timezone.now() - opportunity.created_at)
+        if not getattr(opportunity, "lead_overdue", False):
+            return age
+        return format_html(
+            '<strong class="garante-overdue" style="color: var(--delete-button-bg, #ba2121)">'
+            "{} · {}</strong>",
+            age,
+            _("past the pickup time"),
+        )
+
+    @admin.display(description=_("sales staff notified"))
+    def team_notice(self, opportunity: Opportunity) -> str:
+        if opportunity.team_notice_error:
+            return _("not sent: %(error)s") % {"error": opportunity.team_notice_error}
+        if opportunity.team_notified_at is None:
+            return _("on its way")
+        return local_datetime_shown(opportunity.team_notified_at, opportunity.company.tz)
+
+    @admin.action(description=_("Assign to me"), permissions=["change"])
+    def assign_to_me(self, request: HttpRequest, queryset: QuerySet) -> None:
+        """The staff member takes the selected opportunities (one of the company's sales staff
+        only, as the form's owner field)."""
+        taken = 0
+        for opportunity in queryset.select_related("company"):
+            try:
+                opportunity_assign(opportunity=opportunity, owner=request.user)
+            except GaranteError as refusal:
+                self.message_user(
+                    request, f"{opportunity.reference}: {refusal.user_message}", messages.ERROR
+                )
+                continue
+            taken += 1
+        if taken:
+            self.message_user(request, _("Assigned %(n)d opportunity(ies) to you.") % {"n": taken})
+
     def get_fields(self, request: HttpRequest, obj: Opportunity | None = None) -> list[str]:
         fields = ["company", "contact", "title", "notes", "amount", "currency", "owner"]
         if obj is None:
             return fields
-        return ["reference", "state", *fields, "lost_reason", "conversation", "created_at"]
+        return [
+            "reference",
+            "state",
+            *fields,
+            "assigned_at",
+            "lost_reason",
+            "conversation",
+            "created_at",
+            "team_notice",
+        ]
 
     def get_inlines(self, request: HttpRequest, obj: Opportunity | None) -> list:
         return self.inlines if obj is not None else []  # no history before it exists
@@ -175,14 +271,21 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         form = super().get_form(request, obj, **kwargs)
         if "currency" in form.base_fields:
             form.base_fields["currency"].required = False
+        if obj is not None and "owner" in form.base_fields:
+            # Only its own company's sales staff, and whoever owns it now (kept if their role
+            # changed since, so the form still saves its other fields).
+            staff = sales_staff(company_ids=[obj.company_id])
+            owners = get_user_model().objects.filter(pk__in=staff.values("pk"))
+            if obj.owner_id is not None:
+                owners = owners | get_user_model().objects.filter(pk=obj.owner_id)
+            form.base_fields["owner"].queryset = owners.distinct().order_by("username")
         return form
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "owner":
-            users = get_user_model().objects.filter(is_staff=True, memberships__isnull=False)
-            kwargs["queryset"] = (
-                staff_scoped(request, users, "memberships__company").distinct().order_by("username")
-            )
+            # A new opportunity's company is chosen on the form: the sales staff of the staff
+            # member's companies, each checked against the company chosen (OpportunityForm).
+            kwargs["queryset"] = sales_staff(company_ids=staff_company_ids(request))
         if db_field.name == "contact":
             kwargs["queryset"] = staff_scoped(request, Contact.objects.all())
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
@@ -208,3 +311,10 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         )
         obj.pk, obj.reference = opportunity.pk, opportunity.reference
         obj._state.adding = False
+
+
+@admin.register(SalesSettings)
+class SalesSettingsAdmin(CompanyScopedAdmin):
+    """Each company's sales rules: how long a new lead may wait for someone to take it."""
+
+    list_display = ["company", "lead_pickup_hours"]

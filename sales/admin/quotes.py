@@ -2,10 +2,10 @@
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin
-from django.db import transaction
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
 from django.utils.translation import gettext_lazy as _
 
 from core.admin import (
@@ -17,8 +17,8 @@ from core.admin import (
     staff_scoped,
 )
 from core.admin.confirmation import Confirmation, nothing_sent
-from core.errors import GaranteError
 from sales import money
+from sales.admin.quote_entry import QuoteCreateForm, QuoteEntryInline, preview_response
 from sales.models import Opportunity, Quote, QuoteLine
 from sales.services.quote_lifecycle import (
     quote_accept,
@@ -29,71 +29,6 @@ from sales.services.quote_lifecycle import (
     quote_reject,
     quote_send,
 )
-from sales.services.quote_pricing import QuoteItem
-
-
-class QuoteCreateForm(forms.ModelForm):
-    """Staff create a draft quote: who, and which SKUs. Prices come from the price list."""
-
-    items = forms.CharField(
-        label=_("items"),
-        widget=forms.Textarea(attrs={"rows": 5}),
-        help_text=_('One per line: "SKU quantity", e.g. "CAF-001 3".'),
-    )
-
-    class Meta:
-        model = Quote
-        fields = ["company", "contact", "opportunity"]
-
-    def clean_items(self) -> list[QuoteItem]:
-        items = []
-        for number, line in enumerate(self.cleaned_data["items"].splitlines(), start=1):
-            if not line.strip():
-                continue
-            sku, _sep, quantity = line.strip().rpartition(" ")
-            unsigned = quantity.removeprefix("-")
-            # ASCII only: str.isdigit() also takes "²" or "①", which int() refuses.
-            if not sku or not (unsigned.isascii() and unsigned.isdigit()):
-                raise forms.ValidationError(_("Line %(n)d is not 'SKU quantity'.") % {"n": number})
-            if quantity.startswith("-") or int(quantity) == 0:
-                raise forms.ValidationError(
-                    _("Line %(n)d: the quantity must be a whole number above zero.") % {"n": number}
-                )
-            items.append(QuoteItem(sku=sku.strip(), quantity=int(quantity)))
-        return items
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        company, contact = data.get("company"), data.get("contact")
-        if company and contact and contact.company_id != company.pk:
-            self.add_error("contact", _("That contact belongs to another company."))
-        opportunity = data.get("opportunity")
-        if opportunity and contact and opportunity.contact_id != contact.pk:
-            self.add_error("opportunity", _("That opportunity is of another contact."))
-        if not self.errors and data.get("items"):
-            self._dry_run(data)
-        return data
-
-    def _dry_run(self, data: dict[str, Any]) -> None:
-        """Run the real service and roll it back, so every rule shows as a form error."""
-        try:
-            with transaction.atomic():
-                quote_create(
-                    company=data["company"],
-                    contact=data["contact"],
-                    items=data["items"],
-                    opportunity=data.get("opportunity"),
-                    send=False,
-                )
-                raise _DryRunDone
-        except _DryRunDone:
-            pass
-        except GaranteError as error:
-            self.add_error(None, str(error.user_message))
-
-
-class _DryRunDone(Exception):
-    pass
 
 
 class QuoteLineInline(admin.TabularInline):
@@ -271,7 +206,7 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Quote | None = None) -> list[str]:
         if obj is None:
-            return ["company", "contact", "opportunity", "items"]
+            return ["company", "contact", "opportunity"]
         return self.change_fields
 
     def get_readonly_fields(self, request: HttpRequest, obj: Quote | None = None) -> Any:
@@ -279,7 +214,23 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
         return self.change_fields if obj is not None else []
 
     def get_inlines(self, request: HttpRequest, obj: Quote | None) -> list:
-        return self.inlines if obj is not None else []
+        return self.inlines if obj is not None else [QuoteEntryInline]
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "add/preview/",
+                self.admin_site.admin_view(self.preview_view),
+                name="sales_quote_preview",
+            ),
+            *super().get_urls(),
+        ]
+
+    def preview_view(self, request: HttpRequest) -> HttpResponse:
+        """The add form's rows priced as staff type them (sales.admin.quote_entry)."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        return preview_response(request, self.allowed_company_ids(request, "add"))
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "opportunity":
@@ -289,20 +240,26 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: Quote, form: Any, change: bool) -> None:
-        if change:
-            return  # nothing is editable; transitions go through their services
-        data = form.cleaned_data
-        quote = quote_create(
-            company=data["company"],
-            contact=data["contact"],
-            items=data["items"],
-            opportunity=data.get("opportunity"),
-            send=False,
-            by=request.user,
-        )
-        obj.pk, obj.reference = quote.pk, quote.reference
-        obj._state.adding = False
+        # Nothing is editable once made; a new quote is made with its rows (save_related).
+        return
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         if change:
             super().save_related(request, form, formsets, change)
+            return
+        data = form.cleaned_data
+        (rows,) = formsets  # QuoteEntryInline's, checked by its clean
+        quote = quote_create(
+            company=data["company"],
+            contact=data["contact"],
+            items=rows.items,
+            opportunity=data.get("opportunity"),
+            send=False,
+            by=request.user,
+        )
+        obj = form.instance  # what response_add and the history entry name
+        obj.pk, obj.reference = quote.pk, quote.reference
+        obj._state.adding = False
+        # What the history entry lists as added (a formset's documented save() results).
+        rows.new_objects = list(quote.lines.all())
+        rows.changed_objects, rows.deleted_objects = [], []

@@ -17,6 +17,8 @@ from core.references import insert_unless_reference_taken, insert_with_fresh_ref
 from core.states import state_shown
 from sales import money
 from sales.models import OPPORTUNITY_STATE_LABELS, Opportunity, Quote
+from sales.selectors import sales_staff
+from sales.services.lead_notice import opportunity_team_notify_on_commit
 
 OPPORTUNITY_STATE_MESSAGES: dict[str, Promise] = {
     Opportunity.State.WON: _("Esa oportunidad ya está cerrada como ganada."),
@@ -44,13 +46,17 @@ def opportunity_create(
     owner: Any = None,
     conversation: Conversation | None = None,
 ) -> Opportunity:
-    """Open an opportunity for the sales team (state new)."""
+    """Open an opportunity for the sales team (state new); its sales staff are emailed about
+    it once the caller's transaction commits (sales.services.lead_notice). With an `owner`
+    (staff opening one for a colleague or themselves), it is assigned from the start."""
     NotInCompany.check(
         contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
     )
     title = title.strip()
     if not title:  # refused before any transaction: nothing to leave usable
         raise ValidationFailed(_("Indique de qué se trata."), code="title_required")
+    if owner is not None:
+        _check_salesperson(company.pk, owner)
     currency = (currency or company.currency).upper()
     opportunity = Opportunity(
         company=company,
@@ -60,12 +66,40 @@ def opportunity_create(
         amount=money.quantize(Decimal(amount), currency),
         currency=currency,
         owner=owner,
+        assigned_at=timezone.now() if owner is not None else None,
         conversation=conversation,
     )
     # No transaction of its own: the one INSERT is atomic by itself, and a reference
     # collision writes nothing and is drawn again, with no savepoint.
     insert_with_fresh_reference(opportunity, prefix="OP", insert=insert_unless_reference_taken)
+    opportunity_team_notify_on_commit(opportunity_id=opportunity.pk)
     return opportunity
+
+
+def _check_salesperson(company_id: int, owner: Any) -> None:
+    """Refuse an owner who is not one of the company's sales staff (sales.selectors)."""
+    if not sales_staff(company_ids=[company_id]).filter(pk=owner.pk).exists():
+        raise ValidationFailed(
+            _("Choose one of the company's sales staff."), code="owner_not_sales_staff"
+        )
+
+
+@transaction.atomic
+def opportunity_assign(
+    *, opportunity: Opportunity, owner: Any, now: datetime | None = None
+) -> Opportunity:
+    """Give the opportunity to one of its company's sales staff (None: to nobody, a lead
+    waiting again), read under its row lock. The time they took it is kept; assigning it
+    to its owner again changes nothing."""
+    locked = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
+    if locked.owner_id == (owner.pk if owner is not None else None):
+        return locked
+    if owner is not None:
+        _check_salesperson(locked.company_id, owner)
+    locked.owner = owner
+    locked.assigned_at = (now or timezone.now()) if owner is not None else None
+    locked.save(update_fields=["owner", "assigned_at"])
+    return locked
 
 
 def _opportunity_move(
@@ -184,6 +218,9 @@ def opportunity_details_set(*, opportunity: Opportunity, changes: dict[str, Any]
     unknown = set(changes) - set(EDITABLE_FIELDS)
     if unknown:
         raise ValueError(f"not editable here: {sorted(unknown)}")
+    changes = dict(changes)
+    if "owner" in changes:  # the owner's own rule, and when they took it
+        opportunity_assign(opportunity=opportunity, owner=changes.pop("owner"))
     locked = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
     if locked.is_closed and any(
         getattr(locked, field) != changes[field] for field in CLOSED_READ_ONLY if field in changes

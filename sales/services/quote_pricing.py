@@ -5,7 +5,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.utils import formats
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from core.errors import NotFound, ValidationFailed
 from core.models import Company
@@ -154,3 +156,152 @@ def require_price_list(company: Company, at: datetime) -> PriceList:
             code="no_price_list",
         )
     return price_list
+
+
+@dataclass(frozen=True)
+class LinePreview:
+    """One row of a quote as staff type it, priced as the quote would price it."""
+
+    sku: str
+    quantity: int | None
+    product: Product | None
+    unit_price: Decimal | None
+    # What may still be promised: None when the product's stock is not tracked.
+    available: int | None
+    total: Decimal | None
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QuotePreview:
+    """A draft quote's rows, totals and every problem at once, in staff's words: what the
+    quote form shows while staff type (sales.admin.quote_entry) and refuses on saving."""
+
+    lines: list[LinePreview]
+    currency: str
+    subtotal: Decimal
+    tax: Decimal
+    total: Decimal
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not any(line.problems for line in self.lines)
+
+
+def quote_preview(
+    *, company: Company, rows: Iterable[tuple[str, int | None]], at: datetime
+) -> QuotePreview:
+    """Price `rows` (SKU and quantity as typed; a quantity None could not be read) from the
+    price list of `at`, and find every problem quote_create would refuse the first of: an
+    unknown or unpriced product, a quantity out of bounds, not enough stock (saying how many
+    are left), too many products, an amount too large to store. Reads only; one statement
+    for the price list and one for the products."""
+    rows = [(sku.strip(), quantity) for sku, quantity in rows if sku.strip()]
+    price_list = price_list_current(company=company, at=at)
+    currency = price_list.currency if price_list is not None else company.currency
+    problems: list[str] = []
+    if price_list is None:
+        problems.append(str(_("There is no price list in force to quote from.")))
+    if not rows:
+        problems.append(str(_("Add at least one product.")))
+    products: dict[str, Product] = {}
+    if price_list is not None and rows:
+        products = {
+            p.sku.upper(): p
+            for p in products_priced(
+                company=company, price_list=price_list, skus={sku for sku, _q in rows}
+            )
+        }
+    # Repeated SKUs are one line of the quote: their quantities add up against the stock.
+    wanted: dict[str, int] = {}
+    for sku, quantity in rows:
+        wanted[sku.upper()] = wanted.get(sku.upper(), 0) + (quantity or 0)
+    if len(wanted) > MAX_QUOTE_LINES:
+        problems.append(
+            str(_("A quote takes at most %(n)d different products.") % {"n": MAX_QUOTE_LINES})
+        )
+    lines: list[LinePreview] = []
+    seen: set[str] = set()
+    for sku, quantity in rows:
+        key = sku.upper()
+        product = products.get(key)
+        line_problems: list[str] = []
+        if quantity is None or quantity < 1 or wanted[key] > MAX_LINE_QUANTITY:
+            line_problems.append(
+                str(
+                    _("The quantity must be between 1 and %(max)s.")
+                    % {"max": formats.number_format(MAX_LINE_QUANTITY, force_grouping=True)}
+                )
+            )
+        unit_price = total = None
+        available = None
+        if price_list is None:
+            pass
+        elif product is None:
+            line_problems.append(str(_("No active product has the SKU “%(sku)s”.") % {"sku": sku}))
+        elif product.unit_price is None:
+            line_problems.append(
+                str(_("“%(name)s” is not on the price list in force.") % {"name": product.name})
+            )
+        else:
+            unit_price = money.quantize(product.unit_price, currency)
+            if quantity is not None and quantity > 0:
+                subtotal = money.quantize(unit_price * quantity, currency)
+                total = subtotal + money.quantize(subtotal * product.tax_rate / 100, currency)
+        if product is not None and product.track_stock:
+            available = max(product.quantity_available, 0)
+            if key not in seen and wanted[key] > 0 and available < wanted[key]:
+                line_problems.append(_stock_problem(product.name, available, wanted[key]))
+        seen.add(key)
+        lines.append(
+            LinePreview(
+                sku=sku,
+                quantity=quantity,
+                product=product,
+                unit_price=unit_price,
+                available=available,
+                total=total,
+                problems=tuple(line_problems),
+            )
+        )
+    subtotal = tax = Decimal(0)
+    priced = bool(lines) and all(line.total is not None for line in lines)
+    if price_list is not None and priced and not problems:
+        merged = [
+            QuoteItem(sku=sku, quantity=quantity) for sku, quantity in wanted.items() if quantity
+        ]
+        try:
+            totals = quote_total_compute(company=company, price_list=price_list, items=merged)
+        except ValidationFailed as error:
+            # The one rule left once every row is priced: the amount is too large to store.
+            problems.append(_amount_problem(error))
+        else:
+            subtotal, tax = totals.subtotal, totals.tax
+    return QuotePreview(
+        lines=lines,
+        currency=currency,
+        subtotal=subtotal,
+        tax=tax,
+        total=subtotal + tax,
+        problems=tuple(problems),
+    )
+
+
+def _stock_problem(name: str, available: int, wanted: int) -> str:
+    if available == 0:
+        return str(_("“%(name)s” is out of stock.") % {"name": name})
+    return str(
+        ngettext(
+            "Only %(available)d of “%(name)s” is in stock (%(wanted)d asked).",
+            "Only %(available)d of “%(name)s” are in stock (%(wanted)d asked).",
+            available,
+        )
+        % {"available": available, "name": name, "wanted": wanted}
+    )
+
+
+def _amount_problem(error: ValidationFailed) -> str:
+    if error.code == "amount_too_large":
+        return str(_("The amount is above what a quote can hold: split it into several quotes."))
+    return str(error.user_message)

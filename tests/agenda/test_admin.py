@@ -137,7 +137,12 @@ def test_the_reschedule_form_moves_the_appointment_in_local_time(staff_client, a
         "admin:agenda_appointment_transition",
         kwargs={"object_id": appointment.pk, "transition_name": "reschedule"},
     )
-    assert staff_client.get(url).status_code == 200
+    page = staff_client.get(url)
+    assert page.status_code == 200
+    # Its button says what it does, and the date widget's scripts are on the page.
+    content = page.content.decode()
+    assert 'value="Cambiar fecha"' in content and "Apply" not in content
+    assert "DateTimeShortcuts.js" in content
 
     staff_client.post(url, {"professional": marta.pk, "day": "2026-12-09", "at": "11:30"})
 

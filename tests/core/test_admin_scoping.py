@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from core.models import GatewayCredential
+from core.models import GatewayCredential, StaffMembership
+from core.roles import staff_roles_sync
 from core.selectors import gateway_company_authenticate
 from core.services import contact_create
 
@@ -67,3 +68,27 @@ def test_staff_cannot_create_a_credential_for_another_company(client, staff, oth
     client.post("/admin/core/gatewaycredential/add/", {"company": other_company.pk, "name": "evil"})
 
     assert not GatewayCredential.objects.filter(name="evil").exists()
+
+
+def test_a_new_records_company_is_chosen_for_staff_of_one_company(
+    client, staff, company, other_company
+):
+    client.force_login(staff)
+
+    form = client.get("/admin/core/contact/add/").context["adminform"].form
+
+    assert form.initial["company"] == company.pk
+    # One named in the address (a link from another page) is kept.
+    named = client.get(f"/admin/core/contact/add/?company={other_company.pk}")
+    assert named.context["adminform"].form.initial["company"] == str(other_company.pk)
+
+
+def test_staff_of_two_companies_choose_theirs(client, make_staff, company, other_company):
+    member = make_staff("pablo", company, "admin")
+    StaffMembership.objects.create(user=member, company=other_company, role="admin")
+    staff_roles_sync(user=member)
+    client.force_login(member)
+
+    form = client.get("/admin/core/contact/add/").context["adminform"].form
+
+    assert "company" not in form.initial

@@ -40,7 +40,10 @@ def test_revoking_in_the_admin_stops_the_token(client, staff, company):
     client.force_login(staff)
     before = timezone.now()
 
-    client.post(URL, {"action": "revoke", "_selected_action": [credential.pk]})
+    # The action asks first (core.admin.credentials), then revokes on the confirmation's post.
+    asked = client.post(URL, {"action": "revoke", "_selected_action": [credential.pk]})
+    assert asked.status_code == 200 and 'id="confirm-revoke"' in asked.content.decode()
+    client.post(URL, {"action": "revoke", "_selected_action": [credential.pk], "post": "yes"})
 
     credential.refresh_from_db()
     assert before <= credential.revoked_at <= timezone.now()
@@ -78,7 +81,7 @@ def test_staff_who_may_only_view_credentials_cannot_revoke_them(client, company)
     credential, _ = integration_credential_issue(company=company, name="ERP")
     client.force_login(viewer)
 
-    client.post(URL, {"action": "revoke", "_selected_action": [credential.pk]})
+    client.post(URL, {"action": "revoke", "_selected_action": [credential.pk], "post": "yes"})
 
     credential.refresh_from_db()
     assert credential.revoked_at is None

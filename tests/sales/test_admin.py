@@ -23,7 +23,14 @@ from sales.services.quote_lifecycle import (
     quote_expire,
 )
 from sales.services.quote_pricing import QuoteItem
-from tests.admin_pages import change_form_data, change_url, confirm, transition_buttons
+from tests.admin_pages import (
+    change_form_data,
+    change_url,
+    confirm,
+    quote_form_data,
+    quote_form_errors,
+    transition_buttons,
+)
 from tests.factories import ANA_EMAIL
 
 pytestmark = pytest.mark.django_db
@@ -153,7 +160,7 @@ def test_staff_create_a_draft_priced_by_the_system_and_send_it(
 ):
     response = admin_client.post(
         reverse("admin:sales_quote_add"),
-        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": "CAF-001 3\n"},
+        quote_form_data(company, ana, [("CAF-001", 3)]),
     )
 
     assert response.status_code == 302
@@ -169,14 +176,19 @@ def test_staff_create_a_draft_priced_by_the_system_and_send_it(
     assert [m.to for m in mail.outbox] == [[ANA_EMAIL]]
 
 
-def test_the_quote_form_shows_the_rules_as_errors(admin_client, company, ana, catalog):
+def test_the_quote_form_shows_every_problem_at_once_in_staffs_words(
+    admin_client, company, ana, catalog
+):
     response = admin_client.post(
         reverse("admin:sales_quote_add"),
-        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": "TAZ-002 9"},
+        quote_form_data(company, ana, [("TAZ-002", 9), ("FIL-005", 1), ("CAF-001", 2)]),
     )
 
     assert response.status_code == 200
-    assert "No hay existencias suficientes" in response.content.decode()
+    assert quote_form_errors(response) == [
+        "Solo quedan 3 de «Taza de cerámica» (se piden 9).",
+        "«Filtros» no está en la lista de precios vigente.",
+    ]
     assert not Quote.objects.exists()
 
 
@@ -212,11 +224,11 @@ def test_a_quantity_written_with_a_superscript_digit_is_a_form_error(
     # str.isdigit() takes "²" (and "③"), int() does not.
     response = admin_client.post(
         reverse("admin:sales_quote_add"),
-        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": "CAF-001 ²"},
+        quote_form_data(company, ana, [("CAF-001", "²")]),
     )
 
     assert response.status_code == 200
-    assert response.context["adminform"].form.errors["items"]
+    assert quote_form_errors(response) == ["Introduzca un número entero."]
     assert not Quote.objects.exists()
 
 
@@ -437,22 +449,22 @@ def test_an_opportunitys_currency_is_an_iso_code_or_the_companys(
 
 
 @pytest.mark.parametrize(
-    ("items", "message"),
+    ("quantity", "message"),
     [
-        ("TAZ-002 -2", "Línea 1: la cantidad debe ser un número entero mayor que cero."),
-        ("TAZ-002 0", "Línea 1: la cantidad debe ser un número entero mayor que cero."),
+        (-2, "Asegúrese de que este valor es mayor o igual a 1."),
+        (0, "Asegúrese de que este valor es mayor o igual a 1."),
+        (10_001, "Asegúrese de que este valor es menor o igual a 10000."),
     ],
 )
 def test_a_quote_line_without_a_positive_quantity_is_a_form_error(
-    admin_client, company, ana, catalog, items, message
+    admin_client, company, ana, catalog, quantity, message
 ):
     response = admin_client.post(
-        reverse("admin:sales_quote_add"),
-        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": items},
+        reverse("admin:sales_quote_add"), quote_form_data(company, ana, [("TAZ-002", quantity)])
     )
 
     assert response.status_code == 200
-    assert response.context["adminform"].form.errors["items"] == [message]
+    assert quote_form_errors(response) == [message]
     assert not Quote.objects.exists()
 
 
@@ -461,12 +473,14 @@ def test_a_quote_line_of_a_discontinued_product_is_a_form_error(
 ):
     response = admin_client.post(
         reverse("admin:sales_quote_add"),
-        {"company": company.pk, "contact": ana.pk, "opportunity": "", "items": "DES-004 1"},
+        quote_form_data(company, ana, [("DES-004", 1)]),
     )
 
     assert response.status_code == 200
-    errors = response.context["adminform"].form.non_field_errors()
-    assert errors and "DES-004" in errors[0]
+    # Not offered at all: the rows choose among the active products only.
+    assert quote_form_errors(response) == [
+        "Escoja una opción válida. Esa opción no está entre las disponibles."
+    ]
     assert not Quote.objects.exists()
 
 

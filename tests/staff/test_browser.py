@@ -261,9 +261,10 @@ def test_a_salesperson_sends_a_quote_and_an_agent_replies_to_a_case(
         )[-1]
         textarea.send_keys(body)
         prefix = textarea.get_attribute("name").removesuffix("-body")
-        box = browser.find_element(By.CSS_SELECTOR, f'input[name="{prefix}-public"]')
-        if box.is_selected() != public:
-            box.click()
+        # Internal note or public reply: two radio buttons.
+        browser.find_element(
+            By.CSS_SELECTOR, f'input[name="{prefix}-public"][value="{public}"]'
+        ).click()
         browser.find_element(By.CSS_SELECTOR, 'input[name="_continue"]').click()
         wait_for(browser, "ul.messagelist li.success")
     comments = list(case.comments.order_by("created_at").values_list("body", "public"))

@@ -157,9 +157,16 @@ def test_agents_cannot_see_gateway_credentials_and_admins_manage_them(
     )
     credential = GatewayCredential.objects.get(name="whatsapp")
     shown = [str(m) for m in created.context["messages"]]
-    revoked = client.post(
+    # Revoking cannot be undone: the action first shows what it will do, and revokes nothing.
+    asked = client.post(
         "/admin/core/gatewaycredential/",
         {"action": "revoke", "_selected_action": [credential.pk]},
+    )
+    assert 'id="confirm-revoke"' in asked.content.decode()
+    assert GatewayCredential.objects.get(pk=credential.pk).revoked_at is None
+    revoked = client.post(
+        "/admin/core/gatewaycredential/",
+        {"action": "revoke", "_selected_action": [credential.pk], "post": "yes"},
         follow=True,
     )
 

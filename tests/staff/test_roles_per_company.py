@@ -108,7 +108,11 @@ def test_a_row_action_runs_only_on_the_companies_where_the_role_allows_it(
 
     client.post(
         reverse("admin:core_gatewaycredential_changelist"),
-        {"action": "revoke", "_selected_action": [sol_credential.pk, luna_credential.pk]},
+        {
+            "action": "revoke",
+            "_selected_action": [sol_credential.pk, luna_credential.pk],
+            "post": "yes",  # as the confirmation page posts it
+        },
     )
 
     sol_credential.refresh_from_db()

@@ -29,7 +29,7 @@ def with_new_comment(data: dict, body: str, *, public: bool) -> dict:
     index = int(data["comments-INITIAL_FORMS"])
     data[f"comments-{index}-body"] = body
     if public:
-        data[f"comments-{index}-public"] = "on"
+        data[f"comments-{index}-public"] = "True"
     return data
 
 
@@ -179,3 +179,115 @@ def test_staff_open_a_case_from_the_admin_through_the_service(agent_client, comp
     case = Case.objects.get()
     assert case.reference.startswith("CS-")
     assert (case.channel, case.state) == ("phone", S.OPEN)
+
+
+def messages_of(response) -> list[tuple[str, str]]:
+    return [(m.level_tag, str(m)) for m in response.context["messages"]]
+
+
+def test_a_new_comment_is_an_internal_note_unless_staff_choose_a_public_reply(
+    agent_client, make_case
+):
+    case = make_case(S.IN_PROGRESS)
+
+    response = agent_client.get(change_url(case))
+
+    comments = next(
+        i for i in response.context["inline_admin_formsets"] if i.formset.model is CaseComment
+    )
+    (new,) = comments.formset.extra_forms
+    assert new["public"].value() is False
+    page = response.content.decode()
+    assert 'type="radio"' in page
+    assert "Nota interna (solo el personal)" in page
+    assert "Respuesta pública (se envía al cliente por correo o SMS)" in page
+
+
+def test_a_public_reply_from_the_case_page_is_emailed_and_logged(
+    agent_client, make_case, django_capture_on_commit_callbacks, sms_outbox
+):
+    from django.core import mail
+
+    from support.models import CaseMessage
+
+    case = make_case(S.IN_PROGRESS)
+    data = with_new_comment(change_form_data(agent_client, case), "Ya está pedido.", public=True)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = agent_client.post(change_url(case), data, follow=True)
+
+    assert ("info", "La respuesta se está enviando a Ana por correo electrónico.") in messages_of(
+        response
+    )
+    (email,) = mail.outbox
+    assert "Ya está pedido." in email.body and email.to == ["ana@example.com"]
+    page = agent_client.get(change_url(case)).content.decode()
+    assert "Mensajes al cliente" in page and "Enviado" in page  # the message log
+    assert "Pública: la lee el cliente" in page  # the thread says it was public
+    assert CaseMessage.objects.get().status == CaseMessage.Status.SENT
+
+
+def test_a_reply_to_a_contact_without_email_or_phone_is_kept_and_staff_are_warned(
+    agent_client, make_case, company, django_capture_on_commit_callbacks
+):
+    from support.models import CaseMessage
+    from tests import factories
+
+    walk_in = factories.contact(company, first_name="Pedro")
+    case = make_case(S.IN_PROGRESS, for_contact=walk_in)
+    data = with_new_comment(change_form_data(agent_client, case), "Pase por tienda.", public=True)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = agent_client.post(change_url(case), data, follow=True)
+
+    assert (
+        "warning",
+        "La respuesta se ha guardado, pero no se ha podido enviar a Pedro: el cliente no "
+        "tiene teléfono ni correo.",
+    ) in messages_of(response)
+    assert CaseComment.objects.filter(case=case, body="Pase por tienda.", public=True).exists()
+    message = CaseMessage.objects.get()
+    assert message.status == CaseMessage.Status.NOT_SENT
+    page = agent_client.get(change_url(case)).content.decode()
+    assert "No enviado" in page and "el cliente no tiene teléfono ni correo" in page
+
+
+def test_a_reply_posted_from_a_page_opened_before_the_case_closed_is_refused_with_the_state(
+    agent_client, make_case
+):
+    from support.models import CaseMessage
+    from support.services import case_close
+
+    case = make_case(S.RESOLVED)
+    data = with_new_comment(change_form_data(agent_client, case), "¿Algo más?", public=True)
+    case_close(case=case)  # a colleague closed it meanwhile
+
+    response = agent_client.post(change_url(case), data, follow=True)
+
+    assert messages_of(response) == [
+        ("error", f"{case.reference} · {case.subject} está Cerrado: ya no puede cambiar.")
+    ]
+    assert not CaseComment.objects.filter(case=case).exists()
+    assert not CaseMessage.objects.filter(kind=CaseMessage.Kind.REPLY).exists()
+
+
+def test_resolving_from_the_case_page_tells_the_customer(
+    agent_client, make_case, django_capture_on_commit_callbacks
+):
+    from django.core import mail
+
+    case = make_case(S.IN_PROGRESS)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = agent_client.post(
+            change_url(case),
+            change_form_data(agent_client, case, _fsm_transition_to="resolve"),
+            follow=True,
+        )
+
+    assert (
+        "info",
+        "Se está avisando a Ana por correo electrónico de que el caso está resuelto.",
+    ) in messages_of(response)
+    (email,) = mail.outbox
+    assert f"su caso {case.reference} está resuelto" in email.subject

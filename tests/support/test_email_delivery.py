@@ -146,3 +146,36 @@ def test_a_worker_tries_a_notice_refused_for_good_once_and_the_sweep_leaves_it(
     assert b"refused for good (SMTP recipient refused 550)" in worker.log.read_bytes()
     later = timezone.now() + timedelta(minutes=20)
     assert selectors.case_staff_notices_pending(now=later) == []
+
+
+def test_a_public_reply_reaches_the_customers_mailbox_once_through_the_worker(
+    company, ana, make_staff, inbox, support_worker
+):
+    """The reply's message is published after the commit, claimed and sent by the worker,
+    and recorded sent; staff emails about the case go to staff only."""
+    from support.models import CaseMessage
+
+    worker, _ = support_worker
+    since = worker.log.stat().st_size
+    lucia = make_staff("lucia", first_name="Lucía")  # no email: no staff notice in the inbox
+    case = services.case_open(
+        company=company, contact=ana, subject="Sin cobertura", description="Desde ayer."
+    )
+    services.case_start(case=case)
+    services.case_comment_add(case=case, body="Revisar la antena.", author_user=lucia, public=False)
+    comment = services.case_comment_add(case=case, body="Mañana va un técnico.", author_user=lucia)
+
+    message = wait_for(lambda: inbox.messages and inbox.messages[0])
+    sent = wait_for(
+        lambda: CaseMessage.objects.filter(
+            pk=comment.customer_message.pk, status=CaseMessage.Status.SENT
+        ).first()
+    )
+    assert message["To"] == ana.email and case.reference in message["Subject"]
+    body = message.get_payload(decode=True).decode()
+    assert "Mañana va un técnico." in body and "Desde ayer." in body
+    assert "Revisar la antena." not in body
+    assert sent.attempts == 1 and sent.masked_destination == "a***@example.com"
+    assert wait_for(lambda: "succeeded" in task_log(worker, "support.case_message_send", since))
+    assert task_log(worker, "support.case_message_send", since) == ["received", "succeeded"]
+    assert len(inbox.messages) == 1

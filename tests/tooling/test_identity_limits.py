@@ -61,8 +61,9 @@ def test_an_enumeration_through_one_credential_is_answered_alike_past_its_limit_
     """The probe of issue 28: random phones, each in a new conversation. Past the
     credential's limit every phone gets one answer (verified mode); the customer's real
     phone too, and her code goes to her phone. One burst event is raised and mailed to
-    staff, not one per call."""
-    make_staff("marta", role="supervisor", email="marta@example.com")
+    the company's administrators, not one per call."""
+    make_staff("marta", role="admin", email="marta@example.com")
+    make_staff("pablo", role="supervisor", email="pablo@example.com")  # may not revoke it
     limits(company, identify_failures_per_credential=8, identify_credential_window_minutes=60)
 
     probes = [identify(tool_client, phone=random_phone()) for _ in range(12)]

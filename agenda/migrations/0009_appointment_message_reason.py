@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agenda", "0007_opt_out_link_keys"),
+        ("agenda", "0008_calendar_feeds"),
     ]
 
     operations = [
