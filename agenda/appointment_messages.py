@@ -77,7 +77,15 @@ def _channel_for(contact: Contact) -> tuple[str, str]:
     return "", "no phone or email"
 
 
-def _message(appointment: Appointment, kind: str, due_at: datetime, channel: str, why: str):
+def message_channel(contact: Contact) -> tuple[str, str]:
+    """The channel an appointment message to `contact` goes by now, and why there is none:
+    what the admin's confirmation page tells staff before a cancellation."""
+    return _channel_for(contact)
+
+
+def _message(
+    appointment: Appointment, kind: str, due_at: datetime, channel: str, why: str, reason: str = ""
+):
     if why:
         status = Status.NOT_SENT
     else:
@@ -92,11 +100,17 @@ def _message(appointment: Appointment, kind: str, due_at: datetime, channel: str
         status=status,
         error=why,
         queued_at=due_at if status == Status.QUEUED else None,
+        reason=reason,
     )
 
 
 def appointment_messages_after(
-    appointment: Appointment, kind: str, *, now: datetime, reminder_hours: int | None = None
+    appointment: Appointment,
+    kind: str,
+    *,
+    now: datetime,
+    reminder_hours: int | None = None,
+    reason: str = "",
 ) -> None:
     """Write the messages a booking, move or cancellation (`kind`) of `appointment` owes its
     customer, in the caller's transaction, and publish the confirmation once it commits. A
@@ -106,7 +120,8 @@ def appointment_messages_after(
     A move or a cancellation first drops the appointment's messages that have not left (a
     reminder for the old time, a confirmation not yet sent): what is being sent now is
     finished by its worker. A reminder is written only while it can still come before the
-    start (an appointment booked closer than that gets its confirmation alone)."""
+    start (an appointment booked closer than that gets its confirmation alone). `reason`, the
+    one staff gave (plain text, core.reasons), is told in the confirmation."""
     if kind != Kind.BOOKED:
         AppointmentMessage.objects.filter(
             appointment=appointment, status__in=[Status.SCHEDULED, Status.QUEUED, Status.RETRYING]
@@ -116,7 +131,7 @@ def appointment_messages_after(
         )
     contact = appointment.contact
     channel, why = _channel_for(contact)
-    messages = [_message(appointment, kind, now, channel, why)]
+    messages = [_message(appointment, kind, now, channel, why, reason)]
     if kind != Kind.CANCELLED and reminder_hours is not None:
         remind_at = appointment.starts_at - timedelta(hours=reminder_hours)
         if remind_at > now:
@@ -152,8 +167,8 @@ def message_text(
 ) -> tuple[str, str]:
     """The subject (for email) and the text of a message, in the company's language: the
     company, the service, the professional, and the date and time in the company's zone; the
-    link to see, move or cancel it (agenda.manage_links) and the one that opts out of its
-    channel, if there are."""
+    reason staff gave, if any; the link to see, move or cancel it (agenda.manage_links) and the
+    one that opts out of its channel, if there are."""
     appointment = message.appointment
     company = message.company
     with translation.override(company.language):
@@ -194,6 +209,8 @@ def message_text(
             ),
         }[message.kind]
         body %= values
+        if message.reason:
+            body += " " + _g("Motivo: %(reason)s") % {"reason": message.reason.rstrip(".")} + "."
         if manage_url:
             body += " " + _g("Para ver, cambiar o cancelar su cita: %(url)s") % {"url": manage_url}
         if opt_out_url:

@@ -585,6 +585,8 @@ class AppointmentMessage(models.Model):
     manage_key = models.CharField(
         _("manage link key"), max_length=32, unique=True, null=True, blank=True, editable=False
     )
+    # The reason staff gave for the change (a cancellation's), told to the customer in it.
+    reason = models.CharField(_("reason"), max_length=300, blank=True)
 
     class Meta:
         verbose_name = _("appointment message")

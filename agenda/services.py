@@ -35,6 +35,7 @@ from agenda.selectors import agenda_settings_for, appointment_get_for_contact, f
 from core.errors import NotFound, NotInCompany, ValidationFailed
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
+from core.reasons import reason_checked
 from core.references import insert_with_fresh_reference, normalize_reference, reference_taken
 from core.sql import insert_unless_conflict
 from core.states import state_shown
@@ -375,12 +376,18 @@ def appointment_cancel(
     now: datetime | None = None,
     enforce_cutoff: bool = True,
     by: Any = None,
+    reason: str = "",
     description: str | None = None,
 ) -> Appointment:
     """Cancel a scheduled appointment. Customers (`contact` given) only cancel their own and
-    not after the company's cut-off; staff pass enforce_cutoff=False. `description` as for
-    appointment_reschedule."""
+    not after the company's cut-off; staff pass enforce_cutoff=False.
+
+    `reason` (plain text, core.reasons; staff give one in the admin) is kept in the history
+    and told to the customer in the cancellation message. `description`, as for
+    appointment_reschedule, is the history's note instead (a customer's own cancellation from
+    their link: who did it, and their words), told to nobody."""
     now = now or clock.now()
+    reason = reason_checked(reason)
 
     with joined():
         appointment = _locked(company, reference, with_cutoff=enforce_cutoff)
@@ -388,9 +395,11 @@ def appointment_cancel(
         _check_scheduled(appointment)
         if enforce_cutoff:
             _check_cutoff(appointment, now, "cancel")
-        appointment.cancel(by=by, description=description)
+        appointment.cancel(by=by, description=description or reason or None)
         appointment.save()
-        appointment_messages_after(appointment, AppointmentMessage.Kind.CANCELLED, now=now)
+        appointment_messages_after(
+            appointment, AppointmentMessage.Kind.CANCELLED, now=now, reason=reason
+        )
         return appointment
 
 
@@ -423,13 +432,16 @@ def appointment_mark_no_show(
     now: datetime | None = None,
     by: Any = None,
     description: str | None = None,
+    reason: str = "",
 ) -> Appointment:
-    """Record that the customer did not come (only once the appointment has started)."""
+    """Record that the customer did not come (only once the appointment has started). Staff's
+    `reason` (plain text, core.reasons) is kept in the history; nothing is sent."""
     now = now or clock.now()
+    reason = reason_checked(reason)
     appointment = _locked(company, reference)
     _check_scheduled(appointment)
     _check_started(appointment, now)
-    appointment.mark_no_show(by=by, description=description)
+    appointment.mark_no_show(by=by, description=reason or description)
     appointment.save()
     return appointment
 

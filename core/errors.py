@@ -184,6 +184,9 @@ RULE_CODES = frozenset(
         "invalid_email",
         # an identifier that reads as none of the three (a tool's `identifier`)
         "invalid_identifier",
+        # a reason as plain text (core.reasons): no markup, no control characters
+        "reason_markup",
+        "reason_control_characters",
         # a phone the company may not text (core.sms_policy): a country it does not serve, or
         # a number that is not a mobile (premium rate, shared cost, landline...)
         "phone_country_not_served",

@@ -16,7 +16,7 @@ from django.db.models.functions import Upper
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from django_fsm import FSMField, FSMModelMixin, transition
-from django_fsm_log.decorators import fsm_log_by
+from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 
 from core.models import Company, Contact, Conversation
 from sales import money
@@ -287,10 +287,11 @@ class Opportunity(FSMModelMixin, models.Model):
         pass
 
     @fsm_log_by
+    @fsm_log_description
     @transition(
         field=state, source=OPEN_STATES, target=State.LOST, custom={"label": _("Mark lost")}
     )
-    def lose(self, by=None) -> None:
+    def lose(self, by=None, description=None) -> None:
         pass
 
 
@@ -432,17 +433,19 @@ class Quote(FSMModelMixin, models.Model):
         pass
 
     @fsm_log_by
+    @fsm_log_description
     @transition(
         field=state, source=State.SENT, target=State.REJECTED, custom={"label": _("Reject")}
     )
-    def reject(self, by=None) -> None:
+    def reject(self, by=None, description=None) -> None:
         pass
 
     @fsm_log_by
+    @fsm_log_description
     @transition(
         field=state, source=OPEN_STATES, target=State.EXPIRED, custom={"label": _("Expire")}
     )
-    def expire(self, by=None) -> None:
+    def expire(self, by=None, description=None) -> None:
         pass
 
     @fsm_log_by
@@ -471,6 +474,7 @@ class Quote(FSMModelMixin, models.Model):
         pass
 
     @fsm_log_by
+    @fsm_log_description
     @transition(
         field=state,
         source=State.ACCEPTED,
@@ -480,7 +484,7 @@ class Quote(FSMModelMixin, models.Model):
             "help_text": _("The order will not be delivered: its reserved stock is released."),
         },
     )
-    def cancel(self, by=None) -> None:
+    def cancel(self, by=None, description=None) -> None:
         pass
 
 

@@ -17,6 +17,7 @@ from core.admin import (
     TransitionHistoryInline,
     contact_search_fields,
 )
+from core.admin.confirmation import Confirmation, nothing_sent
 from core.models import StaffMembership
 from core.roles import staff_company_ids
 from support import selectors, services
@@ -151,6 +152,24 @@ class CaseCommentInline(admin.StackedInline):
         return "—"
 
 
+def _close_effect(case: Case) -> list[str]:
+    return [
+        _("The case is closed for good: a new problem needs a new case."),
+        nothing_sent(str(case.contact)),
+    ]
+
+
+CLOSE_CONFIRMATION = Confirmation(
+    reasons=[
+        ("solved", _("Solved, confirmed by the customer")),
+        ("no_answer", _("No answer from the customer")),
+        ("duplicate", _("Duplicate of another case")),
+    ],
+    effect=_close_effect,
+    bulk_label=_("Close the selected cases"),
+)
+
+
 class CaseMessageInline(admin.TabularInline):
     """What the customer was sent about this case (support.case_messages), each with its
     delivery state: read-only, oldest first."""
@@ -247,8 +266,9 @@ class CaseAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
         "resume": lambda case, user: services.case_resume(case=case, by=user),
         "resolve": lambda case, user: services.case_resolve(case=case, by=user),
         "reopen": lambda case, user: services.case_reopen(case=case, by=user),
-        "close": lambda case, user: services.case_close(case=case, by=user),
+        "close": lambda case, user, reason: services.case_close(case=case, by=user, reason=reason),
     }
+    fsm_confirmations = {"close": CLOSE_CONFIRMATION}
     list_display = [
         "reference",
         "subject",

@@ -22,6 +22,7 @@ from core.identity import check_owner
 from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation, StaffMembership
+from core.reasons import reason_checked
 from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.states import state_shown
 from core.transactions import one_at_a_time
@@ -203,10 +204,16 @@ def case_resolve(*, case: Case, by: AbstractBaseUser | None = None) -> Case:
 
 @transaction.atomic
 def case_close(
-    *, case: Case, by: AbstractBaseUser | None = None, contact: Contact | None = None
+    *,
+    case: Case,
+    by: AbstractBaseUser | None = None,
+    contact: Contact | None = None,
+    reason: str = "",
 ) -> Case:
-    """resolved -> closed: the customer (`contact`) confirmed the fix, or staff close it."""
-    description = "customer confirmed the fix" if contact is not None else None
+    """resolved -> closed: the customer (`contact`) confirmed the fix, or staff close it,
+    giving a `reason` (plain text, core.reasons) kept in the history."""
+    reason = reason_checked(reason)
+    description = "customer confirmed the fix" if contact is not None else reason or None
     return _transition(case, "close", by=by, contact=contact, description=description)
 
 

@@ -61,6 +61,31 @@ def form_data(page) -> dict:
     return data
 
 
+def confirmation_data(page, reason: str, details: str = "") -> dict:
+    """What a browser posts from a confirmation page (core.admin.confirmation): what the page
+    carries (the records, what each was confirmed against, the action), the reason chosen
+    and the words typed."""
+    data: dict = {}
+    for name, value in page.context["hidden"]:
+        data.setdefault(name, []).append(value)
+    data["reason"] = reason
+    data["details"] = details
+    data["_confirm"] = "yes"
+    return data
+
+
+def confirm(client, obj: Model, transition: str, reason: str, details: str = ""):
+    """Press a confirmed transition's button on the change page of `obj`, then answer the
+    confirmation page it opens; the page the browser ends on."""
+    pressed = client.post(
+        change_url(obj), change_form_data(client, obj, _fsm_transition_to=transition)
+    )
+    assert pressed.status_code == 302, pressed.content.decode()[:500]
+    page = client.get(pressed["Location"])
+    assert page.status_code == 200, [str(m) for m in page.context["messages"]]
+    return client.post(pressed["Location"], confirmation_data(page, reason, details), follow=True)
+
+
 def quote_form_data(company, contact, rows, opportunity="") -> dict:
     """What the quote add page posts: its company, contact and opportunity, and a row per
     (SKU, quantity as typed) in its products' inline (sales.admin.quote_entry)."""

@@ -18,6 +18,7 @@ from django_fsm.admin import FSMTransitionContext
 
 from agenda import agenda_page, clock, services
 from agenda.admin.common import local_shown, local_start
+from agenda.appointment_messages import message_channel
 from agenda.models import (
     Appointment,
     AppointmentMessage,
@@ -30,6 +31,7 @@ from core.admin import (
     TransitionHistoryInline,
     contact_search_fields,
 )
+from core.admin.confirmation import Confirmation, customer_told, nothing_sent
 from core.errors import GaranteError
 
 
@@ -119,6 +121,7 @@ class AppointmentMessageInline(admin.TabularInline):
     fields = [
         "kind",
         "for_time",
+        "reason",
         "channel",
         "masked_destination",
         "status",
@@ -160,6 +163,35 @@ class AppointmentMessageInline(admin.TabularInline):
         return self._when(message.sent_at)
 
 
+def _described(appointment: Appointment) -> str:
+    return _("%(contact)s · %(service)s with %(professional)s · %(when)s") % {
+        "contact": appointment.contact,
+        "service": appointment.service.name,
+        "professional": appointment.professional.display_name,
+        "when": local_shown(appointment.starts_at, appointment.company),
+    }
+
+
+def _cancel_effect(appointment: Appointment) -> list[str]:
+    """What cancelling does, and whether the customer is told: by the channel the
+    cancellation message would take now (agenda.appointment_messages)."""
+    channel, why = message_channel(appointment.contact)
+    name = str(appointment.contact)
+    return [
+        _described(appointment),
+        _("The appointment is cancelled and its time is free again."),
+        customer_told(name, channel) if channel else nothing_sent(name, why),
+    ]
+
+
+def _no_show_effect(appointment: Appointment) -> list[str]:
+    return [
+        _described(appointment),
+        _("The appointment is recorded as not attended."),
+        nothing_sent(str(appointment.contact)),
+    ]
+
+
 @admin.register(Appointment)
 class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     export_fields = [
@@ -176,14 +208,14 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         "created_via",
     ]
     fsm_services = {
-        "cancel": lambda a, user: services.appointment_cancel(
-            company=a.company, reference=a.reference, enforce_cutoff=False, by=user
+        "cancel": lambda a, user, reason: services.appointment_cancel(
+            company=a.company, reference=a.reference, enforce_cutoff=False, by=user, reason=reason
         ),
         "mark_attended": lambda a, user: services.appointment_mark_attended(
             company=a.company, reference=a.reference, by=user
         ),
-        "mark_no_show": lambda a, user: services.appointment_mark_no_show(
-            company=a.company, reference=a.reference, by=user
+        "mark_no_show": lambda a, user, reason: services.appointment_mark_no_show(
+            company=a.company, reference=a.reference, by=user, reason=reason
         ),
         "reschedule": lambda a, user, starts_at, professional=None, **_form: (
             services.appointment_reschedule(
@@ -197,6 +229,28 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         ),
     }
     fsm_forms = {"reschedule": RescheduleForm}
+    fsm_confirmations = {
+        # A move meanwhile (same state, another time) makes the confirmation stale too.
+        "cancel": Confirmation(
+            reasons=[
+                ("customer_asked", _("At the customer's request")),
+                ("professional_unavailable", _("The professional is not available")),
+                ("duplicate", _("Duplicate booking")),
+            ],
+            effect=_cancel_effect,
+            bulk_label=_("Cancel the selected appointments"),
+            confirmed_against=("state", "starts_at", "professional_id"),
+        ),
+        "mark_no_show": Confirmation(
+            reasons=[
+                ("did_not_come", _("The customer did not come or warn")),
+                ("too_late", _("The customer came too late to be seen")),
+                ("cancelled_late", _("The customer cancelled too late")),
+            ],
+            effect=_no_show_effect,
+            bulk_label=_("Mark the selected appointments as no-shows"),
+        ),
+    }
     autocomplete_fields = ["contact", "service", "professional"]
     list_display = [
         "reference",

@@ -22,6 +22,7 @@ from django_fsm.admin import FSMAdminMixin, FSMTransitionContext
 from django_fsm_log.admin import StateLogInline
 from django_fsm_log.models import StateLog
 
+from core.admin.confirmation import ConfirmedTransitionsAdmin
 from core.errors import GaranteError
 
 
@@ -101,7 +102,7 @@ class RecordRulesAdmin:
         }
 
 
-class ServiceTransitionsAdmin(RecordRulesAdmin, FSMAdminMixin):
+class ServiceTransitionsAdmin(ConfirmedTransitionsAdmin, RecordRulesAdmin, FSMAdminMixin):
     """django-fsm-2's buttons and transition forms, each applied by a service.
 
     `fsm_services` maps a transition name to `service(obj, user, **form_data) -> obj`; a
@@ -109,6 +110,11 @@ class ServiceTransitionsAdmin(RecordRulesAdmin, FSMAdminMixin):
     the transition is allowed at that instant and logs who made it; a refusal it raises is
     shown to the staff member. A record whose state no such transition leaves is settled
     (RecordRulesAdmin): read-only, without Save or Delete. Place before the ModelAdmin base.
+
+    A transition named in `fsm_confirmations` (one that cannot be undone or that tells the
+    customer) is never applied on one click: its button opens its confirmation page, with a
+    reason passed to its service as `reason=` (core.admin.confirmation), and it is a list
+    action too.
     """
 
     fsm_fields: ClassVar[list[str]] = ["state"]
@@ -117,8 +123,12 @@ class ServiceTransitionsAdmin(RecordRulesAdmin, FSMAdminMixin):
     fsm_transition_form_template = "admin/garante/transition_form.html"
 
     def refuse_settled(self, request: HttpRequest, obj: Any) -> None:
-        # A stale transition button: its service refuses it, in its own words.
+        # A stale transition button: its service refuses it, in its own words. A confirmed
+        # one is never applied from the change form, not even to be refused.
         name = request.POST.get(self.fsm_post_param)
+        if self.confirmed(name) is not None:
+            super().refuse_settled(request, obj)
+            return
         if name in self.fsm_services and super(RecordRulesAdmin, self).has_change_permission(
             request, obj
         ):
@@ -182,6 +192,8 @@ class ServiceTransitionsAdmin(RecordRulesAdmin, FSMAdminMixin):
         name = request.POST.get(self.fsm_post_param)
         if not name:
             return super().response_change(request, obj)
+        if self.confirmed(name) is not None:
+            return self.confirmation_redirect(obj, name)
         transition = self.fsm_transition(obj, name)
         if transition is None:
             self.message_user(request, _("Unknown transition."), level=messages.ERROR)
@@ -201,7 +213,10 @@ class ServiceTransitionsAdmin(RecordRulesAdmin, FSMAdminMixin):
     ) -> HttpResponse:
         """The transition-form view (reschedule, reject with a reason, ...): django-fsm-2 checks
         only the transition's own permission; it also needs the change permission here. A valid
-        form is applied by the service; a form with errors, or refused, is shown again."""
+        form is applied by the service; a form with errors, or refused, is shown again. A
+        confirmed transition's URL is its confirmation page."""
+        if self.confirmed(transition_name) is not None:
+            return self.confirmation_view(request, object_id, transition_name)
         obj = self.get_object(request, object_id)
         if obj is not None and not self.has_change_permission(request, obj):
             raise PermissionDenied
@@ -268,7 +283,8 @@ class ServiceTransitionsAdmin(RecordRulesAdmin, FSMAdminMixin):
         """Apply a transition, from a button or a form, by its service instead of the bare
         model method; the staff member is told the outcome. Whether it went through."""
         service = self.fsm_services.get(name)
-        if service is None:
+        if service is None or self.confirmed(name) is not None:
+            # A confirmed transition is applied by its confirmation page only.
             self.message_user(request, _("Unknown transition."), level=messages.ERROR)
             return False
         try:

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from core.admin import (
     CompanyScopedAdmin,
@@ -22,13 +23,14 @@ from core.admin import (
     contact_search_fields,
     staff_scoped,
 )
+from core.admin.confirmation import Confirmation, nothing_sent
 from core.admin.localtime import local_datetime_shown
 from core.dashboard import age_shown
 from core.errors import GaranteError
 from core.models import Contact
 from core.roles import staff_company_ids
 from sales import money
-from sales.models import Opportunity, SalesSettings
+from sales.models import Opportunity, Quote, SalesSettings
 from sales.selectors import (
     LEAD_WAITING,
     lead_overdue_filter,
@@ -48,8 +50,32 @@ from sales.services.opportunities import (
 )
 
 
-class LoseOpportunityForm(forms.Form):
-    reason = forms.CharField(label=_("lost reason"), max_length=300)
+def _lose_effect(opportunity: Opportunity) -> list[str]:
+    """Losing closes it and expires its open quotes (opportunity_lose); nobody is told."""
+    quotes = list(
+        Quote.objects.filter(opportunity=opportunity, state__in=Quote.OPEN_STATES)
+        .order_by("pk")
+        .values_list("reference", flat=True)
+    )
+    effect = [
+        _("%(contact)s · %(amount)s")
+        % {
+            "contact": opportunity.contact,
+            "amount": money.shown(opportunity.amount, opportunity.currency),
+        },
+        _("The opportunity is closed as lost."),
+    ]
+    if quotes:
+        effect.append(
+            ngettext(
+                "Its open quote %(quotes)s expires with it.",
+                "Its %(count)d open quotes expire with it: %(quotes)s.",
+                len(quotes),
+            )
+            % {"count": len(quotes), "quotes": ", ".join(quotes)}
+        )
+    effect.append(nothing_sent(str(opportunity.contact)))
+    return effect
 
 
 class OpportunityForm(forms.ModelForm):
@@ -121,7 +147,18 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         "win": lambda o, user: opportunity_win(opportunity=o, by=user),
         "lose": lambda o, user, reason: opportunity_lose(opportunity=o, reason=reason, by=user),
     }
-    fsm_forms = {"lose": LoseOpportunityForm}
+    fsm_confirmations = {
+        "lose": Confirmation(
+            reasons=[
+                ("price", _("Price")),
+                ("competitor", _("Went with a competitor")),
+                ("no_budget", _("No budget")),
+                ("no_answer", _("No answer from the customer")),
+            ],
+            effect=_lose_effect,
+            bulk_label=_("Mark the selected opportunities lost"),
+        ),
+    }
     list_display = [
         "reference",
         "title",

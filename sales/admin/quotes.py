@@ -2,7 +2,6 @@
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -17,6 +16,7 @@ from core.admin import (
     contact_search_fields,
     staff_scoped,
 )
+from core.admin.confirmation import Confirmation, nothing_sent
 from sales import money
 from sales.admin.quote_entry import QuoteCreateForm, QuoteEntryInline, preview_response
 from sales.models import Opportunity, Quote, QuoteLine
@@ -29,10 +29,6 @@ from sales.services.quote_lifecycle import (
     quote_reject,
     quote_send,
 )
-
-
-class RejectQuoteForm(forms.Form):
-    reason = forms.CharField(label=_("reason"), max_length=300, required=False)
 
 
 class QuoteLineInline(admin.TabularInline):
@@ -74,6 +70,17 @@ class QuoteLineInline(admin.TabularInline):
         return False
 
 
+def _quote_effect(outcome: str) -> Any:
+    def effect(quote: Quote) -> list[str]:
+        described = _("%(contact)s · %(total)s") % {
+            "contact": quote.contact,
+            "total": money.shown(quote.total, quote.currency),
+        }
+        return [described, outcome, nothing_sent(str(quote.contact))]
+
+    return effect
+
+
 @admin.register(Quote)
 class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     export_fields = [
@@ -94,12 +101,46 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     fsm_services = {
         "send": lambda q, user: quote_send(quote=q, by=user),
         "accept": lambda q, user: quote_accept(quote=q, by=user),
-        "reject": lambda q, user, reason="": quote_reject(quote=q, reason=reason, by=user),
-        "expire": lambda q, user: quote_expire(quote=q, by=user),
+        "reject": lambda q, user, reason: quote_reject(quote=q, reason=reason, by=user),
+        "expire": lambda q, user, reason: quote_expire(quote=q, by=user, reason=reason),
         "deliver": lambda q, user: quote_deliver(quote=q, by=user),
-        "cancel": lambda q, user: quote_cancel(quote=q, by=user),
+        "cancel": lambda q, user, reason: quote_cancel(quote=q, by=user, reason=reason),
     }
-    fsm_forms = {"reject": RejectQuoteForm}
+    fsm_confirmations = {
+        "reject": Confirmation(
+            reasons=[
+                ("too_expensive", _("Too expensive")),
+                ("other_supplier", _("The customer chose another supplier")),
+                ("not_needed", _("No longer needed")),
+            ],
+            effect=_quote_effect(
+                _("The quote is recorded as rejected: it can no longer be accepted.")
+            ),
+            bulk_label=_("Reject the selected quotes"),
+        ),
+        "expire": Confirmation(
+            reasons=[
+                ("conditions_changed", _("Prices or conditions changed")),
+                ("no_answer", _("No answer from the customer")),
+                ("replaced", _("Replaced by a new quote")),
+            ],
+            effect=_quote_effect(
+                _("The quote is withdrawn: the customer can no longer accept it.")
+            ),
+            bulk_label=_("Expire the selected quotes"),
+        ),
+        "cancel": Confirmation(
+            reasons=[
+                ("customer_asked", _("At the customer's request")),
+                ("cannot_supply", _("It cannot be supplied")),
+                ("duplicate", _("Duplicate order")),
+            ],
+            effect=_quote_effect(
+                _("The order will not be delivered: its reserved stock is released.")
+            ),
+            bulk_label=_("Cancel the selected orders"),
+        ),
+    }
     list_display = [
         "reference",
         "contact",

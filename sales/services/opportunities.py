@@ -12,6 +12,7 @@ from django_fsm import can_proceed
 
 from core.errors import NotInCompany, ValidationFailed
 from core.models import Company, Contact, Conversation
+from core.reasons import reason_checked
 from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.states import state_shown
 from sales import money
@@ -102,13 +103,19 @@ def opportunity_assign(
 
 
 def _opportunity_move(
-    opportunity: Opportunity, name: str, *, by: Any, now: datetime | None = None, **changes: Any
+    opportunity: Opportunity,
+    name: str,
+    *,
+    by: Any,
+    now: datetime | None = None,
+    description: str | None = None,
+    **changes: Any,
 ) -> Opportunity:
     opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
     method = getattr(opportunity, name)
     if not can_proceed(method):
         raise opportunity_state_error(opportunity)
-    method(by=by)
+    method(by=by, **({"description": description} if description else {}))
     fields = ["state", *changes]
     for field, value in changes.items():
         setattr(opportunity, field, value)
@@ -151,22 +158,25 @@ def opportunity_win(
 def opportunity_lose(
     *, opportunity: Opportunity, reason: str, by: Any = None, now: datetime | None = None
 ) -> Opportunity:
-    """Close an open opportunity as lost; the reason is required so the team can learn.
+    """Close an open opportunity as lost; the reason (plain text, core.reasons) is required so
+    the team can learn, and kept on it and in its history and its quotes'.
 
     Its open quotes (drafts and sent ones) expire with it, so none is left looking acceptable.
     None of them holds stock: only an accepted quote does, and accepting one wins the
     opportunity, which then cannot be lost.
     """
-    reason = reason.strip()
+    reason = reason_checked(reason)
     if not reason:
         raise ValidationFailed(_("Indique el motivo de la pérdida."), code="lost_reason_required")
     now = now or timezone.now()
     # Lock order: the opportunity, then its quotes. An acceptance under way finishes first
     # (its opportunity is won then, and refuses to be lost); a quote created or sent while this
     # waited was too, holding the opportunity's lock, and is expired here.
-    lost = _opportunity_move(opportunity, "lose", by=by, now=now, lost_reason=reason[:300])
+    lost = _opportunity_move(
+        opportunity, "lose", by=by, now=now, description=reason, lost_reason=reason
+    )
     for quote in _open_quotes_lock(lost):
-        quote.expire(by=by)
+        quote.expire(by=by, description=reason)
         quote.resolved_at = now
         quote.save(update_fields=["state", "resolved_at"])
     return lost

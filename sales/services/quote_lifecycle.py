@@ -24,6 +24,7 @@ from core.errors import NotInCompany, ValidationFailed
 from core.identity import check_owner
 from core.jobs import task_named
 from core.models import Company, Contact, Conversation
+from core.reasons import reason_checked
 from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.sweeps import sweep
 from core.transactions import joined
@@ -269,15 +270,17 @@ def quote_reject(
     now: datetime | None = None,
     locked: bool = False,
 ) -> Quote:
-    """Reject a sent, still valid quote. `contact` and `locked` as in quote_accept."""
+    """Reject a sent, still valid quote. `contact` and `locked` as in quote_accept. The
+    `reason` (plain text, core.reasons) is kept on the quote and in its history."""
     now = now or timezone.now()
+    reason = reason_checked(reason)
 
     with joined():
         current = quote if locked else quote_lock(quote)
         _check_owner(contact, current)
         quote_guard(current, current.reject, now)
-        current.reject(by=by)
-        current.rejection_reason = reason.strip()[:300]
+        current.reject(by=by, description=reason or None)
+        current.rejection_reason = reason
         current.resolved_at = now
         current.save(update_fields=["state", "rejection_reason", "resolved_at"])
         return current
@@ -357,10 +360,14 @@ def _check_delivered_items(quote: Quote, items: Iterable[QuoteItem]) -> None:
             )
 
 
-def quote_cancel(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
+def quote_cancel(
+    *, quote: Quote, by: Any = None, now: datetime | None = None, reason: str = ""
+) -> Quote:
     """Cancel an accepted quote's order: the stock it reserved is available again. Cancelling
-    a cancelled order again changes nothing and answers the same; a delivered one is refused."""
+    a cancelled order again changes nothing and answers the same; a delivered one is refused.
+    Staff's `reason` (plain text, core.reasons) is kept in the history."""
     now = now or timezone.now()
+    reason = reason_checked(reason)
 
     with transaction.atomic():
         current = quote_lock(quote)
@@ -369,20 +376,24 @@ def quote_cancel(*, quote: Quote, by: Any = None, now: datetime | None = None) -
         if not can_proceed(current.cancel):
             raise quote_state_error(current.state)
         stock_settle(current, consume=False, now=now)
-        current.cancel(by=by)
+        current.cancel(by=by, description=reason or None)
         current.cancelled_at = now
         current.save(update_fields=["state", "cancelled_at"])
         return current
 
 
 @transaction.atomic
-def quote_expire(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
-    """Mark an open quote expired (the beat task does it past validity; staff may withdraw)."""
+def quote_expire(
+    *, quote: Quote, by: Any = None, now: datetime | None = None, reason: str = ""
+) -> Quote:
+    """Mark an open quote expired (the beat task does it past validity; staff may withdraw,
+    with a `reason`: plain text, core.reasons, kept in the history)."""
     now = now or timezone.now()
+    reason = reason_checked(reason)
     quote = quote_lock(quote)
     if not can_proceed(quote.expire):
         raise quote_state_error(quote.state)
-    quote.expire(by=by)
+    quote.expire(by=by, description=reason or None)
     quote.resolved_at = now
     quote.save(update_fields=["state", "resolved_at"])
     return quote

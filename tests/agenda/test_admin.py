@@ -15,7 +15,7 @@ from agenda.models import Appointment, TimeOff
 from agenda.services import appointment_book, appointment_cancel, professional_create
 from core.models import StaffMembership
 from core.services import contact_create
-from tests.admin_pages import change_url, form_data, transition_buttons
+from tests.admin_pages import change_url, confirm, form_data, transition_buttons
 from tests.factories import MONDAY_8AM, local
 
 # Staff here hold the agenda's permissions only.
@@ -104,20 +104,23 @@ def test_a_scheduled_appointment_offers_its_transitions_and_a_terminal_one_none(
         "reschedule",
     }
 
-    press(staff_client, appointment, "cancel")
+    confirm(staff_client, appointment, "cancel", "customer_asked")
 
     assert transition_buttons(staff_client.get(change_url(appointment))) == set()
 
 
-def test_the_cancel_button_goes_through_the_service_and_records_who(
+def test_the_cancel_button_goes_through_the_service_and_records_who_and_why(
     staff_client, staff, appointment
 ):
-    response = press(staff_client, appointment, "cancel")
+    # The button opens the confirmation page; its "Yes" cancels (core.admin.confirmation).
+    response = confirm(staff_client, appointment, "cancel", "customer_asked")
 
     appointment.refresh_from_db()
     assert appointment.state == Appointment.State.CANCELLED
     assert "está ahora Cancelada" in response.content.decode()  # the admin speaks Spanish
-    assert [(log.transition, log.by) for log in history(appointment)] == [("cancel", staff)]
+    assert [(log.transition, log.by, log.description) for log in history(appointment)] == [
+        ("cancel", staff, "A petición del cliente")
+    ]
 
 
 def test_a_button_the_service_refuses_shows_why_and_changes_nothing(staff_client, appointment):

@@ -26,6 +26,7 @@ from sales.services.quote_pricing import QuoteItem
 from tests.admin_pages import (
     change_form_data,
     change_url,
+    confirm,
     quote_form_data,
     quote_form_errors,
     transition_buttons,
@@ -102,11 +103,14 @@ def test_stage_buttons_move_an_opportunity_through_the_services(admin_client, se
 def test_losing_asks_for_the_reason(admin_client, company, ana):
     opportunity = opportunity_create(company=company, contact=ana, title="Oficina nueva")
     url = reverse("admin:sales_opportunity_transition", args=[opportunity.pk, "lose"])
+    confirmed_against = {f"confirmed_against_{opportunity.pk}": "state=new"}
 
-    refused = admin_client.post(url, {"reason": ""})
-    admin_client.post(url, {"reason": "Eligió a la competencia"})
+    refused = admin_client.post(url, {"reason": "other", "details": "", **confirmed_against})
+    admin_client.post(
+        url, {"reason": "other", "details": "Eligió a la competencia", **confirmed_against}
+    )
 
-    assert refused.status_code == 200  # the form again, with its error
+    assert refused.status_code == 200  # the confirmation page again, with its error
     opportunity.refresh_from_db()
     assert (opportunity.state, opportunity.lost_reason) == ("lost", "Eligió a la competencia")
 
@@ -198,7 +202,10 @@ def test_a_stale_expire_button_cannot_undo_an_acceptance(admin_client, company, 
     quote.refresh_from_db()
     assert quote.state == Quote.State.ACCEPTED
     assert Product.objects.get(sku="TAZ-002").quantity_reserved == 2
-    assert messages_of(response) == ["Esa cotización ya fue aceptada."]
+    # Expiring asks for a confirmation first: the button leads to its page, which refuses.
+    assert messages_of(response) == [
+        f"{quote.reference} está Aceptada: ahora no se le puede aplicar «Vencer»."
+    ]
 
 
 def test_staff_accept_a_quote_with_the_same_stock_rules(admin_client, company, ana, catalog):
@@ -507,7 +514,7 @@ def test_staff_cancel_an_accepted_order_and_a_stale_delivery_is_refused(
     )
     stale = change_form_data(admin_client, quote, _fsm_transition_to="deliver")
 
-    press(admin_client, quote, "cancel")
+    confirm(admin_client, quote, "cancel", "customer_asked")
     response = admin_client.post(change_url(quote), stale, follow=True)
 
     quote.refresh_from_db()

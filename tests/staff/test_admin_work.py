@@ -8,7 +8,7 @@ from django_fsm_log.models import StateLog
 
 from core.models import Conversation
 from sales.models import Quote
-from tests.admin_pages import change_url
+from tests.admin_pages import change_url, confirm
 from tests.factories import ANA_DOCUMENT
 from tests.staff.trace_calls import call
 from tooling.models import ToolCall
@@ -61,23 +61,26 @@ def test_an_agent_cancels_an_appointment_with_the_button_and_sees_it_in_the_hist
     page = client.get(change_url(appointment)).content.decode()
     assert has_button(page, "cancel")
 
-    response = press(client, appointment, "cancel", follow=True)
+    # The button opens the confirmation page; its "Yes", with a reason, cancels.
+    response = confirm(client, appointment, "cancel", "customer_asked")
 
     appointment.refresh_from_db()
     assert appointment.state == "cancelled"
     assert history(appointment) == [("cancel", "cancelled", "agente.sol")]
     shown = response.content.decode()
     assert "agente.sol" in shown  # the history inline on the same page
+    assert "A petición del cliente" in shown  # with the reason as its note
     assert not has_button(shown, "cancel")  # a terminal state offers no more buttons
 
 
-def test_a_second_cancel_is_refused_by_the_service_with_its_message(client, sol_day, agent):
+def test_a_second_cancel_from_a_stale_tab_is_refused_with_the_state(client, sol_day, agent):
     appointment = sol_day.appointment
     client.force_login(agent)
     cancel_page = client.get(change_url(appointment))
-    press(client, appointment, "cancel")
+    confirm(client, appointment, "cancel", "duplicate")
 
-    # A second tab still showing the button: the service refuses, with the customer's words.
+    # A second tab still showing the button: refused with the state it is in now, and its
+    # confirmation page never opens.
     data = {"_fsm_transition_to": "cancel"}
     _bound(cancel_page.context["adminform"].form, data)
     for inline in cancel_page.context["inline_admin_formsets"]:
@@ -85,12 +88,8 @@ def test_a_second_cancel_is_refused_by_the_service_with_its_message(client, sol_
     again = client.post(change_url(appointment), data, follow=True)
 
     assert len(history(appointment)) == 1
-    # The first press's message, then the second's: the service's refusal.
-    cancelled = appointment.starts_at.astimezone(sol_day.company.tz).strftime("%Y-%m-%d %H:%M")
-    assert messages_of(again) == [
-        f"La cita {appointment.reference} está ahora Cancelada, {cancelled}.",
-        "Esa cita ya está cancelada.",
-    ]
+    assert again.request["PATH_INFO"] == change_url(appointment)
+    assert messages_of(again) == [f"{appointment.reference} está Cancelada: ya no puede cambiar."]
 
 
 def test_an_agent_moves_a_case_with_the_buttons(client, sol_day, agent):
@@ -122,19 +121,27 @@ def test_an_agent_sees_no_quote_buttons_and_cannot_use_the_transition_form(clien
     assert quote.state == Quote.State.SENT
 
 
-def test_a_supervisor_rejects_a_quote_through_its_form_and_the_history_keeps_it(
+def test_a_supervisor_rejects_a_quote_through_its_confirmation_and_the_history_keeps_it(
     client, sol_day, supervisor
 ):
     quote = sol_day.quote
     client.force_login(supervisor)
 
     response = client.post(
-        f"/admin/sales/quote/{quote.pk}/transition/reject/", {"reason": "Muy caro"}
+        f"/admin/sales/quote/{quote.pk}/transition/reject/",
+        {
+            "reason": "too_expensive",
+            "details": "pidió un 10 % menos",
+            f"confirmed_against_{quote.pk}": "state=sent",
+        },
     )
 
     assert response.status_code == 302
     quote.refresh_from_db()
-    assert (quote.state, quote.rejection_reason) == ("rejected", "Muy caro")
+    assert (quote.state, quote.rejection_reason) == (
+        "rejected",
+        "Demasiado caro: pidió un 10 % menos",
+    )
     assert history(quote)[-1] == ("reject", "rejected", "supervisora.sol")
 
 

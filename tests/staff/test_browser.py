@@ -15,6 +15,7 @@ from core.models import Conversation
 from tests.browser import log_in, page_text, wait_for
 from tests.browser import screenshot as browser_screenshot
 from tests.factories import ANA_DOCUMENT
+from tests.staff.confirming import CONFIRMATION_PAGE, answer_confirmation
 from tests.staff.trace_calls import call
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
@@ -73,13 +74,16 @@ def test_a_staff_member_cancels_an_appointment_sees_the_history_and_only_their_c
     assert luna_day.company.name not in landing
     screenshot(browser, "01-landing")
 
-    # 2. Open today's appointment from the landing page and press "Cancel".
+    # 2. Open today's appointment from the landing page, press "Cancel", and confirm it on
+    # the page that opens, with a reason.
     browser.find_element(By.LINK_TEXT, appointment.reference).click()
     wait_for(browser, 'button[name="_fsm_transition_to"][value="cancel"]')
     screenshot(browser, "02-appointment-change")
     browser.find_element(
         By.CSS_SELECTOR, 'button[name="_fsm_transition_to"][value="cancel"]'
     ).click()
+    wait_for(browser, CONFIRMATION_PAGE)
+    answer_confirmation(browser, "customer_asked")
     wait_for(browser, "ul.messagelist li.success")
 
     # 3. The appointment is cancelled, and its history says who did it.
@@ -201,10 +205,13 @@ def test_a_receptionist_books_from_a_free_slot_moves_it_and_cancels_it(
     assert booked.starts_at.astimezone(company.tz).strftime("%H:%M") == to
     assert booked.reference in page_text(browser)  # the agenda of its new day
 
-    # Cancel it with the transition button, from its page.
+    # Cancel it with the transition button, from its page, and its confirmation.
     browser.find_element(By.LINK_TEXT, booked.reference).click()
     wait_for(browser, 'button[name="_fsm_transition_to"][value="cancel"]')
-    press_transition(browser, "cancel")
+    browser.find_element(
+        By.CSS_SELECTOR, 'button[name="_fsm_transition_to"][value="cancel"]'
+    ).click()
+    answer_confirmation(browser, "duplicate")
     booked.refresh_from_db()
     assert booked.state == "cancelled"
     # Settled: neither Save nor Delete any more.

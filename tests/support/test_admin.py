@@ -102,8 +102,9 @@ def test_a_forbidden_transition_posted_anyway_changes_nothing(agent_client, make
 
     case.refresh_from_db()
     assert case.state == S.OPEN
+    # Closing asks for a confirmation first: the button leads to its page, which refuses.
     assert [str(m) for m in response.context["messages"]] == [
-        f"No puedo hacer eso con el caso {case.reference}: está abierto."
+        f"{case} está Abierto: ahora no se le puede aplicar «Cerrar»."
     ]
 
 

@@ -1,0 +1,23 @@
+"""Answering a confirmation page (core.admin.confirmation) in the browser, as staff do: choose
+the reason, type the words, press "Yes". Shared by the browser tests that act through one."""
+
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+
+from tests.browser import wait_for
+
+CONFIRMATION_PAGE = "body.garante-confirmation"
+
+
+def answer_confirmation(driver: webdriver.Chrome, reason: str, details: str = "") -> None:
+    """On an open confirmation page: pick `reason`, type `details`, press its "Yes"; waits for
+    the page that follows (the record or the list, with its messages, or this page again with
+    the form's errors)."""
+    wait_for(driver, CONFIRMATION_PAGE)
+    driver.find_element(By.CSS_SELECTOR, f'input[name="reason"][value="{reason}"]').click()
+    box = driver.find_element(By.NAME, "details")
+    box.clear()
+    if details:
+        box.send_keys(details)
+    driver.find_element(By.CSS_SELECTOR, 'input[name="_confirm"]').click()
+    wait_for(driver, "ul.messagelist li, ul.errorlist")
