@@ -373,9 +373,7 @@ def test_seeding_the_sandbox_texts_no_one(sms_outbox, django_capture_on_commit_c
 
     assert sms_outbox == [] and mail.outbox == []
     sandbox = Company.objects.get(slug="sandbox")
-    kept = set(
-        OutboxMessage.objects.filter(company=sandbox).values_list("channel", "destination")
-    )
+    kept = set(OutboxMessage.objects.filter(company=sandbox).values_list("channel", "destination"))
     # What the seed's customers would have been told (appointments cancelled, cases resolved)
     # is kept in the sandbox's outbox, addressed to its made-up customers only.
     assert {d for channel, d in kept if channel == "sms"} == {ANA_PHONE, BRUNO_PHONE}
