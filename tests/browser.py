@@ -131,6 +131,15 @@ def wait_for(driver: webdriver.Chrome, css: str):
     )
 
 
+def click_and_load(driver: webdriver.Chrome, element, css: str):
+    """Click `element`, which loads another page, and wait for `css` on the new one (the old
+    page may show the same selector, say the last save's message)."""
+    old_page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(old_page))
+    return wait_for(driver, css)
+
+
 def log_in(driver: webdriver.Chrome, base_url: str, username: str) -> None:
     """A staff member logs in to the admin and lands on the dashboard."""
     driver.get(f"{base_url}/admin/login/")

@@ -4,7 +4,7 @@ the reason, type the words, press "Yes". Shared by the browser tests that act th
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
-from tests.browser import wait_for
+from tests.browser import click_and_load, wait_for
 
 CONFIRMATION_PAGE = "body.garante-confirmation"
 
@@ -19,5 +19,8 @@ def answer_confirmation(driver: webdriver.Chrome, reason: str, details: str = ""
     box.clear()
     if details:
         box.send_keys(details)
-    driver.find_element(By.CSS_SELECTOR, 'input[name="_confirm"]').click()
-    wait_for(driver, "ul.messagelist li, ul.errorlist")
+    click_and_load(
+        driver,
+        driver.find_element(By.CSS_SELECTOR, 'input[name="_confirm"]'),
+        "ul.messagelist li, ul.errorlist",
+    )

@@ -12,7 +12,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from core.models import Conversation
-from tests.browser import log_in, page_text, wait_for
+from tests.browser import click_and_load, log_in, page_text, wait_for
 from tests.browser import screenshot as browser_screenshot
 from tests.factories import ANA_DOCUMENT
 from tests.staff.confirming import CONFIRMATION_PAGE, answer_confirmation
@@ -172,8 +172,11 @@ def test_a_receptionist_books_from_a_free_slot_moves_it_and_cancels_it(
     assert browser.find_element(By.ID, "id_at").get_attribute("value") == at
     choose_by_autocomplete(browser, "contact", "Ana", str(sol_day.contact))
     screenshot(browser, "07-booking-form-prefilled")
-    browser.find_element(By.CSS_SELECTOR, 'input[name="_save"]').click()
-    wait_for(browser, "ul.messagelist li.success")
+    click_and_load(
+        browser,
+        browser.find_element(By.CSS_SELECTOR, 'input[name="_save"]'),
+        "ul.messagelist li.success",
+    )
     booked = Appointment.objects.exclude(pk=sol_day.appointment.pk).get(company=company)
     assert booked.starts_at.astimezone(company.tz).strftime("%H:%M") == at
 
@@ -199,8 +202,11 @@ def test_a_receptionist_books_from_a_free_slot_moves_it_and_cancels_it(
     target.click()
     wait_for(browser, "#id_at")
     assert browser.find_element(By.ID, "id_at").get_attribute("value") == to
-    browser.find_element(By.CSS_SELECTOR, 'input[type="submit"]').click()
-    wait_for(browser, "ul.messagelist li.success")
+    click_and_load(
+        browser,
+        browser.find_element(By.CSS_SELECTOR, 'input[type="submit"]'),
+        "ul.messagelist li.success",
+    )
     booked.refresh_from_db()
     assert booked.starts_at.astimezone(company.tz).strftime("%H:%M") == to
     assert booked.reference in page_text(browser)  # the agenda of its new day
@@ -265,8 +271,11 @@ def test_a_salesperson_sends_a_quote_and_an_agent_replies_to_a_case(
         browser.find_element(
             By.CSS_SELECTOR, f'input[name="{prefix}-public"][value="{public}"]'
         ).click()
-        browser.find_element(By.CSS_SELECTOR, 'input[name="_continue"]').click()
-        wait_for(browser, "ul.messagelist li.success")
+        click_and_load(
+            browser,
+            browser.find_element(By.CSS_SELECTOR, 'input[name="_continue"]'),
+            "ul.messagelist li.success",
+        )
     comments = list(case.comments.order_by("created_at").values_list("body", "public"))
     assert comments[-2:] == [("Le reenviamos la factura hoy.", True), ("Revisar el ERP.", False)]
     screenshot(browser, "11-case-replied")

@@ -15,7 +15,7 @@ from openpyxl import load_workbook
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.browser import log_in, page_text, screenshot, wait_for
+from tests.browser import click_and_load, log_in, page_text, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -24,8 +24,11 @@ def downloaded(folder: Path, suffix: str, timeout: float = 30) -> Path:
     """The file the browser finished saving into `folder`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        done = [p for p in folder.iterdir() if p.suffix == suffix]
-        if done:
+        # Chromium writes into a .crdownload file and may leave an empty placeholder under the
+        # final name until it renames the finished one over it.
+        files = list(folder.iterdir())
+        done = [p for p in files if p.suffix == suffix and p.stat().st_size > 0]
+        if done and not any(p.suffix == ".crdownload" for p in files):
             return done[0]
         time.sleep(0.2)
     raise AssertionError(f"no {suffix} downloaded into {folder}: {list(folder.iterdir())}")
@@ -64,8 +67,9 @@ def test_a_supervisor_issues_regenerates_and_subscribes_to_a_calendar_feed(
     log_in(browser, live_server.url, supervisor.username)
     browser.get(f"{live_server.url}/admin/agenda/calendarfeed/add/")
     Select(wait_for(browser, "select[name=company]")).select_by_visible_text(sol_day.company.name)
-    browser.find_element(By.NAME, "_continue").click()
-    message = wait_for(browser, "ul.messagelist li.warning").text
+    message = click_and_load(
+        browser, browser.find_element(By.NAME, "_continue"), "ul.messagelist li.warning"
+    ).text
     screenshot(browser, "feeds-02-calendar-feed-issued", documented=True)
     old_url = next(word for word in message.split() if word.endswith(".ics"))
     assert old_url.startswith(live_server.url + "/calendar/")

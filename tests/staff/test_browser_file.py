@@ -21,7 +21,7 @@ from core.services import contact_create
 from sales.services.quote_lifecycle import quote_create
 from sales.services.quote_pricing import QuoteItem
 from support.services import case_open
-from tests.browser import log_in, page_text, wait_for
+from tests.browser import click_and_load, log_in, page_text, wait_for
 from tests.browser import screenshot as browser_screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
@@ -144,8 +144,11 @@ def test_a_receptionist_reads_the_customers_file_follows_a_button_and_books_from
     browser.find_element(By.ID, "id_day").send_keys(when.date().isoformat())
     browser.find_element(By.ID, "id_at").send_keys("10:00")
     screenshot(browser, "file-03-booking-from-file")
-    browser.find_element(By.CSS_SELECTOR, 'input[name="_save"]').click()
-    wait_for(browser, "ul.messagelist li.success")
+    click_and_load(
+        browser,
+        browser.find_element(By.CSS_SELECTOR, 'input[name="_save"]'),
+        "ul.messagelist li.success",
+    )
     booked = Appointment.objects.filter(contact=ana).order_by("-created_at").first()
     assert booked.starts_at.astimezone(company.tz).strftime("%Y-%m-%d %H:%M") == (
         f"{when.date().isoformat()} 10:00"

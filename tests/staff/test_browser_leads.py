@@ -20,7 +20,7 @@ from selenium.webdriver.support.ui import Select
 from core.models import Company, GatewayCredential, SecurityEvent
 from core.services import gateway_credential_issue
 from sales.models import Opportunity
-from tests.browser import log_in, page_text, wait_for
+from tests.browser import click_and_load, log_in, page_text, wait_for
 from tests.browser import screenshot as browser_screenshot
 from tests.factories import ANA_DOCUMENT
 from tests.staff.trace_calls import call
@@ -118,8 +118,11 @@ def test_a_lead_from_the_agent_reaches_the_sales_staff_and_is_assigned_on_the_da
     offered = [option.text for option in owner.options if option.get_attribute("value")]
     assert offered == ["vera.ventas"]
     owner.select_by_visible_text("vera.ventas")
-    browser.find_element(By.CSS_SELECTOR, "input[name=_continue]").click()
-    wait_for(browser, "ul.messagelist li.success")
+    click_and_load(
+        browser,
+        browser.find_element(By.CSS_SELECTOR, "input[name=_continue]"),
+        "ul.messagelist li.success",
+    )
     lead.refresh_from_db()
     assert lead.owner == seller and lead.assigned_at is not None
     assert "Equipo de ventas avisado" in page_text(browser)
@@ -195,8 +198,9 @@ def test_a_burst_alert_reaches_the_administrators_and_the_credential_is_revoked_
     screenshot(browser, "leads-05-revoke-confirmation")
 
     # 7. Confirmed: revoked, and the alert leaves the dashboard.
-    browser.find_element(By.ID, "confirm-revoke").click()
-    wait_for(browser, "ul.messagelist li.success")
+    click_and_load(
+        browser, browser.find_element(By.ID, "confirm-revoke"), "ul.messagelist li.success"
+    )
     assert GatewayCredential.objects.get(pk=credential.pk).revoked_at is not None
     assert not browser.find_elements(By.ID, "credential-revoke")
     browser.get(f"{live_server.url}/admin/")

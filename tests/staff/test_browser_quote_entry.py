@@ -11,7 +11,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from sales.models import Quote
 from sales.services.catalog import price_list_item_set, product_create
-from tests.browser import log_in, screenshot, wait_for
+from tests.browser import click_and_load, log_in, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -90,8 +90,11 @@ def test_a_salesperson_types_a_quote_and_sees_prices_stock_and_totals_as_they_ty
     )
     screenshot(browser, "quote-entry-priced", documented=True)
 
-    browser.find_element(By.CSS_SELECTOR, 'input[name="_save"]').click()
-    wait_for(browser, "ul.messagelist li.success")
+    click_and_load(
+        browser,
+        browser.find_element(By.CSS_SELECTOR, 'input[name="_save"]'),
+        "ul.messagelist li.success",
+    )
     quote = Quote.objects.exclude(pk=sol_day.quote.pk).get()
     assert [(line.sku, line.quantity) for line in quote.lines.all()] == [
         (sol_day.quote.lines.first().sku, 2),

@@ -17,7 +17,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from core.services import contact_create
 from support.models import Case, CaseComment, CaseMessage
 from support.services import case_open, case_start
-from tests.browser import log_in, page_text, wait_for
+from tests.browser import click_and_load, log_in, page_text, wait_for
 from tests.browser import screenshot as browser_screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
@@ -51,8 +51,8 @@ def write_comment(driver: webdriver.Chrome, body: str, *, public: bool | None) -
         driver.find_element(
             By.CSS_SELECTOR, f'input[name="{prefix}-public"][value="{public}"]'
         ).click()
-    driver.find_element(By.CSS_SELECTOR, 'input[name="_continue"]').click()
-    wait_for(driver, "ul.messagelist li")
+    save = driver.find_element(By.CSS_SELECTOR, 'input[name="_continue"]')
+    click_and_load(driver, save, "ul.messagelist li")
 
 
 def message_log(driver: webdriver.Chrome) -> str:
@@ -123,10 +123,10 @@ def test_a_public_reply_and_the_resolution_reach_the_customers_mailbox_and_phone
     screenshot(browser, "support-02-reply-texted")
 
     # 4. Resolving the case tells her too.
-    browser.find_element(
+    resolve = browser.find_element(
         By.CSS_SELECTOR, 'button[name="_fsm_transition_to"][value="resolve"]'
-    ).click()
-    wait_for(browser, "ul.messagelist li")
+    )
+    click_and_load(browser, resolve, "ul.messagelist li")
     assert "Se está avisando a Ana por SMS de que el caso está resuelto." in notices(browser), (
         notices(browser)
     )
