@@ -170,7 +170,8 @@ def test_a_bug_is_an_internal_error_with_the_outages_answer_and_its_trace_logged
     assert logged[0].getMessage() == "unexpected failure in a test"
 
 
-def test_a_database_failure_is_system_unavailable_saying_the_same_key_is_safe(caplog):
+# With the database: the failure path looks at the connection when one is open.
+def test_a_database_failure_is_system_unavailable_saying_the_same_key_is_safe(caplog, db):
     error = as_garante_error(OperationalError("server closed the connection"), logger=logger)
 
     assert isinstance(error, SystemUnavailable)

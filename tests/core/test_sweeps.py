@@ -16,7 +16,8 @@ def failed_rows(name: str) -> float:
     )
 
 
-def test_a_failing_row_is_logged_and_counted_and_the_others_go_on(caplog):
+# With the database: the failure path looks at the connection when one is open.
+def test_a_failing_row_is_logged_and_counted_and_the_others_go_on(caplog, db):
     handled = []
 
     def handle(row: int) -> bool:
