@@ -16,10 +16,11 @@ def answer_confirmation(driver: webdriver.Chrome, reason: str | None, details: s
     wait_for(driver, CONFIRMATION_PAGE)
     if reason is not None:
         driver.find_element(By.CSS_SELECTOR, f'input[name="reason"][value="{reason}"]').click()
-    box = driver.find_element(By.NAME, "details")
-    box.clear()
-    if details:
-        box.send_keys(details)
+    boxes = driver.find_elements(By.NAME, "details")  # none where no reason is asked
+    if boxes:
+        boxes[0].clear()
+        if details:
+            boxes[0].send_keys(details)
     click_and_load(
         driver,
         driver.find_element(By.CSS_SELECTOR, 'input[name="_confirm"]'),
