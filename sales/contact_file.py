@@ -14,6 +14,7 @@ from sales.selectors import (
     ORDER_STATES,
     contact_opportunities_file,
     contact_quote_emails_file,
+    contact_quote_messages_file,
     contact_quotes_file,
 )
 
@@ -118,4 +119,31 @@ def quote_emails(contact: Contact, now: datetime, limit: int) -> FileSection:
         empty=_("No quote was emailed to this contact."),
         list_model=Quote,
         list_query={**by_contact(contact), "emailed_at__isnull": "False"},
+    )
+
+
+@contact_file_section(position=76, visible_with=Quote)
+def quote_messages(contact: Contact, now: datetime, limit: int) -> FileSection:
+    """What the customer was sent when staff settled their quotes and orders (as on the
+    quote's own page); each row links to its quote."""
+    total, latest = contact_quote_messages_file(contact=contact, limit=limit)
+    return FileSection(
+        key="quote_messages",
+        title=_("Quote and order messages"),
+        total=total,
+        columns=[_("quote"), _("message"), _("sent to"), _("status"), _("sent")],
+        rows=[
+            FileRow(
+                m.quote,
+                [
+                    m.quote.reference,
+                    m.get_kind_display(),
+                    f"{m.get_channel_display()} {m.masked_destination}".strip(),
+                    m.get_status_display(),
+                    shown_at(m.sent_at, contact),
+                ],
+            )
+            for m in latest
+        ],
+        empty=_("No message about a quote or order was sent to this contact."),
     )

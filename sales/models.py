@@ -237,6 +237,14 @@ class Opportunity(FSMModelMixin, models.Model):
     team_notice_error = models.CharField(
         _("sales staff email error"), max_length=200, blank=True, editable=False
     )
+    # The email to the salesperson it was assigned to (sales.services.lead_notice): once per
+    # assignment (assigning it again clears both), or refused for good with the reason kept.
+    owner_notified_at = models.DateTimeField(
+        _("owner notified"), null=True, blank=True, editable=False
+    )
+    owner_notice_error = models.CharField(
+        _("owner email error"), max_length=200, blank=True, editable=False
+    )
 
     class Meta:
         verbose_name = _("opportunity")
@@ -500,6 +508,79 @@ QUOTE_STATE_LABELS: dict[str, Promise] = {
     Quote.State.DELIVERED: _("entregada"),
     Quote.State.CANCELLED: _("cancelada"),
 }
+
+
+class QuoteMessage(models.Model):
+    """One message to the customer about their quote or order when staff settle it: the order
+    cancelled, the quote recorded as rejected, or withdrawn (sales.quote_messages), with the
+    reason staff gave.
+
+    Written by sales.services in the transaction of the change, and sent by a Celery task
+    after that commit, as the case and appointment messages are: `queued` -> `sending` ->
+    `sent`, or `retrying` in between, or `failed`; `not_sent` (with the reason) when the
+    customer has no channel left for it; `unknown` when its worker stopped while sending. One
+    per quote and kind: each is a change the quote makes once.
+    """
+
+    class Kind(models.TextChoices):
+        ORDER_CANCELLED = "order_cancelled", _("Order cancelled")
+        QUOTE_REJECTED = "quote_rejected", _("Quote rejected")
+        QUOTE_WITHDRAWN = "quote_withdrawn", _("Quote withdrawn")
+
+    class Channel(models.TextChoices):
+        SMS = "sms", _("SMS")
+        EMAIL = "email", _("Email")
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("Queued")
+        SENDING = "sending", _("Sending")
+        RETRYING = "retrying", _("Retrying")
+        SENT = "sent", _("Sent")
+        FAILED = "failed", _("Failed")
+        NOT_SENT = "not_sent", _("Not sent")
+        UNKNOWN = "unknown", _("Unknown (stopped while sending)")
+
+    OPEN_STATUSES = ("queued", "retrying", "sending")
+
+    company = models.ForeignKey(
+        Company, on_delete=models.CASCADE, related_name="quote_messages", verbose_name=_("company")
+    )
+    quote = models.ForeignKey(
+        "Quote", on_delete=models.CASCADE, related_name="messages", verbose_name=_("quote")
+    )
+    kind = models.CharField(_("message"), max_length=20, choices=Kind.choices)
+    reason = models.CharField(_("reason"), max_length=300, blank=True)
+    channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices, blank=True)
+    status = models.CharField(
+        _("status"), max_length=16, choices=Status.choices, default=Status.QUEUED
+    )
+    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
+    error = models.CharField(_("why not sent / error"), max_length=300, blank=True)
+    masked_destination = models.CharField(_("sent to"), max_length=254, blank=True)
+    provider_message_id = models.CharField(_("provider message id"), max_length=100, blank=True)
+    provider_status = models.CharField(_("provider status"), max_length=40, blank=True)
+    queued_at = models.DateTimeField(_("queued"), null=True, blank=True)
+    claimed_at = models.DateTimeField(_("sending since"), null=True, blank=True)
+    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("message to the customer")
+        verbose_name_plural = _("messages to the customer")
+        ordering = ["created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["quote", "kind"], name="quote_message_once"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["queued_at"],
+                name="quote_message_open",
+                condition=Q(status__in=["queued", "retrying", "sending"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} · {self.get_status_display()}"
 
 
 class QuoteLine(models.Model):

@@ -49,7 +49,10 @@ def seed(company: Company) -> None:
         # Quoted a month ago, so its validity has run out; expired as the beat task would.
         past = timezone.now() - timedelta(days=30)
         quote_expire(
-            quote=_quoted(company=company, contact=first, items=[QuoteItem("CAF-010", 1)], now=past)
+            quote=_quoted(
+                company=company, contact=first, items=[QuoteItem("CAF-010", 1)], now=past
+            ),
+            tell_customer=False,
         )
     # The second contact: a lost opportunity.
     if not Opportunity.objects.filter(contact=second, state=Opportunity.State.LOST).exists():

@@ -26,7 +26,15 @@ from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
 from core.roles import staff_with_permission
-from sales.models import Opportunity, PriceList, PriceListItem, Product, Quote, SalesSettings
+from sales.models import (
+    Opportunity,
+    PriceList,
+    PriceListItem,
+    Product,
+    Quote,
+    QuoteMessage,
+    SalesSettings,
+)
 
 # Who the company's sales staff are: those who may run its pipeline (change opportunities:
 # by role, supervisors and administrators, sales/roles.py; agents only see it).
@@ -242,3 +250,11 @@ def opportunities_with_lead_overdue(queryset: QuerySet, *, now: datetime) -> Que
             output_field=BooleanField(),
         )
     )
+
+
+def contact_quote_messages_file(*, contact: Contact, limit: int) -> tuple[int, list[QuoteMessage]]:
+    """How many messages the contact was sent (or is to be sent) about their settled quotes
+    and orders, and the `limit` newest, with their quote."""
+    messages = QuoteMessage.objects.filter(company_id=contact.company_id, quote__contact=contact)
+    latest = messages.select_related("quote").order_by("-created_at", "-pk")[:limit]
+    return messages.count(), list(latest)

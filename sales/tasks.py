@@ -1,19 +1,39 @@
 """Sales' Celery tasks: email a sent quote, expire quotes past validity, retry lost emails;
-email the sales staff about a new opportunity, and resend those notices that never went out."""
+email the sales staff about a new opportunity and its salesperson when it is assigned, and
+resend those notices that never went out; send the messages to customers when staff settle
+their quote or order (sales.quote_messages), and sweep the lost ones."""
+
+import logging
 
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
-from core.outbound import OutboundTransient
+from core.outbound import OutboundTransient, SentUnrecorded
 from core.periodic import every
 from core.sweeps import SWEEP_TIME_LIMITS, enqueued, sweep
 from core.tasks import DATABASE_FAILURES
-from sales.services.lead_notice import opportunity_team_notices_pending, opportunity_team_notify
+from sales.quote_messages import (
+    SEND_TASK,
+    quote_message_deliver,
+    quote_message_record_sent,
+    quote_messages_sweep,
+)
+from sales.services.lead_notice import (
+    opportunity_owner_notices_pending,
+    opportunity_owner_notify,
+    opportunity_team_notices_pending,
+    opportunity_team_notify,
+)
 from sales.services.quote_email import quote_email_deliver, quote_emails_pending
 from sales.services.quote_lifecycle import quotes_expire_due
 
+logger = logging.getLogger("garante.sales.messages")
+
 EXPIRE_EVERY_SECONDS = 5 * 60
 EMAIL_SWEEP_EVERY_SECONDS = 15 * 60
+MESSAGES_SWEEP_EVERY_SECONDS = 5 * 60
+MESSAGE_RETRIES = 5
 
 
 # Only transient errors reach the task: quote_email_deliver records a refusal for good (a 5yz
@@ -67,6 +87,68 @@ def opportunity_team_notices_resend() -> int:
     ).done
 
 
+@shared_task(
+    name="sales.tasks.opportunity_owner_notify",
+    autoretry_for=(OSError, *DATABASE_FAILURES),
+    retry_backoff=True,
+    max_retries=5,
+)
+def opportunity_owner_notify_task(opportunity_id: int) -> int:
+    """Email the salesperson an opportunity was just assigned to."""
+    return opportunity_owner_notify(opportunity_id=opportunity_id)
+
+
+@shared_task(**SWEEP_TIME_LIMITS)
+def opportunity_owner_notices_resend() -> int:
+    """Enqueue again the assigned salespeople's emails that never went out."""
+    return sweep(
+        "sales.opportunity_owner_notices_resend",
+        opportunity_owner_notices_pending(now=timezone.now()),
+        lambda pk: enqueued(opportunity_owner_notify_task, opportunity_id=pk),
+    ).done
+
+
+# As the case messages' task (support.tasks): retried, with backoff and jitter, for transient
+# errors only; acks_late off, since the claim keeps a message single; the soft limit, reached
+# while the provider holds the message, settles it as unknown rather than sending it again.
+@shared_task(
+    bind=True,
+    name=SEND_TASK,
+    ignore_result=True,
+    acks_late=False,
+    autoretry_for=(OutboundTransient, OperationalError, InterfaceError),
+    retry_backoff=True,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=MESSAGE_RETRIES,
+    soft_time_limit=45,
+    time_limit=60,
+)
+def quote_message_send(self, message_id: int, sent: dict[str, str] | None = None) -> str:
+    """Send one message about a settled quote or order to the customer, once. A retry given
+    `sent` only records a message that left while the database was down."""
+    if sent is not None:
+        quote_message_record_sent(message_id=message_id, **sent)
+        return "sent"
+    try:
+        return quote_message_deliver(
+            message_id=message_id, last_try=self.request.retries >= self.max_retries
+        )
+    except SentUnrecorded as exc:
+        logger.warning("quote message %s: sent, recording it is retried", message_id)
+        raise self.retry_after_backoff(
+            args=(message_id,), kwargs={"sent": exc.sent}, exc=exc.__cause__
+        ) from exc
+
+
+@shared_task(**SWEEP_TIME_LIMITS)
+def quote_messages_resend() -> dict[str, int]:
+    """Publish again the customer messages lost on their way; settle those stopped while
+    sending."""
+    result = quote_messages_sweep()
+    return {"queued": result.queued, "settled": result.settled, "failed": result.failed}
+
+
 every(EXPIRE_EVERY_SECONDS, quotes_expire, key="sales: expire quotes past validity")
 every(
     EMAIL_SWEEP_EVERY_SECONDS,
@@ -77,4 +159,14 @@ every(
     EMAIL_SWEEP_EVERY_SECONDS,
     opportunity_team_notices_resend,
     key="sales: resend new-lead emails that never went out",
+)
+every(
+    EMAIL_SWEEP_EVERY_SECONDS,
+    opportunity_owner_notices_resend,
+    key="sales: resend assigned-lead emails that never went out",
+)
+every(
+    MESSAGES_SWEEP_EVERY_SECONDS,
+    quote_messages_resend,
+    key="sales: resend customer messages lost on their way",
 )

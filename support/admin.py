@@ -17,11 +17,11 @@ from core.admin import (
     TransitionHistoryInline,
     contact_search_fields,
 )
-from core.admin.confirmation import Confirmation, nothing_sent
+from core.admin.confirmation import Confirmation, customer_told, nothing_sent
 from core.models import StaffMembership
 from core.roles import staff_company_ids
 from support import selectors, services
-from support.case_messages import reason_shown
+from support.case_messages import channel_for, reason_shown
 from support.models import Case, CaseComment, CaseMessage, SupportSettings
 
 
@@ -153,10 +153,49 @@ class CaseCommentInline(admin.StackedInline):
 
 
 def _close_effect(case: Case) -> list[str]:
+    """Closing ends it for good; the customer is told, with the reason, on the channel the
+    message would take now (support.case_messages)."""
+    channel, why = channel_for(case.contact)
+    name = str(case.contact)
     return [
         _("The case is closed for good: a new problem needs a new case."),
-        nothing_sent(str(case.contact)),
+        customer_told(name, channel) if channel else nothing_sent(name, why),
     ]
+
+
+def _resolve_effect(case: Case) -> list[str]:
+    """Resolving tells the customer (with staff's note, if any), who may still say it is not
+    fixed before the case closes by itself."""
+    channel, why = channel_for(case.contact)
+    name = str(case.contact)
+    days = selectors.support_auto_close_days(company_id=case.company_id)
+    effect = [
+        _(
+            "The case is marked resolved: if %(name)s does not answer within %(days)d days, "
+            "it closes by itself."
+        )
+        % {"name": name, "days": days}
+    ]
+    if not channel:
+        return [*effect, nothing_sent(name, why)]
+    if channel == CaseMessage.Channel.SMS:
+        told = _("%(name)s will receive an SMS saying the case is resolved, with your note.")
+    else:
+        told = _(
+            "%(name)s will receive an email saying the case is resolved, with the thread and "
+            "your note."
+        )
+    return [*effect, told % {"name": name}]
+
+
+RESOLVE_CONFIRMATION = Confirmation(
+    reasons=[],
+    effect=_resolve_effect,
+    bulk_label=_("Resolve the selected cases"),
+    reason_required=False,
+    reversible=True,
+    details_label=_("Resolution note for the customer"),
+)
 
 
 CLOSE_CONFIRMATION = Confirmation(
@@ -177,7 +216,17 @@ class CaseMessageInline(admin.TabularInline):
     model = CaseMessage
     extra = 0
     can_delete = False
-    fields = ["kind", "reply", "channel", "masked_destination", "status", "sent", "attempts", "why"]
+    fields = [
+        "kind",
+        "reply",
+        "reason",
+        "channel",
+        "masked_destination",
+        "status",
+        "sent",
+        "attempts",
+        "why",
+    ]
     readonly_fields = fields
     verbose_name = _("message to the customer")
     verbose_name_plural = _("messages to the customer")
@@ -217,26 +266,34 @@ class CaseMessageInline(admin.TabularInline):
 CHANNEL_WORDS = {CaseMessage.Channel.EMAIL: _("email"), CaseMessage.Channel.SMS: _("SMS")}
 
 
-def _tell_staff_of(request: HttpRequest, message: CaseMessage | None, *, resolved: bool) -> None:
+def _tell_staff_of(
+    request: HttpRequest, message: CaseMessage | None, *, kind: str = CaseMessage.Kind.REPLY
+) -> None:
     """Say whether the customer is being told: by which channel, or why they cannot be (the
-    reply or the resolution is kept all the same)."""
+    reply, the resolution or the close is kept all the same)."""
     if message is None:
         return
     name = message.case.contact.first_name
     if message.status == CaseMessage.Status.NOT_SENT:
-        text = (
-            _("The case is resolved, but %(name)s could not be told: %(reason)s.")
-            if resolved
-            else _("The reply is saved, but it could not be sent to %(name)s: %(reason)s.")
-        )
+        text = {
+            CaseMessage.Kind.RESOLVED: _(
+                "The case is resolved, but %(name)s could not be told: %(reason)s."
+            ),
+            CaseMessage.Kind.CLOSED: _(
+                "The case is closed, but %(name)s could not be told: %(reason)s."
+            ),
+        }.get(kind, _("The reply is saved, but it could not be sent to %(name)s: %(reason)s."))
         shown = text % {"name": name, "reason": reason_shown(message.error)}
         messages.warning(request, shown)
         return
-    text = (
-        _("%(name)s is being told by %(channel)s that the case is resolved.")
-        if resolved
-        else _("The reply is being sent to %(name)s by %(channel)s.")
-    )
+    text = {
+        CaseMessage.Kind.RESOLVED: _(
+            "%(name)s is being told by %(channel)s that the case is resolved."
+        ),
+        CaseMessage.Kind.CLOSED: _(
+            "%(name)s is being told by %(channel)s that the case is closed."
+        ),
+    }.get(kind, _("The reply is being sent to %(name)s by %(channel)s."))
     shown = text % {"name": name, "channel": CHANNEL_WORDS[message.channel]}
     messages.info(request, shown)
 
@@ -264,11 +321,13 @@ class CaseAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
         "start": lambda case, user: services.case_start(case=case, by=user),
         "wait_for_customer": lambda case, user: services.case_wait_for_customer(case=case, by=user),
         "resume": lambda case, user: services.case_resume(case=case, by=user),
-        "resolve": lambda case, user: services.case_resolve(case=case, by=user),
+        "resolve": lambda case, user, reason: services.case_resolve(
+            case=case, by=user, reason=reason
+        ),
         "reopen": lambda case, user: services.case_reopen(case=case, by=user),
         "close": lambda case, user, reason: services.case_close(case=case, by=user, reason=reason),
     }
-    fsm_confirmations = {"close": CLOSE_CONFIRMATION}
+    fsm_confirmations = {"resolve": RESOLVE_CONFIRMATION, "close": CLOSE_CONFIRMATION}
     list_display = [
         "reference",
         "subject",
@@ -405,16 +464,13 @@ class CaseAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
         formset.new_objects, formset.changed_objects, formset.deleted_objects = created, [], []
         for comment in created:
             if comment.public:
-                _tell_staff_of(request, comment.customer_message, resolved=False)
+                _tell_staff_of(request, comment.customer_message)
 
-    def apply_transition(
-        self, request: HttpRequest, obj: Case, name: str, form_data: dict[str, Any] | None = None
-    ) -> bool:
-        applied = super().apply_transition(request, obj, name, form_data)
-        if applied and name == "resolve":
-            latest = selectors.case_message_latest(case=obj, kind=CaseMessage.Kind.RESOLVED)
-            _tell_staff_of(request, latest, resolved=True)
-        return applied
+    def fsm_confirmed_done(self, request: HttpRequest, done: Case, name: str) -> None:
+        kind = {"resolve": CaseMessage.Kind.RESOLVED, "close": CaseMessage.Kind.CLOSED}.get(name)
+        if kind is not None:
+            latest = selectors.case_message_latest(case=done, kind=kind)
+            _tell_staff_of(request, latest, kind=kind)
 
     def fsm_done_message(self, case: Case) -> str:
         return _("Case %(reference)s is now %(state)s.") % {

@@ -1,7 +1,9 @@
-"""Messages to customers about their cases: staff's public replies and the resolution notice.
+"""Messages to customers about their cases: staff's public replies, the resolution notice and
+the notice that staff closed the case.
 
-support.services calls `case_message_after` in the transaction of a staff member's public reply
-and of every resolution, whoever makes it (the admin, the integration API): the message is
+support.services calls `case_message_after` in the transaction of a staff member's public reply,
+of every resolution and of a close by staff, whoever makes it (the admin, the integration API),
+with the note or reason staff gave, which the message tells: the message is
 written there as a `CaseMessage`, and its task is published once that transaction commits, as
 the appointment messages are (agenda.appointment_messages) and through the same gate
 (core.outbound.message_send: the SMS policy, the sandbox's outbox, transient or final refusals).
@@ -95,11 +97,17 @@ def channel_for(contact: Contact) -> tuple[str, str]:
 
 
 def case_message_after(
-    case: Case, kind: str, *, comment: CaseComment | None = None, now: datetime | None = None
+    case: Case,
+    kind: str,
+    *,
+    comment: CaseComment | None = None,
+    reason: str = "",
+    now: datetime | None = None,
 ) -> CaseMessage:
-    """Write the message a public reply (`comment`) or a resolution of `case` owes its
-    customer, in the caller's transaction, and publish it once that commits. Returned, so the
-    caller can tell staff at once when it cannot be sent (`status` not_sent, `error` why)."""
+    """Write the message a public reply (`comment`), a resolution or a close of `case` owes
+    its customer, in the caller's transaction, and publish it once that commits; `reason` is
+    the note staff gave (plain text, core.reasons), told in it. Returned, so the caller can
+    tell staff at once when it cannot be sent (`status` not_sent, `error` why)."""
     now = now or timezone.now()
     channel, why = channel_for(case.contact)
     message = CaseMessage.objects.create(
@@ -107,6 +115,7 @@ def case_message_after(
         case=case,
         comment=comment,
         kind=kind,
+        reason=reason,
         channel=channel,
         status=Status.NOT_SENT if why else Status.QUEUED,
         error=why,
@@ -175,9 +184,26 @@ def message_text(message: CaseMessage) -> tuple[str, str]:
         days = support_auto_close_days(company_id=company.pk)
         if message.kind == Kind.REPLY:
             subject = _g("%(company)s: respuesta a su caso %(reference)s") % values
+        elif message.kind == Kind.CLOSED:
+            subject = _g("%(company)s: su caso %(reference)s está cerrado") % values
         else:
             subject = _g("%(company)s: su caso %(reference)s está resuelto") % values
+        told = ""
+        if message.reason:
+            # A resolution's note says what was done; a close's reason, why.
+            told = (
+                _g("Resolución: %(note)s")
+                if message.kind == Kind.RESOLVED
+                else _g("Motivo: %(note)s")
+            ) % {"note": message.reason.rstrip(".")} + "."
         if message.channel == Channel.SMS:
+            if message.kind == Kind.CLOSED:
+                body = _g(
+                    "%(company)s: hemos cerrado su caso %(reference)s. Si necesita algo más, "
+                    "escriba a nuestro asistente y abriremos uno nuevo."
+                )
+                body %= values
+                return subject, f"{body} {told}".strip()
             if message.kind == Kind.REPLY:
                 body = _g(
                     "%(company)s: le hemos respondido en su caso %(reference)s. Para leer la "
@@ -193,7 +219,8 @@ def message_text(message: CaseMessage) -> tuple[str, str]:
                     "%(days)d días.",
                     days,
                 )
-            return subject, body % {**values, "days": days}
+            body %= {**values, "days": days}
+            return subject, f"{body} {told}".strip()
         thread, earlier = _thread(message)
         body = render_to_string(
             "support/email/customer_thread.txt",
@@ -202,6 +229,8 @@ def message_text(message: CaseMessage) -> tuple[str, str]:
                 "company": company,
                 "contact": case.contact,
                 "resolved": message.kind == Kind.RESOLVED,
+                "closed": message.kind == Kind.CLOSED,
+                "reason": message.reason.rstrip("."),
                 "state_label": CUSTOMER_STATE_LABELS[case.state],
                 "thread": thread,
                 "earlier": earlier,

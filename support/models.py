@@ -274,8 +274,8 @@ class CaseComment(models.Model):
 
 
 class CaseMessage(models.Model):
-    """One message to the customer about their case: a staff member's public reply, or the
-    notice that the case is resolved (support.case_messages).
+    """One message to the customer about their case: a staff member's public reply, the
+    notice that the case is resolved, or that staff closed it (support.case_messages).
 
     Written by support.services in the transaction of the reply or the resolution, and sent by
     a Celery task after that commit, as the appointment messages are: `queued` -> `sending`
@@ -288,6 +288,7 @@ class CaseMessage(models.Model):
     class Kind(models.TextChoices):
         REPLY = "reply", _("Public reply")
         RESOLVED = "resolved", _("Case resolved")
+        CLOSED = "closed", _("Case closed")
 
     class Channel(models.TextChoices):
         SMS = "sms", _("SMS")
@@ -321,6 +322,8 @@ class CaseMessage(models.Model):
         verbose_name=_("reply"),
     )
     kind = models.CharField(_("message"), max_length=16, choices=Kind.choices)
+    # What staff wrote when they resolved or closed the case (core.reasons), told in it.
+    reason = models.CharField(_("reason"), max_length=300, blank=True)
     channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices, blank=True)
     status = models.CharField(
         _("status"), max_length=16, choices=Status.choices, default=Status.QUEUED

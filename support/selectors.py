@@ -151,3 +151,11 @@ def contact_cases_file(*, contact: Contact, limit: int) -> tuple[int, int, list[
     settled = Q(state__in=[Case.State.RESOLVED, Case.State.CLOSED])
     counts = cases.aggregate(total=Count("pk"), open=Count("pk", filter=~settled))
     return counts["total"], counts["open"], list(cases.order_by("-created_at", "-pk")[:limit])
+
+
+def contact_case_messages_file(*, contact: Contact, limit: int) -> tuple[int, list[CaseMessage]]:
+    """How many messages the contact was sent (or is to be sent) about their cases, and the
+    `limit` newest, with their case."""
+    messages = CaseMessage.objects.filter(company_id=contact.company_id, case__contact=contact)
+    latest = messages.select_related("case").order_by("-created_at", "-pk")[:limit]
+    return messages.count(), list(latest)

@@ -194,11 +194,13 @@ def case_resume(*, case: Case, by: AbstractBaseUser | None = None) -> Case:
 
 
 @transaction.atomic
-def case_resolve(*, case: Case, by: AbstractBaseUser | None = None) -> Case:
-    """in_progress or waiting_customer -> resolved; the customer is told (support.case_messages)
-    and has the company's auto-close period to say it is not fixed."""
-    case = _transition(case, "resolve", by=by)
-    case_message_after(case, CaseMessage.Kind.RESOLVED)
+def case_resolve(*, case: Case, by: AbstractBaseUser | None = None, reason: str = "") -> Case:
+    """in_progress or waiting_customer -> resolved; the customer is told (support.case_messages),
+    with staff's resolution note (`reason`, plain text, core.reasons, kept in the history too)
+    when there is one, and has the company's auto-close period to say it is not fixed."""
+    reason = reason_checked(reason)
+    case = _transition(case, "resolve", by=by, description=reason or None)
+    case_message_after(case, CaseMessage.Kind.RESOLVED, reason=reason)
     return case
 
 
@@ -211,10 +213,15 @@ def case_close(
     reason: str = "",
 ) -> Case:
     """resolved -> closed: the customer (`contact`) confirmed the fix, or staff close it,
-    giving a `reason` (plain text, core.reasons) kept in the history."""
+    giving a `reason` (plain text, core.reasons) kept in the history. A close by staff (the
+    admin, the integration API) is told to the customer with the reason
+    (support.case_messages); the customer closing it themselves is told nothing more."""
     reason = reason_checked(reason)
     description = "customer confirmed the fix" if contact is not None else reason or None
-    return _transition(case, "close", by=by, contact=contact, description=description)
+    case = _transition(case, "close", by=by, contact=contact, description=description)
+    if contact is None:
+        case_message_after(case, CaseMessage.Kind.CLOSED, reason=reason)
+    return case
 
 
 @transaction.atomic

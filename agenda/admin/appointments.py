@@ -101,6 +101,19 @@ class RescheduleForm(forms.ModelForm):
         local = appointment.starts_at.astimezone(appointment.company.tz)
         self.fields["day"].initial = local.date()
         self.fields["at"].initial = local.time()
+        # The move tells the customer (agenda.appointment_messages): the form says so before
+        # its button, as the confirmation pages do.
+        channel, why = message_channel(appointment.contact)
+        name = str(appointment.contact)
+        if channel == "sms":
+            told = _("%(name)s will receive an SMS with the new date and time.")
+        elif channel:
+            told = _("%(name)s will receive an email with the new date and time.")
+        else:
+            told = None
+        self.fields["day"].help_text = (
+            told % {"name": name} if told is not None else nothing_sent(name, why)
+        )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

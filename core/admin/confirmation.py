@@ -56,12 +56,22 @@ class Confirmation:
     `effect(obj)`: what it does to `obj`, sentences in the active language (the staff
     member's): who is told and how, or that nobody is. `bulk_label`: the list action's name.
     `confirmed_against`: the fields whose change since the page was drawn makes it stale.
+    `reason_required`: False for a transition whose note is optional (a resolution's note to
+    the customer): the list and the words may both be left empty. `asks_reason`: False for
+    one that takes no reason at all (sending a quote): the page states the effect and asks
+    only "Yes".
     """
 
     reasons: Sequence[tuple[str, str | Promise]]
     effect: Callable[[Any], list[str]]
     bulk_label: str | Promise
     confirmed_against: tuple[str, ...] = ("state",)
+    reason_required: bool = True
+    asks_reason: bool = True
+    details_label: str | Promise | None = None
+    # A transition that can be undone (a resolved case reopens) but tells the customer: the
+    # page does not say it cannot be undone.
+    reversible: bool = False
 
     def token(self, obj: Model) -> str:
         """What `obj` is confirmed against, as the page carries it."""
@@ -74,9 +84,9 @@ class Confirmation:
 
     def reason_text(self, code: str, details: str, language: str) -> str:
         """The reason as stored and told: the chosen label in `language` (the company's),
-        with the details after it; the details alone for "other"."""
-        if code == OTHER:
-            return details
+        with the details after it; the details alone for "other" or no choice."""
+        if code in (OTHER, "", None):
+            return details or ""
         with translation.override(language):
             label = str(dict(self.reasons)[code])
         return f"{label}: {details}" if details else label
@@ -101,7 +111,20 @@ class ConfirmationForm(forms.Form):
     def __init__(self, *args: Any, confirmation: Confirmation, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.confirmation = confirmation
-        self.fields["reason"].choices = [*confirmation.reasons, (OTHER, _("Other"))]
+        if not confirmation.asks_reason:
+            del self.fields["reason"], self.fields["details"]
+            return
+        if confirmation.reason_required:
+            self.fields["reason"].choices = [*confirmation.reasons, (OTHER, _("Other"))]
+        else:
+            # Optional: no choice at all is a choice, and words alone are "other".
+            self.fields["reason"].required = False
+            self.fields["reason"].choices = [*confirmation.reasons]
+            self.fields["details"].help_text = _(
+                "Optional. Plain text, at most %(max)d characters."
+            ) % {"max": REASON_MAX_LENGTH}
+        if confirmation.details_label is not None:
+            self.fields["details"].label = confirmation.details_label
 
     def clean_details(self) -> str:
         details = reason_normalized(self.cleaned_data.get("details", ""))
@@ -128,6 +151,8 @@ class ConfirmationForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        if not self.confirmation.asks_reason:
+            return {"reason": "", "details": ""}
         code, details = data.get("reason"), data.get("details")
         if code == OTHER and not details and "details" not in self.errors:
             self.add_error("details", _("Write the reason, or choose one from the list."))
@@ -322,7 +347,9 @@ class ConfirmedTransitionsAdmin:
             self.message_user(request, prefix + record.why_not, messages.ERROR)
             return False
         reason = confirmation.reason_text(
-            form.cleaned_data["reason"], form.cleaned_data["details"], obj.company.language
+            form.cleaned_data.get("reason", ""),
+            form.cleaned_data.get("details", ""),
+            obj.company.language,
         )
         try:
             with transaction.atomic():
@@ -330,13 +357,22 @@ class ConfirmedTransitionsAdmin:
                 if confirmation.token(current) != record.token:
                     self.message_user(request, prefix + self._stale(current), messages.ERROR)
                     return False
-                done = self.fsm_services[name](obj, request.user, reason=reason)
+                service = self.fsm_services[name]
+                if confirmation.asks_reason:
+                    done = service(obj, request.user, reason=reason)
+                else:
+                    done = service(obj, request.user)
         except GaranteError as refusal:
             self.message_user(request, prefix + str(refusal.user_message), messages.ERROR)
             return False
         if not one_of_many:
             self.message_user(request, self.fsm_done_message(done), messages.SUCCESS)
+        self.fsm_confirmed_done(request, done, name)
         return True
+
+    def fsm_confirmed_done(self, request: HttpRequest, done: Model, name: str) -> None:
+        """After a confirmed transition went through: what else staff are told (whether the
+        customer's message could be sent, say). Nothing by default."""
 
     # What the page shows --------------------------------------------------------------------------
 
@@ -414,6 +450,9 @@ class ConfirmedTransitionsAdmin:
             "hidden": hidden,
             "back_url": back_url,
             "single": records[0].obj if len(records) == 1 and not skipped else None,
+            "asks_reason": self.fsm_confirmations[name].asks_reason,
+            "reason_required": self.fsm_confirmations[name].reason_required,
+            "reversible": self.fsm_confirmations[name].reversible,
         }
         return TemplateResponse(request, CONFIRM_TEMPLATE, context)
 

@@ -185,6 +185,7 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         "closed_at",
         "assigned_at",
         "team_notice",
+        "owner_notice",
     ]
 
     def settled(self, opportunity: Opportunity) -> bool:
@@ -225,6 +226,20 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
             return _("on its way")
         return local_datetime_shown(opportunity.team_notified_at, opportunity.company.tz)
 
+    @admin.display(description=_("owner notified"))
+    def owner_notice(self, opportunity: Opportunity) -> str:
+        """Whether the salesperson it was assigned to was emailed (nobody is when they took it
+        themselves: that time is the assignment's own)."""
+        if opportunity.owner_id is None:
+            return "—"
+        if opportunity.owner_notice_error:
+            return _("not sent: %(error)s") % {"error": opportunity.owner_notice_error}
+        if opportunity.owner_notified_at is None:
+            return _("on its way")
+        if opportunity.owner_notified_at == opportunity.assigned_at:
+            return _("they took it themselves")
+        return local_datetime_shown(opportunity.owner_notified_at, opportunity.company.tz)
+
     @admin.action(description=_("Assign to me"), permissions=["change"])
     def assign_to_me(self, request: HttpRequest, queryset: QuerySet) -> None:
         """The staff member takes the selected opportunities (one of the company's sales staff
@@ -232,7 +247,7 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         taken = 0
         for opportunity in queryset.select_related("company"):
             try:
-                opportunity_assign(opportunity=opportunity, owner=request.user)
+                opportunity_assign(opportunity=opportunity, owner=request.user, by=request.user)
             except GaranteError as refusal:
                 self.message_user(
                     request, f"{opportunity.reference}: {refusal.user_message}", messages.ERROR
@@ -255,6 +270,7 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
             "conversation",
             "created_at",
             "team_notice",
+            "owner_notice",
         ]
 
     def get_inlines(self, request: HttpRequest, obj: Opportunity | None) -> list:
@@ -298,6 +314,7 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
             opportunity_details_set(
                 opportunity=obj,
                 changes={field: getattr(obj, field) for field in form.changed_data},
+                by=request.user,
             )
             return
         opportunity = opportunity_create(
@@ -308,6 +325,7 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
             amount=data.get("amount") or Decimal(0),
             currency=data.get("currency") or None,
             owner=data.get("owner"),
+            by=request.user,
         )
         obj.pk, obj.reference = opportunity.pk, opportunity.reference
         obj._state.adding = False

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
@@ -16,10 +16,12 @@ from core.admin import (
     contact_search_fields,
     staff_scoped,
 )
-from core.admin.confirmation import Confirmation, nothing_sent
+from core.admin.confirmation import Confirmation, customer_told, nothing_sent
+from core.admin.localtime import local_datetime_shown
 from sales import money
 from sales.admin.quote_entry import QuoteCreateForm, QuoteEntryInline, preview_response
-from sales.models import Opportunity, Quote, QuoteLine
+from sales.models import Opportunity, Quote, QuoteLine, QuoteMessage
+from sales.quote_messages import channel_for, reason_shown
 from sales.services.quote_lifecycle import (
     quote_accept,
     quote_cancel,
@@ -71,14 +73,80 @@ class QuoteLineInline(admin.TabularInline):
 
 
 def _quote_effect(outcome: str) -> Any:
+    """What settling a quote does, and whether the customer is told: by the channel its
+    message would take now (sales.quote_messages); a draft never reached them."""
+
     def effect(quote: Quote) -> list[str]:
         described = _("%(contact)s · %(total)s") % {
             "contact": quote.contact,
             "total": money.shown(quote.total, quote.currency),
         }
-        return [described, outcome, nothing_sent(str(quote.contact))]
+        name = str(quote.contact)
+        if quote.sent_at is None:
+            return [described, outcome, nothing_sent(name)]
+        channel, why = channel_for(quote.contact)
+        told = customer_told(name, channel) if channel else nothing_sent(name, why)
+        return [described, outcome, told]
 
     return effect
+
+
+def _send_effect(quote: Quote) -> list[str]:
+    """Sending emails the quote to the customer's own address, if they have one."""
+    described = _("%(contact)s · %(total)s") % {
+        "contact": quote.contact,
+        "total": money.shown(quote.total, quote.currency),
+    }
+    name = str(quote.contact)
+    if quote.contact.email:
+        told = _(
+            "%(name)s will receive the quote by email, with its link to accept or reject it."
+        ) % {"name": name}
+    else:
+        told = _(
+            "%(name)s has no email: nothing is sent; they can answer the quote through the agent."
+        ) % {"name": name}
+    return [described, _("The quote becomes valid for the customer to accept."), told]
+
+
+class QuoteMessageInline(admin.TabularInline):
+    """What the customer was sent when staff settled the quote or order
+    (sales.quote_messages), each with its delivery state: read-only."""
+
+    model = QuoteMessage
+    extra = 0
+    can_delete = False
+    fields = ["kind", "reason", "channel", "masked_destination", "status", "sent", "why"]
+    readonly_fields = fields
+    verbose_name = _("message to the customer")
+    verbose_name_plural = _("messages to the customer")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return True  # whoever may see the quote may see what its customer was sent
+
+    @admin.display(description=_("sent"))
+    def sent(self, message: QuoteMessage) -> str:
+        if message.sent_at is None:
+            return "—"
+        return local_datetime_shown(message.sent_at, message.quote.company.tz)
+
+    @admin.display(description=_("why not sent / error"))
+    def why(self, message: QuoteMessage) -> str:
+        return reason_shown(message.error) if message.error else "—"
+
+
+MESSAGE_OF = {
+    "reject": QuoteMessage.Kind.QUOTE_REJECTED,
+    "expire": QuoteMessage.Kind.QUOTE_WITHDRAWN,
+    "cancel": QuoteMessage.Kind.ORDER_CANCELLED,
+}
+CHANNEL_WORDS = {QuoteMessage.Channel.EMAIL: _("email"), QuoteMessage.Channel.SMS: _("SMS")}
 
 
 @admin.register(Quote)
@@ -99,7 +167,7 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     ]
     autocomplete_fields = ["contact", "opportunity"]
     fsm_services = {
-        "send": lambda q, user: quote_send(quote=q, by=user),
+        "send": lambda q, user: quote_send(quote=q, by=user),  # confirmed: it emails the quote
         "accept": lambda q, user: quote_accept(quote=q, by=user),
         "reject": lambda q, user, reason: quote_reject(quote=q, reason=reason, by=user),
         "expire": lambda q, user, reason: quote_expire(quote=q, by=user, reason=reason),
@@ -107,6 +175,13 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
         "cancel": lambda q, user, reason: quote_cancel(quote=q, by=user, reason=reason),
     }
     fsm_confirmations = {
+        "send": Confirmation(
+            reasons=[],
+            effect=_send_effect,
+            bulk_label=_("Send the selected quotes"),
+            asks_reason=False,
+            reversible=True,
+        ),
         "reject": Confirmation(
             reasons=[
                 ("too_expensive", _("Too expensive")),
@@ -154,7 +229,7 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     list_select_related = ["contact", "opportunity"]
     search_fields = ["reference", *contact_search_fields("contact__")]
     date_hierarchy = "created_at"
-    inlines = [QuoteLineInline, TransitionHistoryInline]
+    inlines = [QuoteLineInline, QuoteMessageInline, TransitionHistoryInline]
     change_fields = [
         "reference",
         "state",
@@ -189,6 +264,41 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     @admin.display(description=_("tax"))
     def tax_shown(self, quote: Quote) -> str:
         return money.shown(quote.tax_total, quote.currency)
+
+    def fsm_confirmed_done(self, request: HttpRequest, done: Quote, name: str) -> None:
+        """Say whether the customer is being told, by which channel, or why they cannot be
+        (the change is kept all the same)."""
+        kind = MESSAGE_OF.get(name)
+        message = (
+            None
+            if kind is None
+            else QuoteMessage.objects.filter(quote=done, kind=kind).select_related("quote").first()
+        )
+        if message is None:
+            return
+        name_shown = done.contact.first_name
+        if message.status == QuoteMessage.Status.NOT_SENT:
+            self.message_user(
+                request,
+                _("%(reference)s: done, but %(name)s could not be told: %(reason)s.")
+                % {
+                    "reference": done.reference,
+                    "name": name_shown,
+                    "reason": reason_shown(message.error),
+                },
+                messages.WARNING,
+            )
+            return
+        self.message_user(
+            request,
+            _("%(reference)s: %(name)s is being told by %(channel)s, with the reason.")
+            % {
+                "reference": done.reference,
+                "name": name_shown,
+                "channel": CHANNEL_WORDS[message.channel],
+            },
+            messages.INFO,
+        )
 
     def deletable(self, quote: Quote) -> bool:
         # A quote once sent is the customer's (they hold its reference, an accepted one holds

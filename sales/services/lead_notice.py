@@ -1,10 +1,12 @@
-"""Telling a company's sales staff of a new opportunity, by email, once: the notice is sent by
-a Celery task after the commit that opened it, the opportunity's row records that it went out
-(or why it never will), and a beat sweep enqueues again a notice whose task was lost (the
-broker was down at commit). Sent as core.security sends staff notices (core.mail)."""
+"""Telling a company's sales staff of a new opportunity, and the salesperson it is assigned to,
+by email, once each: the notice is sent by a Celery task after the commit that opened or
+assigned it, the opportunity's row records that it went out (or why it never will), and a beat
+sweep enqueues again a notice whose task was lost (the broker was down at commit). Sent as
+core.security sends staff notices (core.mail)."""
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.template.loader import render_to_string
@@ -122,5 +124,104 @@ def opportunity_team_notices_pending(*, now: datetime, limit: int = 200) -> list
             created_at__gt=now - NOTICE_WINDOW,
         )
         .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+# --- The salesperson a lead is assigned to ------------------------------------------------------
+
+
+def opportunity_owner_assigned(opportunity: Opportunity, *, by: Any, now: datetime) -> None:
+    """Record, on `opportunity` (in memory: the caller saves `OWNER_NOTICE_FIELDS`), who must
+    be told of its new owner: the owner by email once the caller's transaction commits, unless
+    they took it themselves (`by`), who has nothing to learn. No owner: nothing to tell."""
+    opportunity.owner_notice_error = ""
+    took_it = opportunity.owner is None or (by is not None and opportunity.owner_id == by.pk)
+    opportunity.owner_notified_at = now if took_it else None
+    if not took_it:
+        opportunity_id = opportunity.pk
+
+        def notify() -> None:
+            task_named("sales.tasks.opportunity_owner_notify").delay(opportunity_id=opportunity_id)
+
+        transaction.on_commit(notify, robust=True)
+
+
+OWNER_NOTICE_FIELDS = ["owner_notified_at", "owner_notice_error"]
+
+
+def opportunity_owner_notify(*, opportunity_id: int) -> int:
+    """Email the salesperson the opportunity is assigned to, with a link to it; returns the
+    emails sent (0 or 1). Once per assignment: the row records it sent (or refused for good,
+    with the reason shown on its page), and assigning it again starts over. Safe to repeat and
+    to run twice at once. A transient mail error is raised for the task to retry."""
+    with one_at_a_time(Opportunity, opportunity_id):
+        opportunity = (
+            Opportunity.objects.select_related("company", "contact", "owner")
+            .filter(
+                pk=opportunity_id,
+                owner__isnull=False,
+                owner_notified_at__isnull=True,
+                owner_notice_error="",
+            )
+            .first()
+        )
+        if opportunity is None:
+            return 0
+        email = opportunity.owner.email
+        if not email:
+            logger.warning("opportunity %s: its owner has no email", opportunity.reference)
+            _owner_settled(opportunity, error="the salesperson has no email")
+            return 0
+        company = opportunity.company
+        with translation.override(company.language), timezone.override(company.tz):
+            subject = _("Lead %(reference)s assigned to you: %(title)s") % {
+                "reference": opportunity.reference,
+                "title": opportunity.title,
+            }
+            body = render_to_string(
+                "sales/lead_assigned_email.txt",
+                {
+                    "opportunity": opportunity,
+                    "came_in": formats.date_format(
+                        timezone.localtime(opportunity.created_at), "SHORT_DATETIME_FORMAT"
+                    ),
+                    "url": admin_link(
+                        reverse("admin:sales_opportunity_change", args=[opportunity.pk])
+                    ),
+                },
+            )
+        error = staff_email_send(subject=subject, body=body, recipients=[email])
+        if error:
+            logger.error("opportunity %s: owner email refused (%s)", opportunity.reference, error)
+            _owner_settled(opportunity, error=error)
+            return 0
+        _owner_settled(opportunity)
+        return 1
+
+
+def _owner_settled(opportunity: Opportunity, *, error: str = "") -> None:
+    # Conditional on the same assignment: one made meanwhile keeps its own notice to send.
+    fields = {"owner_notice_error": error[:200]} if error else {"owner_notified_at": timezone.now()}
+    Opportunity.objects.filter(
+        pk=opportunity.pk,
+        owner_id=opportunity.owner_id,
+        assigned_at=opportunity.assigned_at,
+        owner_notified_at__isnull=True,
+        owner_notice_error="",
+    ).update(**fields)
+
+
+def opportunity_owner_notices_pending(*, now: datetime, limit: int = 200) -> list[int]:
+    """The assigned opportunities whose owner's email never went out (its task lost)."""
+    return list(
+        Opportunity.objects.filter(
+            owner__isnull=False,
+            owner_notified_at__isnull=True,
+            owner_notice_error="",
+            assigned_at__lte=now - NOTICE_GRACE,
+            assigned_at__gt=now - NOTICE_WINDOW,
+        )
+        .order_by("assigned_at")
         .values_list("pk", flat=True)[:limit]
     )

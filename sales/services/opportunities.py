@@ -18,7 +18,11 @@ from core.states import state_shown
 from sales import money
 from sales.models import OPPORTUNITY_STATE_LABELS, Opportunity, Quote
 from sales.selectors import sales_staff
-from sales.services.lead_notice import opportunity_team_notify_on_commit
+from sales.services.lead_notice import (
+    OWNER_NOTICE_FIELDS,
+    opportunity_owner_assigned,
+    opportunity_team_notify_on_commit,
+)
 
 OPPORTUNITY_STATE_MESSAGES: dict[str, Promise] = {
     Opportunity.State.WON: _("Esa oportunidad ya está cerrada como ganada."),
@@ -45,10 +49,12 @@ def opportunity_create(
     currency: str | None = None,
     owner: Any = None,
     conversation: Conversation | None = None,
+    by: Any = None,
 ) -> Opportunity:
     """Open an opportunity for the sales team (state new); its sales staff are emailed about
     it once the caller's transaction commits (sales.services.lead_notice). With an `owner`
-    (staff opening one for a colleague or themselves), it is assigned from the start."""
+    (staff, `by`, opening one for a colleague or themselves), it is assigned from the start,
+    and a colleague is emailed that it is theirs."""
     NotInCompany.check(
         contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
     )
@@ -58,6 +64,7 @@ def opportunity_create(
     if owner is not None:
         _check_salesperson(company.pk, owner)
     currency = (currency or company.currency).upper()
+    now = timezone.now()
     opportunity = Opportunity(
         company=company,
         contact=contact,
@@ -66,13 +73,17 @@ def opportunity_create(
         amount=money.quantize(Decimal(amount), currency),
         currency=currency,
         owner=owner,
-        assigned_at=timezone.now() if owner is not None else None,
+        assigned_at=now if owner is not None else None,
         conversation=conversation,
     )
+    took_it = owner is None or (by is not None and owner.pk == by.pk)
+    opportunity.owner_notified_at = now if took_it else None
     # No transaction of its own: the one INSERT is atomic by itself, and a reference
     # collision writes nothing and is drawn again, with no savepoint.
     insert_with_fresh_reference(opportunity, prefix="OP", insert=insert_unless_reference_taken)
     opportunity_team_notify_on_commit(opportunity_id=opportunity.pk)
+    if not took_it:
+        opportunity_owner_assigned(opportunity, by=by, now=now)
     return opportunity
 
 
@@ -86,19 +97,22 @@ def _check_salesperson(company_id: int, owner: Any) -> None:
 
 @transaction.atomic
 def opportunity_assign(
-    *, opportunity: Opportunity, owner: Any, now: datetime | None = None
+    *, opportunity: Opportunity, owner: Any, by: Any = None, now: datetime | None = None
 ) -> Opportunity:
     """Give the opportunity to one of its company's sales staff (None: to nobody, a lead
     waiting again), read under its row lock. The time they took it is kept; assigning it
-    to its owner again changes nothing."""
+    to its owner again changes nothing. An owner given it by someone else (`by`, the staff
+    member assigning) is emailed once, with a link to it (sales.services.lead_notice)."""
     locked = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
     if locked.owner_id == (owner.pk if owner is not None else None):
         return locked
     if owner is not None:
         _check_salesperson(locked.company_id, owner)
+    now = now or timezone.now()
     locked.owner = owner
-    locked.assigned_at = (now or timezone.now()) if owner is not None else None
-    locked.save(update_fields=["owner", "assigned_at"])
+    locked.assigned_at = now if owner is not None else None
+    opportunity_owner_assigned(locked, by=by, now=now)
+    locked.save(update_fields=["owner", "assigned_at", *OWNER_NOTICE_FIELDS])
     return locked
 
 
@@ -209,7 +223,9 @@ CLOSED_READ_ONLY = ("amount", "currency")
 
 
 @transaction.atomic
-def opportunity_details_set(*, opportunity: Opportunity, changes: dict[str, Any]) -> Opportunity:
+def opportunity_details_set(
+    *, opportunity: Opportunity, changes: dict[str, Any], by: Any = None
+) -> Opportunity:
     """Save staff's edits of an opportunity's details, read under its row lock.
 
     A won or lost opportunity's amount (and currency) is what it closed at (a won one, its
@@ -220,7 +236,7 @@ def opportunity_details_set(*, opportunity: Opportunity, changes: dict[str, Any]
         raise ValueError(f"not editable here: {sorted(unknown)}")
     changes = dict(changes)
     if "owner" in changes:  # the owner's own rule, and when they took it
-        opportunity_assign(opportunity=opportunity, owner=changes.pop("owner"))
+        opportunity_assign(opportunity=opportunity, owner=changes.pop("owner"), by=by)
     locked = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
     if locked.is_closed and any(
         getattr(locked, field) != changes[field] for field in CLOSED_READ_ONLY if field in changes

@@ -28,7 +28,8 @@ from core.reasons import reason_checked
 from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.sweeps import sweep
 from core.transactions import joined
-from sales.models import Opportunity, PriceList, Quote, QuoteLine
+from sales.models import Opportunity, PriceList, Quote, QuoteLine, QuoteMessage
+from sales.quote_messages import quote_message_after
 from sales.selectors import price_list_current
 from sales.services.catalog import insufficient_stock, stock_reserve, stock_settle
 from sales.services.opportunities import opportunity_state_error, quotes_supersede
@@ -271,7 +272,9 @@ def quote_reject(
     locked: bool = False,
 ) -> Quote:
     """Reject a sent, still valid quote. `contact` and `locked` as in quote_accept. The
-    `reason` (plain text, core.reasons) is kept on the quote and in its history."""
+    `reason` (plain text, core.reasons) is kept on the quote and in its history. Staff
+    recording the customer's rejection (no `contact`) tell the customer, with the reason
+    (sales.quote_messages); the customer rejecting it themselves is told nothing more."""
     now = now or timezone.now()
     reason = reason_checked(reason)
 
@@ -283,6 +286,8 @@ def quote_reject(
         current.rejection_reason = reason
         current.resolved_at = now
         current.save(update_fields=["state", "rejection_reason", "resolved_at"])
+        if contact is None:
+            quote_message_after(current, QuoteMessage.Kind.QUOTE_REJECTED, reason=reason, now=now)
         return current
 
 
@@ -364,8 +369,9 @@ def quote_cancel(
     *, quote: Quote, by: Any = None, now: datetime | None = None, reason: str = ""
 ) -> Quote:
     """Cancel an accepted quote's order: the stock it reserved is available again. Cancelling
-    a cancelled order again changes nothing and answers the same; a delivered one is refused.
-    Staff's `reason` (plain text, core.reasons) is kept in the history."""
+    a cancelled order again changes nothing and answers the same (and sends nothing again); a
+    delivered one is refused. Staff's `reason` (plain text, core.reasons) is kept in the
+    history and told to the customer (sales.quote_messages)."""
     now = now or timezone.now()
     reason = reason_checked(reason)
 
@@ -379,15 +385,24 @@ def quote_cancel(
         current.cancel(by=by, description=reason or None)
         current.cancelled_at = now
         current.save(update_fields=["state", "cancelled_at"])
+        quote_message_after(current, QuoteMessage.Kind.ORDER_CANCELLED, reason=reason, now=now)
         return current
 
 
 @transaction.atomic
 def quote_expire(
-    *, quote: Quote, by: Any = None, now: datetime | None = None, reason: str = ""
+    *,
+    quote: Quote,
+    by: Any = None,
+    now: datetime | None = None,
+    reason: str = "",
+    tell_customer: bool = True,
 ) -> Quote:
-    """Mark an open quote expired (the beat task does it past validity; staff may withdraw,
-    with a `reason`: plain text, core.reasons, kept in the history)."""
+    """Withdraw an open quote: staff mark it expired, with a `reason` (plain text,
+    core.reasons, kept in the history). A quote the customer received (sent) is withdrawn
+    from them: they are told, with the reason (sales.quote_messages); a draft never reached
+    them. `tell_customer=False` only for data that stands for the past (the sandbox's seed).
+    The beat task's expiry past validity is quote_expire_if_lapsed, which tells nobody."""
     now = now or timezone.now()
     reason = reason_checked(reason)
     quote = quote_lock(quote)
@@ -396,6 +411,8 @@ def quote_expire(
     quote.expire(by=by, description=reason or None)
     quote.resolved_at = now
     quote.save(update_fields=["state", "resolved_at"])
+    if tell_customer and quote.sent_at is not None:
+        quote_message_after(quote, QuoteMessage.Kind.QUOTE_WITHDRAWN, reason=reason, now=now)
     return quote
 
 
@@ -412,7 +429,8 @@ def quotes_expire_due(*, now: datetime | None = None, batch: int = 500) -> int:
 @transaction.atomic
 def quote_expire_if_lapsed(pk: int, *, now: datetime) -> bool:
     """Expire one open quote past its validity, skipping it while another transaction holds it
-    (an acceptance checks the instant itself); whether it expired."""
+    (an acceptance checks the instant itself); whether it expired. Nobody is told: the quote's
+    email said until when it held (docs/sales.md)."""
     quote = Quote.objects.select_for_update(skip_locked=True).lapsed(now).filter(pk=pk).first()
     if quote is None:
         return False

@@ -168,8 +168,11 @@ def test_staff_create_a_draft_priced_by_the_system_and_send_it(
     assert (quote.state, quote.total) == (Quote.State.DRAFT, Decimal("41.25"))
     assert transition_buttons(admin_client.get(change_url(quote))) == {"send", "expire"}
 
+    press(admin_client, quote, "send")  # it emails the customer: a confirmation page first
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.DRAFT and mail.outbox == []
     with django_capture_on_commit_callbacks(execute=True):
-        press(admin_client, quote, "send")
+        confirm(admin_client, quote, "send", "")
 
     quote.refresh_from_db()
     assert quote.state == Quote.State.SENT

@@ -13,6 +13,8 @@ from core.errors import ValidationFailed
 from sales.models import Opportunity, SalesSettings
 from sales.selectors import lead_overdue_filter, sales_staff
 from sales.services.lead_notice import (
+    opportunity_owner_notices_pending,
+    opportunity_owner_notify,
     opportunity_team_notices_pending,
     opportunity_team_notify,
 )
@@ -260,3 +262,68 @@ def test_the_list_says_how_long_a_lead_waits_and_filters_those_past_the_pickup_t
     assert "2 días · fuera del plazo de atención" in overdue
     waiting = client.get(changelist + "?lead=waiting").content.decode()
     assert late.reference in waiting and fresh.reference in waiting
+
+
+# The salesperson a lead is assigned to (issue 43) -------------------------------------------------
+
+
+def test_a_salesperson_given_a_lead_by_a_colleague_is_emailed_once_with_its_link(
+    company, ana, team, django_capture_on_commit_callbacks, settings
+):
+    settings.GARANTE_PUBLIC_URL = "https://garante.example.com"
+    opportunity = lead(company, ana)
+    mail.outbox.clear()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        opportunity_assign(opportunity=opportunity, owner=team["sara"], by=team["maria"])
+
+    (email,) = mail.outbox
+    assert email.bcc == ["sara@example.com"]
+    assert email.subject == f"Oportunidad {opportunity.reference} asignada a usted: Máquina de café"
+    assert f"https://garante.example.com{change_url(opportunity)}" in email.body
+    opportunity.refresh_from_db()
+    assert opportunity.owner_notified_at is not None
+    assert opportunity_owner_notify(opportunity_id=opportunity.pk) == 0  # once
+    assert opportunity_owner_notices_pending(now=timezone.now() + timedelta(hours=1)) == []
+    assert len(mail.outbox) == 1
+
+
+def test_taking_a_lead_yourself_emails_nobody_and_a_new_assignment_starts_over(
+    company, ana, team, django_capture_on_commit_callbacks
+):
+    opportunity = lead(company, ana)
+    mail.outbox.clear()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        opportunity_assign(opportunity=opportunity, owner=team["sara"], by=team["sara"])
+    assert mail.outbox == []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        opportunity_assign(opportunity=opportunity, owner=team["maria"], by=team["sara"])
+    (email,) = mail.outbox
+    assert email.bcc == ["maria@example.com"]
+
+
+def test_an_assignment_notice_whose_task_was_lost_is_sent_by_the_sweep(company, ana, team):
+    opportunity = lead(company, ana)
+    opportunity_assign(opportunity=opportunity, owner=team["sara"], by=team["maria"])  # no commit
+    mail.outbox.clear()
+    later = timezone.now() + timedelta(minutes=5)
+
+    assert opportunity.pk in opportunity_owner_notices_pending(now=later)
+    assert opportunity_owner_notify(opportunity_id=opportunity.pk) == 1
+    assert opportunity_owner_notices_pending(now=later) == []
+
+
+def test_a_salesperson_without_email_is_recorded_not_told(company, ana, make_staff):
+    nomail = make_staff("nomail", role="supervisor", email="")
+    boss = make_staff("boss", role="admin", email="boss@example.com")
+    opportunity = lead(company, ana)
+    opportunity_assign(opportunity=opportunity, owner=nomail, by=boss)
+    mail.outbox.clear()
+
+    assert opportunity_owner_notify(opportunity_id=opportunity.pk) == 0
+
+    opportunity.refresh_from_db()
+    assert opportunity.owner_notice_error == "the salesperson has no email"
+    assert mail.outbox == []

@@ -9,16 +9,18 @@ from tests.browser import click_and_load, wait_for
 CONFIRMATION_PAGE = "body.garante-confirmation"
 
 
-def answer_confirmation(driver: webdriver.Chrome, reason: str, details: str = "") -> None:
-    """On an open confirmation page: pick `reason`, type `details`, press its "Yes"; waits for
-    the page that follows (the record or the list, with its messages, or this page again with
-    the form's errors)."""
+def answer_confirmation(driver: webdriver.Chrome, reason: str | None, details: str = "") -> None:
+    """On an open confirmation page: pick `reason` (None: none, where it is optional), type
+    `details`, press its "Yes"; waits for the page that follows (the record or the list, with
+    its messages, or this page again with the form's errors)."""
     wait_for(driver, CONFIRMATION_PAGE)
-    driver.find_element(By.CSS_SELECTOR, f'input[name="reason"][value="{reason}"]').click()
-    box = driver.find_element(By.NAME, "details")
-    box.clear()
-    if details:
-        box.send_keys(details)
+    if reason is not None:
+        driver.find_element(By.CSS_SELECTOR, f'input[name="reason"][value="{reason}"]').click()
+    boxes = driver.find_elements(By.NAME, "details")  # none where no reason is asked
+    if boxes:
+        boxes[0].clear()
+        if details:
+            boxes[0].send_keys(details)
     click_and_load(
         driver,
         driver.find_element(By.CSS_SELECTOR, 'input[name="_confirm"]'),

@@ -97,7 +97,7 @@ def test_an_agent_moves_a_case_with_the_buttons(client, sol_day, agent):
     client.force_login(agent)
 
     press(client, case, "start")
-    press(client, case, "resolve")
+    confirm(client, case, "resolve", "")  # it tells the customer: its confirmation page
 
     case.refresh_from_db()
     assert case.state == "resolved"

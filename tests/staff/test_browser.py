@@ -245,7 +245,15 @@ def test_a_salesperson_sends_a_quote_and_an_agent_replies_to_a_case(
     browser.get(f"{live_server.url}/admin/sales/quote/{quote.pk}/change/")
     wait_for(browser, 'button[name="_fsm_transition_to"][value="send"]')
     assert "37,50\xa0€" in page_text(browser) or "37,50 €" in page_text(browser)
-    press_transition(browser, "send")
+    # Sending emails it to the customer: a confirmation page says so first, and only its
+    # "Sí" sends it.
+    browser.find_element(By.CSS_SELECTOR, 'button[name="_fsm_transition_to"][value="send"]').click()
+    wait_for(browser, CONFIRMATION_PAGE)
+    assert "Berta recibirá la cotización por correo" in page_text(browser)
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.DRAFT
+    answer_confirmation(browser, None)
+    wait_for(browser, "ul.messagelist li.success")
     quote.refresh_from_db()
     assert quote.state == Quote.State.SENT
     WebDriverWait(browser, 20).until(

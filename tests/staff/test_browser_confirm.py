@@ -1,17 +1,22 @@
 """The confirmation page in a real browser (headless Chromium, tests/browser.py): a receptionist
 opens an appointment, presses Cancelar, reads what will happen ("Ana recibirá un SMS con el
 motivo"), gives a reason and confirms; the customer's SMS carries that reason. Then several
-appointments at once, from the list. Screenshots for docs/admin.md are prefixed "confirm-".
+appointments at once, from the list; and a salesperson cancelling an order, which reaches the
+customer's mailbox with the reason. Screenshots for docs/admin.md are prefixed "confirm-".
 """
 
 from datetime import timedelta
 
 import pytest
+from django.core import mail
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from agenda.models import Appointment
 from agenda.services import appointment_book
+from core.services import contact_create
+from sales.models import Quote, QuoteMessage
+from sales.services import QuoteItem, quote_accept, quote_create
 from tests.browser import log_in, page_text, screenshot, wait_for
 from tests.staff.confirming import CONFIRMATION_PAGE, answer_confirmation
 
@@ -99,3 +104,47 @@ def test_a_receptionist_cancels_several_appointments_from_the_list_with_one_reas
     WebDriverWait(browser, 20).until(
         lambda _d: sum("Motivo: Reserva duplicada." in s.body for s in sms_outbox) == 2
     )
+
+
+def test_a_salesperson_cancels_an_order_and_the_customer_is_emailed_the_reason(
+    browser, live_server, sol_day, supervisor
+):
+    berta = contact_create(company=sol_day.company, first_name="Berta", email="berta@example.com")
+    items = [QuoteItem(line.sku, line.quantity) for line in sol_day.quote.lines.all()]
+    order = quote_accept(quote=quote_create(company=sol_day.company, contact=berta, items=items))
+    mail.outbox.clear()  # the quote's own email
+    log_in(browser, live_server.url, supervisor.username)
+
+    browser.get(f"{live_server.url}/admin/sales/quote/{order.pk}/change/")
+    wait_for(browser, 'button[name="_fsm_transition_to"][value="cancel"]').click()
+    wait_for(browser, CONFIRMATION_PAGE)
+    shown = page_text(browser)
+    assert "Berta recibirá un correo con el motivo." in shown
+    assert "El pedido no se entregará: sus existencias reservadas quedan libres." in shown
+    order.refresh_from_db()
+    assert order.state == Quote.State.ACCEPTED and mail.outbox == []
+    screenshot(browser, "confirm-05-order-cancel-page", documented=True)
+
+    answer_confirmation(browser, "cannot_supply", "sin existencias del proveedor")
+    wait_for(browser, "ul.messagelist li.success")
+    assert "se está avisando a Berta por correo electrónico, con el motivo" in page_text(browser)
+    order.refresh_from_db()
+    assert order.state == Quote.State.CANCELLED
+
+    # Berta's mailbox: the cancellation, with the reason, in the company's language.
+    WebDriverWait(browser, 20).until(lambda _d: mail.outbox)
+    (email,) = mail.outbox
+    assert email.to == ["berta@example.com"]
+    assert email.subject == f"{sol_day.company.name}: su pedido {order.reference} está cancelado"
+    assert "Motivo: No se puede suministrar: sin existencias del proveedor." in email.body
+    assert QuoteMessage.objects.get(quote=order).status == QuoteMessage.Status.SENT
+
+    # The order's page logs the message sent.
+    browser.refresh()
+    wait_for(browser, "#content-main .inline-group")
+    log = " ".join(
+        group.text
+        for group in browser.find_elements(By.CSS_SELECTOR, "#content-main .inline-group")
+    )
+    assert "Pedido cancelado" in log and "Enviado" in log and "b***@example.com" in log
+    screenshot(browser, "confirm-06-order-cancelled-customer-emailed", documented=True)

@@ -19,6 +19,7 @@ from support.models import Case, CaseComment, CaseMessage
 from support.services import case_open, case_start
 from tests.browser import click_and_load, log_in, page_text, wait_for
 from tests.browser import screenshot as browser_screenshot
+from tests.staff.confirming import CONFIRMATION_PAGE, answer_confirmation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -27,6 +28,7 @@ DOCUMENTED = {
     "support-02-reply-texted",
     "support-03-resolved-customer-told",
     "support-04-customer-unreachable",
+    "support-05-resolve-confirmation",
 }
 
 
@@ -122,16 +124,25 @@ def test_a_public_reply_and_the_resolution_reach_the_customers_mailbox_and_phone
     assert "Enviado" in message_log(browser)
     screenshot(browser, "support-02-reply-texted")
 
-    # 4. Resolving the case tells her too.
+    # 4. Resolving the case tells her too: its button opens a confirmation page first, which
+    # says so, and asks for an optional note that goes into her SMS.
     resolve = browser.find_element(
         By.CSS_SELECTOR, 'button[name="_fsm_transition_to"][value="resolve"]'
     )
-    click_and_load(browser, resolve, "ul.messagelist li")
+    click_and_load(browser, resolve, CONFIRMATION_PAGE)
+    shown = page_text(browser)
+    assert "Ana recibirá un SMS avisando de que el caso está resuelto, con su nota." in shown
+    assert "«Resolver» avisa al cliente." in shown
+    texted.refresh_from_db()
+    assert texted.state == Case.State.IN_PROGRESS and len(sms_outbox) == 1
+    screenshot(browser, "support-05-resolve-confirmation")
+    answer_confirmation(browser, None, "Factura reenviada a su dirección")
     assert "Se está avisando a Ana por SMS de que el caso está resuelto." in notices(browser), (
         notices(browser)
     )
     WebDriverWait(browser, 20).until(lambda _d: len(sms_outbox) == 2)
     assert f"hemos resuelto su caso {texted.reference}" in sms_outbox[1].body
+    assert "Resolución: Factura reenviada a su dirección." in sms_outbox[1].body
     texted.refresh_from_db()
     assert texted.state == Case.State.RESOLVED
     assert "Caso resuelto" in message_log(browser)

@@ -397,18 +397,22 @@ def resolved_case(day) -> Case:
 
 
 SALES_AND_SUPPORT = [
-    # (what to act on, the transition, the reason chosen, the state reached, the note kept)
-    (lambda d: d.quote, "reject", "too_expensive", "rejected", "Demasiado caro"),
-    (lambda d: d.quote, "expire", "no_answer", "expired", "Sin respuesta del cliente"),
-    (accepted_order, "cancel", "cannot_supply", "cancelled", "No se puede suministrar"),
-    (lose_ready, "lose", "competitor", "lost", "Se fue con la competencia"),
-    (resolved_case, "close", "no_answer", "closed", "Sin respuesta del cliente"),
+    # (what to act on, the transition, the reason chosen, the state reached, the note kept,
+    # whether Ana, who has only a phone, is texted it)
+    (lambda d: d.quote, "reject", "too_expensive", "rejected", "Demasiado caro", True),
+    (lambda d: d.quote, "expire", "no_answer", "expired", "Sin respuesta del cliente", True),
+    (accepted_order, "cancel", "cannot_supply", "cancelled", "No se puede suministrar", True),
+    (lose_ready, "lose", "competitor", "lost", "Se fue con la competencia", False),
+    (resolved_case, "close", "no_answer", "closed", "Sin respuesta del cliente", True),
 ]
+TOLD_BY_SMS = "Ana recibirá un SMS con el motivo."
+NOTHING_SENT = "No se envía nada a Ana."
+PARAMETERS = ("build", "transition", "reason", "state", "stored", "told")
 
 
-@pytest.mark.parametrize(("build", "transition", "reason", "state", "stored"), SALES_AND_SUPPORT)
+@pytest.mark.parametrize(PARAMETERS, SALES_AND_SUPPORT)
 def test_each_other_action_is_confirmed_with_its_reason_one_at_a_time(
-    client, sol_day, supervisor, sms_outbox, build, transition, reason, state, stored
+    client, sol_day, supervisor, sms_outbox, build, transition, reason, state, stored, told
 ):
     obj = build(sol_day)
     client.force_login(supervisor)
@@ -416,32 +420,42 @@ def test_each_other_action_is_confirmed_with_its_reason_one_at_a_time(
     emails_before = len(mail.outbox)
 
     _url, page = opened(client, obj, transition)
+    assert (len(sms_outbox), len(mail.outbox)) == (texts_before, emails_before)
     response = confirm(client, obj, transition, reason)
 
-    assert "No se envía nada a Ana." in page.content.decode()
+    assert (TOLD_BY_SMS if told else NOTHING_SENT) in page.content.decode()
     obj.refresh_from_db()
     assert obj.state == state
     assert notes(obj)[-1] == (transition, stored)
-    assert (len(sms_outbox), len(mail.outbox)) == (texts_before, emails_before)
+    assert len(mail.outbox) == emails_before
+    texts = sms_outbox[texts_before:]
+    if told:
+        (sms,) = texts
+        assert sms.to == ANA_PHONE and obj.reference in sms.body
+        assert f"Motivo: {stored}." in sms.body
+    else:
+        assert texts == []
     assert response.request["PATH_INFO"] == change_url(obj)
 
 
-@pytest.mark.parametrize(("build", "transition", "reason", "state", "stored"), SALES_AND_SUPPORT)
+@pytest.mark.parametrize(PARAMETERS, SALES_AND_SUPPORT)
 def test_each_other_action_is_a_list_action_with_the_same_page(
-    client, sol_day, supervisor, build, transition, reason, state, stored
+    client, sol_day, supervisor, sms_outbox, build, transition, reason, state, stored, told
 ):
     obj = build(sol_day)
     listing = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_changelist")
     client.force_login(supervisor)
+    texts_before = len(sms_outbox)
 
     page = bulk(client, listing, f"confirm_{transition}", [obj])
     assert page.status_code == 200
-    assert "No se envía nada a Ana." in page.content.decode()
+    assert (TOLD_BY_SMS if told else NOTHING_SENT) in page.content.decode()
     client.post(listing, confirmation_data(page, reason), follow=True)
 
     obj.refresh_from_db()
     assert obj.state == state
     assert notes(obj)[-1] == (transition, stored)
+    assert len(sms_outbox) - texts_before == (1 if told else 0)
 
 
 def test_losing_an_opportunity_says_which_open_quotes_expire_with_it(client, sol_day, supervisor):
@@ -522,3 +536,111 @@ def test_a_reason_from_the_list_is_told_in_the_companys_language_not_the_staff_m
     assert notes(appointment) == [("cancel", "At the customer's request")]
     (sms,) = [s.body for s in sms_outbox if "cancelled" in s.body]
     assert "Reason: At the customer's request." in sms
+
+
+# Resolving a case and sending a quote tell the customer: confirmed too (issue 43) ----------------
+
+
+def test_resolving_a_case_is_confirmed_with_an_optional_note_told_to_the_customer(
+    client, sol_day, agent, sms_outbox
+):
+    case = case_start(case=sol_day.case)
+    client.force_login(agent)
+
+    _url, page = opened(client, case, "resolve")
+    shown = page.content.decode()
+    case.refresh_from_db()
+    assert case.state == Case.State.IN_PROGRESS and sms_outbox == []
+    assert "Ana recibirá un SMS avisando de que el caso está resuelto, con su nota." in shown
+    assert "no se puede deshacer" not in shown  # a resolved case reopens
+    response = confirm(client, case, "resolve", "", "Le reenviamos la factura por correo postal")
+
+    case.refresh_from_db()
+    assert case.state == Case.State.RESOLVED
+    assert notes(case)[-1] == ("resolve", "Le reenviamos la factura por correo postal")
+    (sms,) = sms_outbox
+    assert f"hemos resuelto su caso {case.reference}" in sms.body
+    assert "Resolución: Le reenviamos la factura por correo postal." in sms.body
+    assert "Se está avisando a Ana por SMS de que el caso está resuelto." in messages_of(response)
+
+
+def test_resolving_without_a_note_is_fine_and_a_bad_note_is_refused(
+    client, sol_day, agent, sms_outbox
+):
+    case = case_start(case=sol_day.case)
+    client.force_login(agent)
+
+    url, page = opened(client, case, "resolve")
+    refused = client.post(url, confirmation_data(page, "", "<b>hecho</b>"))
+    assert refused.status_code == 200 and "texto sin formato" in refused.content.decode()
+    case.refresh_from_db()
+    assert case.state == Case.State.IN_PROGRESS and sms_outbox == []
+
+    client.post(url, confirmation_data(page, ""), follow=True)
+
+    case.refresh_from_db()
+    assert case.state == Case.State.RESOLVED
+    (sms,) = sms_outbox
+    assert "Resolución" not in sms.body
+
+
+def test_the_list_action_resolves_several_cases_each_customer_told(
+    client, sol_day, agent, sms_outbox
+):
+    first = case_start(case=sol_day.case)
+    berta = contact_create(company=sol_day.company, first_name="Berta", email="berta@example.com")
+    from support.services import case_open
+
+    second = case_start(
+        case=case_open(company=sol_day.company, contact=berta, subject="Envío", description="No")
+    )
+    listing = reverse("admin:support_case_changelist")
+    client.force_login(agent)
+
+    page = bulk(client, listing, "confirm_resolve", [first, second])
+    shown = page.content.decode()
+    assert "Ana recibirá un SMS" in shown and "Berta recibirá un correo" in shown
+    client.post(listing, confirmation_data(page, "", "Revisado"), follow=True)
+
+    for case in (first, second):
+        case.refresh_from_db()
+        assert case.state == Case.State.RESOLVED
+    assert len(sms_outbox) == 1
+    (email,) = [m for m in mail.outbox if m.to == ["berta@example.com"]]
+    assert "Resolución: Revisado." in email.body
+
+
+def test_closing_a_case_of_a_customer_who_cannot_be_reached_warns_the_staff_member(
+    client, sol_day, supervisor
+):
+    case = resolved_case(sol_day)
+    Contact.objects.filter(pk=sol_day.contact.pk).update(sms_opt_out=True)
+    client.force_login(supervisor)
+
+    _url, page = opened(client, case, "close")
+    response = confirm(client, case, "close", "duplicate")
+
+    assert "No se envía nada a Ana: pidió no recibir mensajes." in page.content.decode()
+    case.refresh_from_db()
+    assert case.state == Case.State.CLOSED
+    assert any("no se ha podido avisar a Ana" in m for m in messages_of(response))
+
+
+def test_sending_a_quote_is_confirmed_before_it_is_emailed(client, sol_day, supervisor):
+    draft = quote_create(
+        company=sol_day.company,
+        contact=sol_day.contact,
+        items=_items_of(sol_day.quote),
+        send=False,
+    )
+    client.force_login(supervisor)
+
+    url, page = opened(client, draft, "send")
+    draft.refresh_from_db()
+    assert draft.state == Quote.State.DRAFT
+    assert "Ana no tiene correo: no se envía nada" in page.content.decode()
+    assert 'name="reason"' not in page.content.decode()  # nothing to explain: only "Yes"
+    client.post(url, confirmation_data(page, ""), follow=True)
+
+    draft.refresh_from_db()
+    assert draft.state == Quote.State.SENT

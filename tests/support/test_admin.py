@@ -6,7 +6,12 @@ from django.urls import reverse
 from django_fsm_log.models import StateLog
 
 from support.models import Case, CaseComment
-from tests.admin_pages import change_form_data, change_url, transition_buttons
+from tests.admin_pages import (
+    change_form_data,
+    change_url,
+    confirmation_data,
+    transition_buttons,
+)
 
 pytestmark = pytest.mark.django_db
 S = Case.State
@@ -271,17 +276,24 @@ def test_a_reply_posted_from_a_page_opened_before_the_case_closed_is_refused_wit
     assert not CaseMessage.objects.filter(kind=CaseMessage.Kind.REPLY).exists()
 
 
-def test_resolving_from_the_case_page_tells_the_customer(
+def test_resolving_from_the_case_page_is_confirmed_and_tells_the_customer_the_note(
     agent_client, make_case, django_capture_on_commit_callbacks
 ):
     from django.core import mail
 
     case = make_case(S.IN_PROGRESS)
 
+    pressed = agent_client.post(
+        change_url(case), change_form_data(agent_client, case, _fsm_transition_to="resolve")
+    )
+    page = agent_client.get(pressed["Location"])
+    case.refresh_from_db()
+    assert case.state == S.IN_PROGRESS  # the button alone does nothing
+    assert "recibirá un correo" in page.content.decode()
     with django_capture_on_commit_callbacks(execute=True):
         response = agent_client.post(
-            change_url(case),
-            change_form_data(agent_client, case, _fsm_transition_to="resolve"),
+            pressed["Location"],
+            confirmation_data(page, "", "Le hemos abonado la factura"),
             follow=True,
         )
 
@@ -291,3 +303,4 @@ def test_resolving_from_the_case_page_tells_the_customer(
     ) in messages_of(response)
     (email,) = mail.outbox
     assert f"su caso {case.reference} está resuelto" in email.subject
+    assert "Resolución: Le hemos abonado la factura." in email.body

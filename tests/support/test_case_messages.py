@@ -453,3 +453,76 @@ def test_a_resolution_through_the_integration_api_tells_the_customer_once(
     (email,) = customer_mail()
     assert email.subject == f"{company.name}: su caso {case.reference} está resuelto"
     assert list(CaseMessage.objects.values_list("kind", "status")) == [(Kind.RESOLVED, Status.SENT)]
+
+
+# The resolution's note and the close by staff (issue 43) ------------------------------------------
+
+
+def test_a_resolution_note_is_told_to_the_customer_and_kept_in_the_history(make_case, sent):
+    case = make_case(S.IN_PROGRESS)
+
+    sent(lambda: services.case_resolve(case=case, reason="Le cambiamos la bomba de agua"))
+
+    (email,) = customer_mail()
+    assert "Resolución: Le cambiamos la bomba de agua." in email.body
+    (message,) = CaseMessage.objects.filter(case=case)
+    assert (message.kind, message.reason, message.status) == (
+        Kind.RESOLVED,
+        "Le cambiamos la bomba de agua",
+        Status.SENT,
+    )
+
+
+def test_staff_closing_a_case_tell_the_customer_the_reason_once(make_case, sent):
+    case = make_case(S.RESOLVED)
+    mail.outbox.clear()
+
+    sent(lambda: services.case_close(case=case, reason="Sin respuesta del cliente"))
+    with pytest.raises(ValidationFailed):
+        services.case_close(case=case, reason="otra vez")  # closed is terminal: nothing more
+
+    (email,) = customer_mail()
+    assert email.subject == f"Peluquería Sol: su caso {case.reference} está cerrado"
+    assert "Motivo: Sin respuesta del cliente." in email.body
+    assert "abriremos un caso nuevo" in email.body
+    (message,) = CaseMessage.objects.filter(case=case, kind=Kind.CLOSED)
+    assert message.status == Status.SENT
+    assert case_messages.case_message_deliver(message_id=message.pk, last_try=False) == "skipped"
+    assert len(customer_mail()) == 1
+
+
+def test_a_close_is_texted_to_a_customer_with_only_a_phone(make_case, company, sent, sms_outbox):
+    from core.services import contact_create
+
+    eva = contact_create(company=company, first_name="Eva", phone="+34600999111")
+    case = make_case(S.RESOLVED, for_contact=eva)
+    sms_outbox.clear()
+
+    sent(lambda: services.case_close(case=case, reason="Duplicado de otro caso"))
+
+    (sms,) = sms_outbox
+    assert f"hemos cerrado su caso {case.reference}" in sms.body
+    assert "Motivo: Duplicado de otro caso." in sms.body
+
+
+def test_the_customer_closing_it_and_the_silent_auto_close_send_nothing(make_case, ana, sent):
+    confirmed = make_case(S.RESOLVED)
+    silent = make_case(S.RESOLVED)
+    Case.objects.filter(pk=silent.pk).update(resolved_at=timezone.now() - timedelta(days=30))
+
+    sent(lambda: services.case_close(case=confirmed, contact=ana))
+    assert services.case_close_if_unanswered(case_id=silent.pk) is True
+
+    assert not CaseMessage.objects.filter(kind=Kind.CLOSED).exists()
+
+
+def test_a_close_for_a_customer_who_opted_out_everywhere_is_kept_not_sent(make_case, ana, sent):
+    case = make_case(S.RESOLVED)
+    ana.email_opt_out = ana.sms_opt_out = True
+    ana.save(update_fields=["email_opt_out", "sms_opt_out"])
+
+    closed = sent(lambda: services.case_close(case=case, reason="Resuelto"))
+
+    assert closed.state == S.CLOSED
+    (message,) = CaseMessage.objects.filter(case=case, kind=Kind.CLOSED)
+    assert (message.status, message.error) == (Status.NOT_SENT, "opted out")
