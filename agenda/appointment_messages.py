@@ -21,30 +21,22 @@ customer out of its channel (agenda.opt_out), when the site's public address is 
 """
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from django.db.models import F, Q
-from django.utils import formats, timezone, translation
+from django.utils import formats, translation
 from django.utils.translation import gettext as _g
 
 from agenda import clock
 from agenda.manage_links import manage_key_new, manage_link_url
 from agenda.models import Appointment, AppointmentMessage
 from agenda.opt_out import opt_out_key_new, opt_out_link
+from core import customer_messages
+from core.customer_messages import MessagesSweepResult
 from core.jobs import task_named
 from core.models import Company, Contact
-from core.normalize import mask_email, mask_phone
-from core.outbound import (
-    OutboundRefused,
-    OutboundTransient,
-    SentUnrecorded,
-    message_send,
-)
-from core.sweeps import sweep
 
 logger = logging.getLogger("garante.agenda.messages")
 
@@ -53,28 +45,13 @@ Channel = AppointmentMessage.Channel
 Status = AppointmentMessage.Status
 SEND_TASK = "agenda.appointment_message_send"
 
-# A queued message whose task has not claimed it after this long was lost on its way (a broker
-# that dropped it, a publish that failed after the commit): the sweep publishes it again, and
-# the claim makes a copy that does arrive harmless. Longer than all of the task's retries.
-LOST_AFTER = timedelta(minutes=15)
-# A message still `sending` this long after its claim had its worker stopped in the middle:
-# whether it reached the customer is unknown (it is never sent again).
-SENDING_STALE_AFTER = timedelta(minutes=15)
-
-
 # --- Written with the change (agenda.services) -----------------------------------------------
 
 
 def _channel_for(contact: Contact) -> tuple[str, str]:
     """The contact's channel for appointment messages, and why there is none: SMS to their
     phone, else email, each unless they opted out of it."""
-    if contact.phone and not contact.sms_opt_out:
-        return Channel.SMS, ""
-    if contact.email and not contact.email_opt_out:
-        return Channel.EMAIL, ""
-    if contact.phone or contact.email:
-        return "", "opted out"
-    return "", "no phone or email"
+    return customer_messages.channel_for(contact, first=Channel.SMS)
 
 
 def message_channel(contact: Contact) -> tuple[str, str]:
@@ -230,11 +207,7 @@ def _no_longer_applies(message: AppointmentMessage, appointment: Appointment, no
         return "appointment moved"
     elif appointment.starts_at <= now:
         return "appointment already started"
-    if message.channel == Channel.SMS and (contact.sms_opt_out or not contact.phone):
-        return "opted out" if contact.sms_opt_out else "no phone"
-    if message.channel == Channel.EMAIL and (contact.email_opt_out or not contact.email):
-        return "opted out" if contact.email_opt_out else "no email"
-    return ""
+    return customer_messages.channel_gone(contact, message.channel)
 
 
 def _claim(message_id: int, now: datetime) -> AppointmentMessage | None:
@@ -283,159 +256,55 @@ def _claim(message_id: int, now: datetime) -> AppointmentMessage | None:
     return message
 
 
-def _destination(message: AppointmentMessage) -> tuple[str, str]:
-    """Where the message goes on its channel, and that address masked for staff."""
-    contact = message.appointment.contact
-    if message.channel == Channel.SMS:
-        return contact.phone, mask_phone(contact.phone, message.company.language)
-    return contact.email, mask_email(contact.email)
-
-
 def appointment_message_deliver(
     *, message_id: int, last_try: bool, now: datetime | None = None
 ) -> str:
     """Send one appointment message, once (run by its Celery task): its outcome, "sent",
-    "failed", "unknown", or "skipped" when there was nothing to send. A transient failure
-    before the last try marks it retrying and raises OutboundTransient for the task's retry;
-    a message that left but could not be recorded raises SentUnrecorded, for a retry that
-    records it and sends nothing."""
+    "failed", "unknown" (core.customer_messages.send_and_record), or "skipped" when there was
+    nothing to send."""
     now = now or clock.now()
     message = _claim(message_id, now)
     if message is None:
         return "skipped"
     link = opt_out_link(message)
     subject, body = message_text(message, link.url if link else "", manage_link_url(message))
-    to, masked = _destination(message)
-    messages = AppointmentMessage.objects.filter(pk=message_id)
-    try:
-        sent = message_send(
-            company=message.company,
-            channel=message.channel,
-            to=to,
-            subject=subject,
-            body=body,
-            headers=link.headers if link else None,
-        )
-    except OutboundTransient as exc:
-        status = Status.FAILED if last_try else Status.RETRYING
-        messages.update(status=status, error=exc.detail)
-        logger.warning("appointment message %s: transient delivery error %s", message_id, exc)
-        if last_try:
-            return "failed"
-        raise
-    except OutboundRefused as exc:
-        messages.update(status=Status.FAILED, error=exc.detail)
-        logger.warning("appointment message %s: delivery refused %s", message_id, exc)
-        return "failed"
-    except SoftTimeLimitExceeded:
-        # Stopped while the provider had it: whether it arrived cannot be known, and sending
-        # it again could send it twice.
-        messages.update(status=Status.UNKNOWN, error="time limit reached while sending")
-        logger.error("appointment message %s: time limit reached while sending", message_id)
-        return "unknown"
-    logger.info("appointment message %s (%s) sent by %s", message_id, message.kind, message.channel)
-    recorded = {
-        "masked_destination": masked[:254],
-        "provider_message_id": sent.provider_message_id,
-        "provider_status": sent.provider_status,
-    }
-    try:
-        appointment_message_record_sent(message_id=message_id, **recorded)
-    except DatabaseError as exc:
-        raise SentUnrecorded(recorded) from exc
-    return "sent"
-
-
-def appointment_message_record_sent(
-    *, message_id: int, masked_destination: str, provider_message_id: str, provider_status: str
-) -> None:
-    """Record a message as sent (unconditionally: over an `unknown` the sweep wrote while the
-    record waited for a database that had stopped answering)."""
-    AppointmentMessage.objects.filter(pk=message_id).update(
-        status=Status.SENT,
-        error="",
-        masked_destination=masked_destination,
-        provider_message_id=provider_message_id,
-        provider_status=provider_status,
-        sent_at=timezone.now(),
+    to, masked = customer_messages.destination(
+        message.appointment.contact, message.channel, message.company.language
+    )
+    return customer_messages.send_and_record(
+        AppointmentMessage,
+        message=message,
+        company=message.company,
+        to=to,
+        masked=masked,
+        subject=subject,
+        body=body,
+        headers=link.headers if link else None,
+        last_try=last_try,
+        logger=logger,
+        what="appointment message",
     )
 
 
 # --- The beat sweep ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MessagesSweepResult:
-    queued: int  # due reminders queued, and lost messages published again
-    settled: int  # messages stopped while sending, settled as unknown
-    failed: int  # rows that raised (logged, counted): still due, the next run tries them again
-
-
 def _due(now: datetime) -> Q:
-    return Q(status=Status.SCHEDULED, due_at__lte=now) | Q(
-        status__in=[Status.QUEUED, Status.RETRYING], queued_at__lte=now - LOST_AFTER
-    )
-
-
-def _queue_due(message_id: int, now: datetime) -> bool:
-    """Queue one due reminder, or publish again one lost on its way; whether it did. Claimed
-    with a conditional UPDATE first, so two sweeps at once (two beats, a restarted one)
-    publish it once; put back as it was if the broker cannot take it, for the next run."""
-    with transaction.atomic():
-        before = (
-            AppointmentMessage.objects.filter(_due(now), pk=message_id)
-            .values_list("status", "queued_at")
-            .first()
-        )
-        if before is None:
-            return False  # queued, sent or dropped meanwhile
-        status, queued_at = before
-        claimed = (
-            AppointmentMessage.objects.filter(_due(now), pk=message_id, queued_at=queued_at)
-            .filter(status=status)
-            .update(status=Status.QUEUED if status == Status.SCHEDULED else status, queued_at=now)
-        )
-    if not claimed:
-        return False  # another sweep took it
-    try:
-        publish(message_id)
-    except Exception:
-        AppointmentMessage.objects.filter(pk=message_id, queued_at=now).update(
-            status=status, queued_at=queued_at
-        )
-        raise
-    return True
-
-
-def _settle_stopped(message_id: int, now: datetime) -> bool:
-    with transaction.atomic():
-        return bool(
-            AppointmentMessage.objects.filter(
-                pk=message_id, status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
-            ).update(status=Status.UNKNOWN, error="stopped while sending")
-        )
+    """Reminders whose time has come, and messages lost on their way."""
+    return Q(status=Status.SCHEDULED, due_at__lte=now) | customer_messages.lost(now)
 
 
 def appointment_messages_sweep(
     *, now: datetime | None = None, batch: int = 500
 ) -> MessagesSweepResult:
     """Queue the reminders that are due, publish again the messages lost on their way, and
-    settle those whose worker stopped while sending: row by row (core.sweeps), so a row that
-    fails is logged and counted, stays due for the next run, and the others go on."""
-    now = now or clock.now()
-    open_messages = AppointmentMessage.objects.filter(status__in=AppointmentMessage.OPEN_STATUSES)
-    due = list(
-        open_messages.filter(_due(now))
-        .order_by("due_at", "pk")
-        .values_list("pk", flat=True)[:batch]
-    )
-    queued = sweep("agenda.messages_queue", due, lambda pk: _queue_due(pk, now))
-    stopped = list(
-        open_messages.filter(
-            status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
-        ).values_list("pk", flat=True)[:batch]
-    )
-    settled = sweep("agenda.messages_settle", stopped, lambda pk: _settle_stopped(pk, now))
-    return MessagesSweepResult(
-        queued=queued.done, settled=settled.done, failed=queued.failed + settled.failed
+    settle those whose worker stopped while sending (core.customer_messages.messages_sweep)."""
+    return customer_messages.messages_sweep(
+        AppointmentMessage,
+        names=("agenda.messages_queue", "agenda.messages_settle"),
+        publish=publish,
+        now=now or clock.now(),
+        due=_due,
+        order_by=("due_at", "pk"),
+        batch=batch,
     )

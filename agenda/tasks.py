@@ -5,16 +5,15 @@ reminders when they are due."""
 import logging
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError
 
 from agenda.appointment_messages import (
     SEND_TASK,
     appointment_message_deliver,
-    appointment_message_record_sent,
     appointment_messages_sweep,
 )
+from agenda.models import AppointmentMessage
 from agenda.services import appointments_mark_no_shows
-from core.outbound import OutboundTransient, SentUnrecorded
+from core.customer_messages import SEND_TASK_OPTIONS, send_task_run
 from core.periodic import every
 from core.sweeps import SWEEP_TIME_LIMITS
 
@@ -24,7 +23,6 @@ NO_SHOW_TASK_NAME = "agenda.appointments_mark_no_shows"
 NO_SHOW_EVERY_SECONDS = 15 * 60
 MESSAGES_SWEEP_TASK_NAME = "agenda.appointment_messages_sweep"
 MESSAGES_SWEEP_EVERY_SECONDS = 60
-MESSAGE_RETRIES = 5
 
 
 @shared_task(name=NO_SHOW_TASK_NAME, ignore_result=True, **SWEEP_TIME_LIMITS)
@@ -33,40 +31,21 @@ def appointments_mark_no_shows_task() -> int:
     return appointments_mark_no_shows()
 
 
-# Retried (with exponential backoff and jitter) for transient errors only: the provider's, and
-# the database's (a claim that committed before the connection failed leaves the message
-# `sending`, and the retry sends nothing). acks_late stays off: a redelivered copy would find
-# the message claimed anyway, and the claim is what keeps it single. The hard limit is past
-# the SMTP and SMS timeouts (10 s each); the soft one, reached while the provider holds the
-# message, settles it as unknown rather than sending it again.
-@shared_task(
-    bind=True,
-    name=SEND_TASK,
-    ignore_result=True,
-    acks_late=False,
-    autoretry_for=(OutboundTransient, OperationalError, InterfaceError),
-    retry_backoff=True,
-    retry_backoff_max=300,
-    retry_jitter=True,
-    max_retries=MESSAGE_RETRIES,
-    soft_time_limit=45,
-    time_limit=60,
-)
+# Retried for transient errors only, as every customer message's task
+# (core.customer_messages.SEND_TASK_OPTIONS).
+@shared_task(name=SEND_TASK, **SEND_TASK_OPTIONS)
 def appointment_message_send(self, message_id: int, sent: dict[str, str] | None = None) -> str:
     """Send one confirmation or reminder to the customer, once. A retry given `sent` only
     records a message that left while the database was down."""
-    if sent is not None:
-        appointment_message_record_sent(message_id=message_id, **sent)
-        return "sent"
-    try:
-        return appointment_message_deliver(
-            message_id=message_id, last_try=self.request.retries >= self.max_retries
-        )
-    except SentUnrecorded as exc:
-        logger.warning("appointment message %s: sent, recording it is retried", message_id)
-        raise self.retry_after_backoff(
-            args=(message_id,), kwargs={"sent": exc.sent}, exc=exc.__cause__
-        ) from exc
+    return send_task_run(
+        self,
+        message_id,
+        sent,
+        model=AppointmentMessage,
+        deliver=appointment_message_deliver,
+        logger=logger,
+        what="appointment message",
+    )
 
 
 @shared_task(name=MESSAGES_SWEEP_TASK_NAME, ignore_result=True, **SWEEP_TIME_LIMITS)

@@ -6,17 +6,17 @@ their quote or order (sales.quote_messages), and sweep the lost ones."""
 import logging
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
-from core.outbound import OutboundTransient, SentUnrecorded
+from core.customer_messages import SEND_TASK_OPTIONS, send_task_run
+from core.outbound import OutboundTransient
 from core.periodic import every
 from core.sweeps import SWEEP_TIME_LIMITS, enqueued, sweep
 from core.tasks import DATABASE_FAILURES
+from sales.models import QuoteMessage
 from sales.quote_messages import (
     SEND_TASK,
     quote_message_deliver,
-    quote_message_record_sent,
     quote_messages_sweep,
 )
 from sales.services.lead_notice import (
@@ -33,7 +33,6 @@ logger = logging.getLogger("garante.sales.messages")
 EXPIRE_EVERY_SECONDS = 5 * 60
 EMAIL_SWEEP_EVERY_SECONDS = 15 * 60
 MESSAGES_SWEEP_EVERY_SECONDS = 5 * 60
-MESSAGE_RETRIES = 5
 
 
 # Only transient errors reach the task: quote_email_deliver records a refusal for good (a 5yz
@@ -108,37 +107,21 @@ def opportunity_owner_notices_resend() -> int:
     ).done
 
 
-# As the case messages' task (support.tasks): retried, with backoff and jitter, for transient
-# errors only; acks_late off, since the claim keeps a message single; the soft limit, reached
-# while the provider holds the message, settles it as unknown rather than sending it again.
-@shared_task(
-    bind=True,
-    name=SEND_TASK,
-    ignore_result=True,
-    acks_late=False,
-    autoretry_for=(OutboundTransient, OperationalError, InterfaceError),
-    retry_backoff=True,
-    retry_backoff_max=300,
-    retry_jitter=True,
-    max_retries=MESSAGE_RETRIES,
-    soft_time_limit=45,
-    time_limit=60,
-)
+# Retried for transient errors only, as every customer message's task
+# (core.customer_messages.SEND_TASK_OPTIONS).
+@shared_task(name=SEND_TASK, **SEND_TASK_OPTIONS)
 def quote_message_send(self, message_id: int, sent: dict[str, str] | None = None) -> str:
     """Send one message about a settled quote or order to the customer, once. A retry given
     `sent` only records a message that left while the database was down."""
-    if sent is not None:
-        quote_message_record_sent(message_id=message_id, **sent)
-        return "sent"
-    try:
-        return quote_message_deliver(
-            message_id=message_id, last_try=self.request.retries >= self.max_retries
-        )
-    except SentUnrecorded as exc:
-        logger.warning("quote message %s: sent, recording it is retried", message_id)
-        raise self.retry_after_backoff(
-            args=(message_id,), kwargs={"sent": exc.sent}, exc=exc.__cause__
-        ) from exc
+    return send_task_run(
+        self,
+        message_id,
+        sent,
+        model=QuoteMessage,
+        deliver=quote_message_deliver,
+        logger=logger,
+        what="quote message",
+    )
 
 
 @shared_task(**SWEEP_TIME_LIMITS)

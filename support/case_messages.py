@@ -24,23 +24,19 @@ sending as `unknown` (never sent again: it may have reached the customer).
 """
 
 import logging
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from celery.exceptions import SoftTimeLimitExceeded
-from django.db import DatabaseError, transaction
-from django.db.models import F, Q
+from django.db import DatabaseError
 from django.template.loader import render_to_string
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from core import customer_messages
+from core.customer_messages import MessagesSweepResult
 from core.jobs import task_named
 from core.models import Contact
-from core.normalize import mask_email, mask_phone
-from core.outbound import OutboundRefused, OutboundTransient, SentUnrecorded, message_send
-from core.sweeps import sweep
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, CaseMessage
 from support.selectors import support_auto_close_days
 
@@ -54,31 +50,15 @@ SEND_TASK = "support.case_message_send"
 # How many of the latest public messages an email quotes: a long thread is summed up by its
 # latest part, and the customer reads the whole through the agent.
 THREAD_IN_EMAIL = 10
-# A queued message whose task has not claimed it after this long was lost on its way: the
-# sweep publishes it again (the claim makes a copy that does arrive harmless). Longer than all
-# of the task's retries.
-LOST_AFTER = timedelta(minutes=15)
-# A message still `sending` this long after its claim had its worker stopped in the middle:
-# whether it reached the customer is unknown (it is never sent again).
-SENDING_STALE_AFTER = timedelta(minutes=15)
-
-# Why a message was not sent, as staff read it in the admin (stored in English, like the
-# appointment messages' reasons, and translated when shown).
-NO_CHANNEL = "no phone or email"
-OPTED_OUT = "opted out"
-REASONS_SHOWN = {
-    NO_CHANNEL: _("the customer has no phone or email"),
-    OPTED_OUT: _("the customer opted out of messages on every channel they have"),
-    "no email": _("the customer no longer has an email"),
-    "no phone": _("the customer no longer has a phone"),
-    "case reopened": _("the case was reopened before the notice left"),
-}
+# Why a message was not sent, beyond core.customer_messages' reasons (stored in English,
+# translated when shown).
+REASONS_SHOWN = {"case reopened": _("the case was reopened before the notice left")}
 
 
 def reason_shown(error: str) -> str:
     """Why a message was not sent, in the staff member's language when it is one of ours (a
     provider's own detail, "SMTP 550", is shown as it came)."""
-    return str(REASONS_SHOWN.get(error, error))
+    return customer_messages.reason_shown(error, REASONS_SHOWN)
 
 
 # --- Written with the reply or the resolution (support.services) ---------------------------------
@@ -87,13 +67,7 @@ def reason_shown(error: str) -> str:
 def channel_for(contact: Contact) -> tuple[str, str]:
     """The contact's channel for case messages, and why there is none: email (it carries the
     thread), else SMS, each unless they opted out of it."""
-    if contact.email and not contact.email_opt_out:
-        return Channel.EMAIL, ""
-    if contact.phone and not contact.sms_opt_out:
-        return Channel.SMS, ""
-    if contact.email or contact.phone:
-        return "", OPTED_OUT
-    return "", NO_CHANNEL
+    return customer_messages.channel_for(contact, first=Channel.EMAIL)
 
 
 def case_message_after(
@@ -108,25 +82,18 @@ def case_message_after(
     its customer, in the caller's transaction, and publish it once that commits; `reason` is
     the note staff gave (plain text, core.reasons), told in it. Returned, so the caller can
     tell staff at once when it cannot be sent (`status` not_sent, `error` why)."""
-    now = now or timezone.now()
-    channel, why = channel_for(case.contact)
-    message = CaseMessage.objects.create(
+    return customer_messages.message_write(
+        CaseMessage,
+        contact=case.contact,
+        first=Channel.EMAIL,
+        publish=publish,
+        now=now or timezone.now(),
         company_id=case.company_id,
         case=case,
         comment=comment,
         kind=kind,
         reason=reason,
-        channel=channel,
-        status=Status.NOT_SENT if why else Status.QUEUED,
-        error=why,
-        queued_at=None if why else now,
     )
-    if message.status == Status.QUEUED:
-        message_id = message.pk
-        # robust: a broker that is down must not turn the committed reply into an error; the
-        # message stays queued and the sweep publishes it again (LOST_AFTER).
-        transaction.on_commit(lambda: publish(message_id), robust=True)
-    return message
 
 
 def publish(message_id: int) -> None:
@@ -244,186 +211,64 @@ def _no_longer_applies(message: CaseMessage, case: Case) -> str:
     """Why a message is not to be sent any more, at the instant of its claim ('' if it is)."""
     if message.kind == Kind.RESOLVED and case.state not in (Case.State.RESOLVED, Case.State.CLOSED):
         return "case reopened"
-    contact = case.contact
-    if message.channel == Channel.EMAIL and (contact.email_opt_out or not contact.email):
-        return OPTED_OUT if contact.email_opt_out else "no email"
-    if message.channel == Channel.SMS and (contact.sms_opt_out or not contact.phone):
-        return OPTED_OUT if contact.sms_opt_out else "no phone"
-    return ""
+    return customer_messages.channel_gone(case.contact, message.channel)
 
 
 def _claim(message_id: int, now: datetime) -> CaseMessage | None:
-    """Take the message for sending (queued or retrying -> sending), once: None if it is not
-    claimable (sent, being sent, dropped) or no longer applies (then it is dropped). The
-    message's row is locked while the case and the contact are read again."""
-    with transaction.atomic():
-        message = (
-            CaseMessage.objects.select_for_update(of=("self",))
-            .select_related("case__company", "case__contact")
-            .filter(pk=message_id, status__in=[Status.QUEUED, Status.RETRYING])
-            .first()
-        )
-        if message is None:
-            return None
-        why = _no_longer_applies(message, message.case)
-        if why:
-            message.status, message.error = Status.NOT_SENT, why
-            message.save(update_fields=["status", "error"])
-            logger.info("case message %s dropped: %s", message_id, why)
-            return None
-        message.status, message.claimed_at = Status.SENDING, now
-        message.attempts = F("attempts") + 1
-        message.save(update_fields=["status", "claimed_at", "attempts"])
-    return message
-
-
-def _destination(message: CaseMessage) -> tuple[str, str]:
-    """Where the message goes on its channel, and that address masked for staff."""
-    contact = message.case.contact
-    if message.channel == Channel.SMS:
-        return contact.phone, mask_phone(contact.phone, message.case.company.language)
-    return contact.email, mask_email(contact.email)
+    return customer_messages.claim(
+        CaseMessage,
+        message_id,
+        now,
+        related=("case__company", "case__contact"),
+        no_longer_applies=lambda message: _no_longer_applies(message, message.case),
+        logger=logger,
+        what="case message",
+    )
 
 
 def case_message_deliver(*, message_id: int, last_try: bool, now: datetime | None = None) -> str:
     """Send one case message, once (run by its Celery task): its outcome, "sent", "failed",
-    "unknown", or "skipped" when there was nothing to send. A transient failure before the
-    last try marks it retrying and raises OutboundTransient for the task's retry; a message
-    that left but could not be recorded raises SentUnrecorded, for a retry that records it
-    and sends nothing."""
+    "unknown" (core.customer_messages.send_and_record), or "skipped" when there was nothing
+    to send."""
     now = now or timezone.now()
     message = _claim(message_id, now)
     if message is None:
         return "skipped"
-    messages = CaseMessage.objects.filter(pk=message_id)
+    company = message.case.company
     try:
         # Composed after the claim, so the thread holds every public message written before
         # it left; a database failure here gives the message back for the retry.
         subject, body = message_text(message)
-        to, masked = _destination(message)
-    except DatabaseError:
-        messages.filter(status=Status.SENDING).update(status=Status.RETRYING)
-        raise
-    try:
-        sent = message_send(
-            company=message.case.company,
-            channel=message.channel,
-            to=to,
-            subject=subject,
-            body=body,
+        to, masked = customer_messages.destination(
+            message.case.contact, message.channel, company.language
         )
-    except OutboundTransient as exc:
-        status = Status.FAILED if last_try else Status.RETRYING
-        messages.update(status=status, error=exc.detail)
-        logger.warning("case message %s: transient delivery error %s", message_id, exc)
-        if last_try:
-            return "failed"
+    except DatabaseError:
+        customer_messages.composing_failed(CaseMessage, message_id)
         raise
-    except OutboundRefused as exc:
-        messages.update(status=Status.FAILED, error=exc.detail)
-        logger.warning("case message %s: delivery refused %s", message_id, exc)
-        return "failed"
-    except SoftTimeLimitExceeded:
-        # Stopped while the provider had it: whether it arrived cannot be known, and sending
-        # it again could send it twice.
-        messages.update(status=Status.UNKNOWN, error="time limit reached while sending")
-        logger.error("case message %s: time limit reached while sending", message_id)
-        return "unknown"
-    logger.info("case message %s (%s) sent by %s", message_id, message.kind, message.channel)
-    recorded = {
-        "masked_destination": masked[:254],
-        "provider_message_id": sent.provider_message_id,
-        "provider_status": sent.provider_status,
-    }
-    try:
-        case_message_record_sent(message_id=message_id, **recorded)
-    except DatabaseError as exc:
-        raise SentUnrecorded(recorded) from exc
-    return "sent"
-
-
-def case_message_record_sent(
-    *, message_id: int, masked_destination: str, provider_message_id: str, provider_status: str
-) -> None:
-    """Record a message as sent (unconditionally: over an `unknown` the sweep wrote while the
-    record waited for a database that had stopped answering)."""
-    CaseMessage.objects.filter(pk=message_id).update(
-        status=Status.SENT,
-        error="",
-        masked_destination=masked_destination,
-        provider_message_id=provider_message_id,
-        provider_status=provider_status,
-        sent_at=timezone.now(),
+    return customer_messages.send_and_record(
+        CaseMessage,
+        message=message,
+        company=company,
+        to=to,
+        masked=masked,
+        subject=subject,
+        body=body,
+        last_try=last_try,
+        logger=logger,
+        what="case message",
     )
 
 
 # --- The beat sweep ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MessagesSweepResult:
-    queued: int  # lost messages published again
-    settled: int  # messages stopped while sending, settled as unknown
-    failed: int  # rows that raised (logged, counted): still due, the next run tries them again
-
-
-def _lost(now: datetime) -> Q:
-    return Q(status__in=[Status.QUEUED, Status.RETRYING], queued_at__lte=now - LOST_AFTER)
-
-
-def _publish_lost(message_id: int, now: datetime) -> bool:
-    """Publish again one message lost on its way; whether it did. Claimed with a conditional
-    UPDATE of `queued_at` first, so two sweeps at once publish it once; put back as it was if
-    the broker cannot take it, for the next run."""
-    with transaction.atomic():
-        before = CaseMessage.objects.filter(_lost(now), pk=message_id).values_list(
-            "queued_at", flat=True
-        )
-        queued_at = before.first()
-        if queued_at is None:
-            return False  # claimed, sent or dropped meanwhile
-        claimed = CaseMessage.objects.filter(_lost(now), pk=message_id, queued_at=queued_at).update(
-            queued_at=now
-        )
-    if not claimed:
-        return False  # another sweep took it
-    try:
-        publish(message_id)
-    except Exception:
-        CaseMessage.objects.filter(pk=message_id, queued_at=now).update(queued_at=queued_at)
-        raise
-    return True
-
-
-def _settle_stopped(message_id: int, now: datetime) -> bool:
-    # A transaction (a savepoint inside a caller's) of its own: a row that fails rolls back
-    # alone and the sweep goes on to the next.
-    with transaction.atomic():
-        return bool(
-            CaseMessage.objects.filter(
-                pk=message_id, status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
-            ).update(status=Status.UNKNOWN, error="stopped while sending")
-        )
-
-
 def case_messages_sweep(*, now: datetime | None = None, batch: int = 500) -> MessagesSweepResult:
     """Publish again the messages lost on their way, and settle those whose worker stopped
-    while sending: row by row (core.sweeps), so a row that fails is logged and counted, stays
-    due for the next run, and the others go on."""
-    now = now or timezone.now()
-    open_messages = CaseMessage.objects.filter(status__in=CaseMessage.OPEN_STATUSES)
-    lost = list(
-        open_messages.filter(_lost(now))
-        .order_by("queued_at", "pk")
-        .values_list("pk", flat=True)[:batch]
-    )
-    queued = sweep("support.messages_publish", lost, lambda pk: _publish_lost(pk, now))
-    stopped = list(
-        open_messages.filter(
-            status=Status.SENDING, claimed_at__lte=now - SENDING_STALE_AFTER
-        ).values_list("pk", flat=True)[:batch]
-    )
-    settled = sweep("support.messages_settle", stopped, lambda pk: _settle_stopped(pk, now))
-    return MessagesSweepResult(
-        queued=queued.done, settled=settled.done, failed=queued.failed + settled.failed
+    while sending (core.customer_messages.messages_sweep)."""
+    return customer_messages.messages_sweep(
+        CaseMessage,
+        names=("support.messages_publish", "support.messages_settle"),
+        publish=publish,
+        now=now or timezone.now(),
+        batch=batch,
     )

@@ -5,19 +5,18 @@ ones), and the sweep that closes silent resolved cases."""
 import logging
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
-from core.outbound import OutboundTransient, SentUnrecorded
+from core.customer_messages import SEND_TASK_OPTIONS, send_task_run
 from core.periodic import every
 from core.sweeps import SWEEP_TIME_LIMITS, enqueued, sweep
 from core.tasks import DATABASE_FAILURES
 from support.case_messages import (
     SEND_TASK,
     case_message_deliver,
-    case_message_record_sent,
     case_messages_sweep,
 )
+from support.models import CaseMessage
 from support.selectors import case_ids_due_for_auto_close, case_staff_notices_pending
 from support.services import case_close_if_unanswered, case_staff_notify
 
@@ -26,7 +25,6 @@ logger = logging.getLogger("garante.support.messages")
 AUTO_CLOSE_EVERY_SECONDS = 60 * 60
 NOTICE_SWEEP_EVERY_SECONDS = 15 * 60
 MESSAGES_SWEEP_EVERY_SECONDS = 5 * 60
-MESSAGE_RETRIES = 5
 
 
 # Only transient errors reach the task: case_staff_notify settles a notice the mail server
@@ -50,38 +48,21 @@ def case_staff_notices_resend() -> int:
     ).done
 
 
-# As the appointment messages' task (agenda.tasks): retried, with backoff and jitter, for
-# transient errors only (the provider's, the database's); acks_late off, since the claim is
-# what keeps a message single; the soft limit, reached while the provider holds the message,
-# settles it as unknown rather than sending it again.
-@shared_task(
-    bind=True,
-    name=SEND_TASK,
-    ignore_result=True,
-    acks_late=False,
-    autoretry_for=(OutboundTransient, OperationalError, InterfaceError),
-    retry_backoff=True,
-    retry_backoff_max=300,
-    retry_jitter=True,
-    max_retries=MESSAGE_RETRIES,
-    soft_time_limit=45,
-    time_limit=60,
-)
+# Retried for transient errors only, as every customer message's task
+# (core.customer_messages.SEND_TASK_OPTIONS).
+@shared_task(name=SEND_TASK, **SEND_TASK_OPTIONS)
 def case_message_send(self, message_id: int, sent: dict[str, str] | None = None) -> str:
     """Send one reply or resolution notice to the customer, once. A retry given `sent` only
     records a message that left while the database was down."""
-    if sent is not None:
-        case_message_record_sent(message_id=message_id, **sent)
-        return "sent"
-    try:
-        return case_message_deliver(
-            message_id=message_id, last_try=self.request.retries >= self.max_retries
-        )
-    except SentUnrecorded as exc:
-        logger.warning("case message %s: sent, recording it is retried", message_id)
-        raise self.retry_after_backoff(
-            args=(message_id,), kwargs={"sent": exc.sent}, exc=exc.__cause__
-        ) from exc
+    return send_task_run(
+        self,
+        message_id,
+        sent,
+        model=CaseMessage,
+        deliver=case_message_deliver,
+        logger=logger,
+        what="case message",
+    )
 
 
 @shared_task(**SWEEP_TIME_LIMITS)

@@ -18,8 +18,6 @@ from rest_framework.test import APIClient
 
 from agenda import appointment_messages, clock, tasks
 from agenda.appointment_messages import (
-    LOST_AFTER,
-    SENDING_STALE_AFTER,
     appointment_message_deliver,
     appointment_messages_sweep,
 )
@@ -27,6 +25,7 @@ from agenda.models import AgendaSettings, Appointment, AppointmentMessage
 from agenda.opt_out import LEGACY_LINKS_HONOURED_UNTIL, OPT_OUT_LINK_LIFETIME
 from agenda.services import appointment_book, appointment_cancel, appointment_reschedule
 from config.celery import app
+from core.customer_messages import LOST_AFTER, RETRIES, SENDING_STALE_AFTER
 from core.identity import identify_contact
 from core.models import Contact, Conversation
 from core.outbound import OutboundTransient
@@ -794,7 +793,7 @@ def test_the_sweep_is_on_beat_and_the_send_task_has_limits_and_backoff():
     send = tasks.appointment_message_send
     assert (send.soft_time_limit, send.time_limit) == (45, 60)
     assert OutboundTransient in send.autoretry_for
-    assert send.retry_backoff and send.retry_jitter and send.max_retries == tasks.MESSAGE_RETRIES
+    assert send.retry_backoff and send.retry_jitter and send.max_retries == RETRIES
     sweep = tasks.appointment_messages_sweep_task
     assert (sweep.soft_time_limit, sweep.time_limit) == (300, 360)
 
@@ -812,7 +811,7 @@ def test_a_mail_server_down_after_the_commit_leaves_the_booking_made_and_the_mes
     confirmation = AppointmentMessage.objects.get(appointment=appointment, kind=Kind.BOOKED)
     assert confirmation.status == Status.FAILED
     assert confirmation.error == "SMTP recipient refused 421"
-    assert confirmation.attempts == server.rcpt_attempts == tasks.MESSAGE_RETRIES + 1
+    assert confirmation.attempts == server.rcpt_attempts == RETRIES + 1
 
 
 @pytest.mark.django_db(transaction=True)

@@ -13,10 +13,11 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from config.celery import app
+from core.customer_messages import LOST_AFTER, SENDING_STALE_AFTER
 from core.errors import ValidationFailed
 from core.models import Company, OutboxMessage
 from support import case_messages, services
-from support.case_messages import LOST_AFTER, SENDING_STALE_AFTER, case_messages_sweep
+from support.case_messages import case_messages_sweep
 from support.models import Case, CaseComment, CaseMessage
 from tests import factories
 from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE
