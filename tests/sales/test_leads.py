@@ -327,3 +327,24 @@ def test_a_salesperson_without_email_is_recorded_not_told(company, ana, make_sta
     opportunity.refresh_from_db()
     assert opportunity.owner_notice_error == "the salesperson has no email"
     assert mail.outbox == []
+
+
+def test_assigning_a_lead_on_its_page_emails_the_salesperson_and_the_page_says_so(
+    client, company, ana, team, django_capture_on_commit_callbacks
+):
+    opportunity = lead(company, ana)
+    mail.outbox.clear()
+    client.login(username="maria", password=PASSWORD)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = client.post(
+            change_url(opportunity), change_form_data(client, opportunity, owner=team["sara"].pk)
+        )
+
+    assert saved.status_code == 302
+    (email,) = mail.outbox
+    assert email.bcc == ["sara@example.com"]
+    assert change_url(opportunity) in email.body
+    page = client.get(change_url(opportunity)).content.decode()
+    assert "Responsable avisado" in page or "responsable avisado" in page.lower()
+    assert "la tomó él mismo" not in page
