@@ -324,6 +324,12 @@ def slot_facts_check(
         raise _unavailable(
             _g("Ese horario está fuera del horario de atención."), "slot_unavailable", **context
         )
+    if facts.time_off:
+        raise _unavailable(
+            _g("Ese profesional no atiende en ese horario."), "slot_unavailable", **context
+        )
+    if facts.taken:
+        raise slot_taken_error(**context)
     if grid and not on_grid(facts.weekly, starts_at, tz, facts.settings.slot_step_minutes):
         raise _unavailable(
             ngettext(
@@ -337,12 +343,6 @@ def slot_facts_check(
             "slot_off_grid",
             **context,
         )
-    if facts.time_off:
-        raise _unavailable(
-            _g("Ese profesional no atiende en ese horario."), "slot_unavailable", **context
-        )
-    if facts.taken:
-        raise slot_taken_error(**context)
     if facts.customer_busy_at is not None:
         described = describe_instant(facts.customer_busy_at, tz)
         raise ValidationFailed(
