@@ -12,6 +12,7 @@ agenda.services (and core.services for a new customer), in one transaction.
 
 from datetime import date, datetime, time
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
@@ -459,6 +460,8 @@ class CalendarAdmin(admin.ModelAdmin):
             "cancel_url": reverse(
                 "admin:agenda_appointment_transition", args=[appointment.pk, "cancel"]
             )
+            + "?"
+            + urlencode({"next": calendar_page.calendar_url(company, day)})
             if scheduled and not past and may_change
             else "",
             "record_url": reverse("admin:agenda_appointment_change", args=[appointment.pk]),

@@ -16,7 +16,7 @@ from agenda.services import appointment_book, appointment_notes_set, professiona
 from core.errors import ValidationFailed
 from core.models import Contact
 from tests import factories
-from tests.admin_pages import change_url
+from tests.admin_pages import change_url, confirmation_data
 from tests.factories import ANA_PHONE, MONDAY_8AM, local
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_clock")]
@@ -442,12 +442,30 @@ def test_a_coming_appointment_offers_move_and_cancel_through_the_confirmation_pa
 
     text = page.content.decode()
     cancel = reverse("admin:agenda_appointment_transition", args=[booked.pk, "cancel"])
-    assert page.context["cancel_url"] == cancel
+    assert page.context["cancel_url"].startswith(cancel + "?next=")
     assert f"move={booked.pk}" in page.context["move_url"]
     assert ANA_PHONE in text and "Prefiere lavado en frío" in text
-    confirmation = agent_client.get(cancel)
+    confirmation = agent_client.get(page.context["cancel_url"])
     assert confirmation.status_code == 200
     assert 'name="reason"' in confirmation.content.decode()
+    answered = agent_client.post(
+        page.context["cancel_url"], confirmation_data(confirmation, "customer_asked")
+    )
+    booked.refresh_from_db()
+    assert booked.state == Appointment.State.CANCELLED
+    assert answered.status_code == 302 and answered["Location"].startswith(CALENDAR)
+    # Its time is free again on the grid, and the cancelled block is gone from it.
+    grid = grid_of(agent_client.get(CALENDAR, {"date": "2026-12-08"}))
+    assert "10:00" in cells(grid, booked.professional, date(2026, 12, 8))
+    assert not [b for c in grid.columns for b in c.blocks]
+
+
+def test_the_confirmation_page_never_leads_to_another_site(agent_client, booked):
+    cancel = reverse("admin:agenda_appointment_transition", args=[booked.pk, "cancel"])
+
+    page = agent_client.get(cancel, {"next": "https://evil.example/"})
+
+    assert page.context["back_url"] == change_url(booked)
 
 
 def test_a_past_appointment_is_read_only(agent_client, booked, frozen_clock):
