@@ -65,7 +65,7 @@ class FreeCell:
 
     row: int
     time: str
-    url: str  # empty for time already past: shown, not offered
+    url: str
     style: str = ""
 
 
@@ -191,9 +191,9 @@ def calendar_grid(
     """The grid of `professionals` on `days`: rows of the company's slot step from the
     earliest working hour to the latest (or DEFAULT_HOURS), appointments (not cancelled ones,
     whose time is free again) as blocks, and the free time as cells: each free step of the
-    working time (no appointment, buffers or time off on it), or with `service` the free
-    slots of that service, or with `moving` the slots that appointment can move to (its own
-    service's, as agenda.availability searches them)."""
+    working time still to come (no appointment, buffers or time off on it), or with `service`
+    the free slots of that service, or with `moving` the slots that appointment can move to
+    (its own service's, as agenda.availability searches them)."""
     tz = company.tz
     step = agenda_settings_for(company=company).slot_step_minutes
     first = datetime.combine(days[0], time.min, tzinfo=tz)
@@ -294,12 +294,13 @@ def calendar_grid(
                 cell = start
                 while cell < end:
                     cell_end = min(end, cell + timedelta(minutes=step))
-                    if not busy.overlaps(pk, cell, cell_end):
+                    # Time already past is not free any more: nothing can be booked there.
+                    if cell > now and not busy.overlaps(pk, cell, cell_end):
                         column.free.append(
                             FreeCell(
                                 row_of(_minute(cell, day, company)),
                                 _hhmm(cell, tz),
-                                booking_url(company, pk, cell) if cell > now else "",
+                                booking_url(company, pk, cell),
                             )
                         )
                     cell = cell_end

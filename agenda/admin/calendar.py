@@ -18,7 +18,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -32,7 +33,9 @@ from agenda.availability.local_time import describe_instant
 from agenda.models import NOTES_MAX_LENGTH, Appointment, Calendar, Professional, Service
 from core.errors import GaranteError
 from core.models import Company, Contact
+from core.normalize import normalize_email
 from core.services import contact_create
+from core.sms_policy import sms_phone_normalize
 
 
 def _appointments_admin(site: admin.AdminSite) -> admin.ModelAdmin:
@@ -54,6 +57,16 @@ def day_title(day: date, company: Company) -> str:
     noon = datetime.combine(day, time(12), tzinfo=company.tz)
     described = describe_instant(noon, company.tz)
     return f"{described['weekday']} {day.day}/{day.month}/{day.year}"
+
+
+class CustomerSearch(AutocompleteSelect):
+    """The admin's autocomplete of customers, with a placeholder: it is also the box's
+    accessible name until a customer is chosen (Django's own leaves it empty)."""
+
+    def build_attrs(self, base_attrs: dict, extra_attrs: dict | None = None) -> dict:
+        attrs = super().build_attrs(base_attrs, extra_attrs)
+        attrs["data-placeholder"] = str(_("Type a name, phone or email"))
+        return attrs
 
 
 class CalendarBookingForm(forms.Form):
@@ -93,7 +106,7 @@ class CalendarBookingForm(forms.Form):
             company=company, active=True
         ).order_by("name")
         self.fields["contact"].queryset = Contact.objects.filter(company=company)
-        self.fields["contact"].widget = AutocompleteSelect(
+        self.fields["contact"].widget = CustomerSearch(
             Appointment._meta.get_field("contact"), site, attrs={"data-width": "100%"}
         )
         self.fields["contact"].widget.choices = self.fields["contact"].choices
@@ -123,13 +136,9 @@ class CalendarBookingForm(forms.Form):
         self.nearest: list[dict[str, str]] = []
         try:
             with transaction.atomic():
-                contact = data["contact"] or contact_create(
-                    company=self.company,
-                    first_name=data["first_name"],
-                    last_name=data["last_name"],
-                    phone=data["phone"],
-                    email=data["email"],
-                )
+                contact = data["contact"] or self._new_customer()
+                if contact is None:
+                    return None
                 self.booked = services.appointment_book(
                     company=self.company,
                     contact=contact,
@@ -146,6 +155,39 @@ class CalendarBookingForm(forms.Form):
             self.nearest = list(error.extras.get("nearest_free_slots") or [])
             return None
         return self.booked
+
+    def _new_customer(self) -> Contact | None:
+        """The customer written in the form, created; None, with the form's error naming
+        them, when one of the company's customers already has that phone or email (staff
+        then choose them as the existing customer)."""
+        data = self.cleaned_data
+        phone = (
+            sms_phone_normalize(company=self.company, raw=data["phone"]) if data["phone"] else ""
+        )
+        email = normalize_email(data["email"]) if data["email"] else ""
+        same = Contact.objects.filter(company=self.company).filter(
+            (Q(phone=phone) if phone else Q(pk__in=[]))
+            | (Q(email=email) if email else Q(pk__in=[]))
+        )
+        existing = same.first()
+        if existing is None:
+            try:
+                with transaction.atomic():
+                    return contact_create(
+                        company=self.company,
+                        first_name=data["first_name"],
+                        last_name=data["last_name"],
+                        phone=data["phone"],
+                        email=data["email"],
+                    )
+            except IntegrityError:  # created meanwhile by someone else
+                existing = same.first()
+        self.add_error(
+            "phone" if phone and existing.phone == phone else "email",
+            _("%(name)s already has this phone or email: choose them as the existing customer.")
+            % {"name": existing},
+        )
+        return None
 
 
 class NotesForm(forms.Form):
@@ -176,6 +218,21 @@ class CalendarAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    # What the booking page takes from its address: the free cell, and what staff typed
+    # before a refusal (a nearest free slot's link carries it).
+    prefilled = (
+        "professional",
+        "day",
+        "at",
+        "service",
+        "contact",
+        "first_name",
+        "last_name",
+        "phone",
+        "email",
+        "notes",
+    )
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view
@@ -329,9 +386,7 @@ class CalendarAdmin(admin.ModelAdmin):
             if not companies:
                 raise PermissionDenied
             company = companies[0]
-        initial = {
-            k: source.get(k) for k in ("professional", "day", "at", "service") if k in source
-        }
+        initial = {k: source.get(k) for k in self.prefilled if k in source}
         if "service" not in initial and initial.get("professional", "").isdigit():
             first = (
                 Service.objects.filter(
@@ -384,7 +439,12 @@ class CalendarAdmin(admin.ModelAdmin):
             }
             if service is not None:
                 query["service"] = service.pk
-            nearest.append({**slot, "query": query})
+            # What staff typed comes along: choosing a slot is one step, not a new form.
+            for name in self.prefilled:
+                if name not in query and request.POST.get(name):
+                    query[name] = request.POST[name]
+            url = f"{reverse('admin:agenda_calendar_book')}?{urlencode(query)}"
+            nearest.append({**slot, "query": query, "url": url})
         day = (
             form.cleaned_data.get("day")
             if form.is_bound and hasattr(form, "cleaned_data")

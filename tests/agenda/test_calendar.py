@@ -133,15 +133,15 @@ def test_the_day_shows_every_professional_side_by_side_with_blocks_and_free_time
     assert grid.rows[0] == "09:00" and grid.rows[-1] == "18:30"
 
 
-def test_free_time_before_now_is_shown_but_not_offered(agent_client, marta, frozen_clock):
+def test_time_already_past_is_not_offered(agent_client, marta, frozen_clock):
     frozen_clock["now"] = local(2026, 12, 7, 11, 10)
 
     grid = grid_of(agent_client.get(CALENDAR, {"date": "2026-12-07"}))
 
-    column = grid.columns[0]
-    offered = {cell.time: bool(cell.url) for cell in column.free}
-    assert offered["09:00"] is False and offered["11:00"] is False
-    assert offered["11:30"] is True
+    offered = [cell.time for cell in grid.columns[0].free]
+    assert offered[0] == "11:30"
+    assert all(cell.url for cell in grid.columns[0].free)
+    assert grid.rows[0] == "09:00"  # the day is still drawn from its start
 
 
 @pytest.mark.parametrize(
@@ -281,13 +281,33 @@ def test_a_new_customer_is_created_with_the_booking(agent_client, company, marta
         service=service.pk,
         first_name="Íñigo",
         last_name="Sáez",
-        phone="600 111 222",
+        phone="600 555 777",
     )
 
     appointment = Appointment.objects.get()
     assert response.status_code == 302
     assert appointment.contact.first_name == "Íñigo"
-    assert appointment.contact.phone == "+34600111222"
+    assert appointment.contact.phone == "+34600555777"
+
+
+def test_a_new_customer_with_the_phone_of_one_already_there_is_not_created_twice(
+    agent_client, company, marta, service, ana
+):
+    response = book(
+        agent_client,
+        company=company.pk,
+        professional=marta.pk,
+        day="2026-12-08",
+        at="11:30",
+        service=service.pk,
+        first_name="Anita",
+        phone=ANA_PHONE,
+    )
+
+    assert response.status_code == 200
+    assert "Ana García" in response.context["form"].errors["phone"][0]
+    assert not Appointment.objects.exists()
+    assert Contact.objects.filter(company=company).count() == 1
 
 
 def test_a_new_customer_needs_a_name_and_a_phone_or_email(agent_client, company, marta, service):
