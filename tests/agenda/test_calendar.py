@@ -557,3 +557,15 @@ def test_notes_never_reach_the_customer(booked):
 
     assert len(texts) == 2  # the confirmation and the reminder
     assert all("Corte de pelo" in text and "lavado" not in text for text in texts)
+
+
+def test_the_older_agenda_page_offers_no_move_for_a_past_appointment(
+    agent_client, company, booked, frozen_clock
+):
+    day_page = reverse("admin:agenda_company_day")
+    before = agent_client.get(day_page, {"company": company.pk, "date": "2026-12-08"})
+    frozen_clock["now"] = local(2026, 12, 8, 10, 5)
+    after = agent_client.get(day_page, {"company": company.pk, "date": "2026-12-08"})
+
+    assert 'class="move-appointment"' in before.content.decode()
+    assert 'class="move-appointment"' not in after.content.decode()
