@@ -31,6 +31,7 @@ from agenda.admin.appointments import off_grid_field
 from agenda.admin.common import local_start
 from agenda.availability.local_time import describe_instant
 from agenda.models import NOTES_MAX_LENGTH, Appointment, Calendar, Professional, Service
+from core.admin import CompanyScopedAdmin
 from core.errors import GaranteError
 from core.models import Company, Contact
 from core.normalize import normalize_email
@@ -201,8 +202,12 @@ class NotesForm(forms.Form):
 
 
 @admin.register(Calendar)
-class CalendarAdmin(admin.ModelAdmin):
-    """The calendar's pages. Its permissions are the appointments' (it is their proxy)."""
+class CalendarAdmin(CompanyScopedAdmin):
+    """The calendar's pages. Its permissions are the appointments' (it is their proxy), per
+    company as theirs are."""
+
+    def company_permission(self, action: str) -> str:
+        return _appointments_admin(self.admin_site).company_permission(action)
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return _appointments_admin(self.admin_site).has_module_permission(request)
