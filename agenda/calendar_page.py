@@ -12,6 +12,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
+from babel import Locale, UnknownLocaleError
 from django.urls import reverse
 
 from agenda.availability.busy import busy_times, working_intervals
@@ -24,19 +25,30 @@ from core.models import Company
 DAY, WEEK = "day", "week"
 WEEK_DAYS = 7
 # ISO 8601 weeks, as Spanish and most European calendars: Monday first (date.weekday() 0).
+# A company whose country's calendars start on another day gets that one (`first_weekday`).
 FIRST_WEEKDAY = 0
 # The hours shown when nobody works on the days shown.
 DEFAULT_HOURS = (time(9), time(19))
 
 
-def week_start(day: date, first_weekday: int = FIRST_WEEKDAY) -> date:
-    """The first day of the week `day` is in."""
-    return day - timedelta(days=(day.weekday() - first_weekday) % WEEK_DAYS)
+def first_weekday(company: Company) -> int:
+    """The company's first day of the week (0 = Monday), as calendars of its language and
+    country print it (CLDR, through Babel): Monday in Spain or the United Kingdom, Sunday in
+    the United States; Monday when Babel knows no such locale."""
+    try:
+        return Locale(company.language, company.country.upper()).first_week_day
+    except (UnknownLocaleError, ValueError, TypeError):
+        return FIRST_WEEKDAY
 
 
-def days_shown(view: str, day: date) -> list[date]:
+def week_start(day: date, first: int = FIRST_WEEKDAY) -> date:
+    """The first day of the week `day` is in, weeks starting on weekday `first`."""
+    return day - timedelta(days=(day.weekday() - first) % WEEK_DAYS)
+
+
+def days_shown(view: str, day: date, first: int = FIRST_WEEKDAY) -> list[date]:
     if view == WEEK:
-        first = week_start(day)
+        first = week_start(day, first)
         return [first + timedelta(days=n) for n in range(WEEK_DAYS)]
     return [day]
 

@@ -290,7 +290,7 @@ class CalendarAdmin(CompanyScopedAdmin):
             Professional.objects.filter(company=company, active=True).order_by("display_name")
         )
         professionals = calendar_page.professionals_shown(company, chosen, service)
-        days = calendar_page.days_shown(view, day)
+        days = calendar_page.days_shown(view, day, calendar_page.first_weekday(company))
         grid = calendar_page.calendar_grid(
             company,
             professionals,

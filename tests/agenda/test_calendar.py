@@ -569,3 +569,19 @@ def test_the_older_agenda_page_offers_no_move_for_a_past_appointment(
 
     assert 'class="move-appointment"' in before.content.decode()
     assert 'class="move-appointment"' not in after.content.decode()
+
+
+def test_a_company_whose_calendars_start_on_sunday_gets_its_weeks_from_sunday(
+    client, make_company, make_staff
+):
+    shop = make_company(
+        name="Corner Shop", language="en", country="US", timezone="America/New_York"
+    )
+    staff = make_staff("front.desk", shop, "agent")
+    client.force_login(staff)
+
+    grid = grid_of(client.get(CALENDAR, {"date": "2026-12-09", "view": "week"}))
+
+    assert calendar_page.first_weekday(shop) == 6
+    assert grid.days[0] == date(2026, 12, 6)  # Sunday
+    assert grid.days[-1] == date(2026, 12, 12)
