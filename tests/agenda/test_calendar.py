@@ -585,3 +585,34 @@ def test_a_company_whose_calendars_start_on_sunday_gets_its_weeks_from_sunday(
     assert calendar_page.first_weekday(shop) == 6
     assert grid.days[0] == date(2026, 12, 6)  # Sunday
     assert grid.days[-1] == date(2026, 12, 12)
+
+
+def test_the_weeks_queries_do_not_grow_with_the_team(agent_client, company, service, marta, ana):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def week_queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            grid_of(agent_client.get(CALENDAR, {"date": "2026-12-09", "view": "week"}))
+        return len(captured)
+
+    small = week_queries()
+    for n in range(4):
+        other = professional_create(
+            company=company,
+            display_name=f"Estilista {n}",
+            services=[service],
+            weekly_hours=[(d, time(9), time(18)) for d in range(5)],
+        )
+        appointment_book(
+            company=company,
+            contact=factories.contact(company, first_name=f"Cliente {n}", phone=f"+3460077700{n}"),
+            service=service,
+            professional=other,
+            starts_at=local(2026, 12, 9, 10),
+            created_via=Appointment.Via.STAFF,
+            now=MONDAY_8AM,
+        )
+
+    assert week_queries() == small
+    assert small <= 16  # the budget measured with the session, the staff roles and the grid
