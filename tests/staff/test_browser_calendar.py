@@ -214,6 +214,7 @@ def test_a_receptionist_books_moves_and_cancels_from_the_calendar_by_keyboard(
     )
     enter(browser, block, "#cal-details")
     enter(browser, browser.find_element(By.ID, "cal-cancel"), CONFIRMATION_PAGE)
+    assert_accessible(browser, axe)
     browser.find_element(By.CSS_SELECTOR, 'input[name="reason"][value="customer_asked"]').send_keys(
         Keys.SPACE
     )
