@@ -616,3 +616,29 @@ def test_the_weeks_queries_do_not_grow_with_the_team(agent_client, company, serv
 
     assert week_queries() == small
     assert small <= 16  # the budget measured with the session, the staff roles and the grid
+
+
+def test_staff_reading_in_english_get_the_calendar_in_english(client, make_company, make_staff):
+    shop = make_company(name="Corner Shop", language="en", country="GB", timezone="Europe/London")
+    cut = factories.service(shop, name="Haircut")
+    factories.marta(shop, cut)
+    client.force_login(make_staff("front.desk", shop, "agent"))
+
+    page = client.get(CALENDAR, {"date": "2026-12-08"}, HTTP_ACCEPT_LANGUAGE="en")
+    refused = client.post(
+        reverse("admin:agenda_calendar_book"),
+        {
+            "company": shop.pk,
+            "professional": shop.professionals.get().pk,
+            "day": "2026-12-08",
+            "at": "11:07",
+            "service": cut.pk,
+            "first_name": "Jo",
+            "email": "jo@example.com",
+        },
+        HTTP_ACCEPT_LANGUAGE="en",
+    ).content.decode()
+
+    page = page.content.decode()
+    assert "Today" in page and "Calendar of Corner Shop" in page and "Hoy" not in page
+    assert "not on the booking grid" in refused and "cuadrícula" not in refused
