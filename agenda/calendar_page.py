@@ -18,7 +18,7 @@ from django.urls import reverse
 from agenda.availability.busy import busy_times, working_intervals
 from agenda.availability.search import slots_available
 from agenda.availability.slots import Move
-from agenda.models import Appointment, Professional, Service
+from agenda.models import Appointment, Professional, Service, TimeOff
 from agenda.selectors import agenda_settings_for
 from core.models import Company
 
@@ -91,6 +91,8 @@ class Column:
     free: list[FreeCell] = field(default_factory=list)
     working_styles: list[str] = field(default_factory=list)
     head_style: str = ""
+    # The professional's time off on this day: (first row, rows, reason, style).
+    time_off: list[tuple[int, int, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -277,6 +279,20 @@ def calendar_grid(
                 url=reverse("admin:agenda_calendar_appointment", args=[a.pk]),
             )
         )
+    for off in TimeOff.objects.filter(
+        professional_id__in=ids, ends_at__gt=first, starts_at__lt=last
+    ).order_by("starts_at"):
+        for day in days:
+            column = columns[(off.professional_id, day)]
+            day_first = datetime.combine(day, time.min, tzinfo=tz)
+            day_last = datetime.combine(day + timedelta(days=1), time.min, tzinfo=tz)
+            start, end = max(off.starts_at, day_first), min(off.ends_at, day_last)
+            if start >= end:
+                continue
+            row = row_of(_minute(start, day, company))
+            end_row = row_of(-(-_minute(end, day, company) // step) * step)
+            if end_row > row:
+                column.time_off.append((row, end_row - row, off.reason, ""))
     if moving is not None or service is not None:
         for slot in slots_available(
             company=company,
@@ -321,6 +337,10 @@ def calendar_grid(
         column.head_style = f"grid-row: {grid.head_rows}; grid-column: {2 + column.index};"
         column.working_styles = [
             grid.place(start, column.index, end - start) for start, end in column.working
+        ]
+        column.time_off = [
+            (row, rows, reason, grid.place(row, column.index, rows))
+            for row, rows, reason, _style in column.time_off
         ]
         for block in column.blocks:
             block.style = grid.place(block.row, column.index, block.span)

@@ -19,7 +19,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from agenda import clock
 from agenda.models import Appointment, WorkingHours
-from agenda.services import appointment_book, professional_create
+from agenda.services import appointment_book, professional_create, time_off_add
 from core.models import Contact
 from core.services import contact_create
 from tests.browser import log_in, page_text, screenshot, wait_for
@@ -85,7 +85,8 @@ def choose_customer_by_keyboard(driver: webdriver.Chrome, typed: str, shown: str
 
 def team_day(day) -> None:
     """A salon's ordinary day: Dra. Ana works 09:00-20:00, and Luis 10:00-19:00 with a
-    customer at 16:00 (the company's local time is about noon: staff fixtures)."""
+    customer at 16:00 and a training at 17:00 (the company's local time is about noon: staff
+    fixtures)."""
     professional = day.professional
     professional.working_hours.all().delete()
     for weekday in range(7):
@@ -108,6 +109,12 @@ def team_day(day) -> None:
         created_via=Appointment.Via.STAFF,
         enforce_customer_rules=False,
         notes="Primera visita",
+    )
+    time_off_add(
+        professional=luis,
+        starts_at=local_now.replace(hour=17, minute=0, second=0, microsecond=0),
+        ends_at=local_now.replace(hour=18, minute=0, second=0, microsecond=0),
+        reason="Formación",
     )
 
 
