@@ -102,6 +102,7 @@ class Grid:
     rows: list[str]  # the label of each row ("09:00", "09:15", ...)
     step: int
     first_minute: int  # minutes after local midnight of the first row
+    now_style: str = ""  # where the line of the current time is drawn, on today's columns
 
     @property
     def professionals_per_day(self) -> int:
@@ -333,6 +334,16 @@ def calendar_grid(
                         )
                     cell = cell_end
     grid = Grid(days, list(columns.values()), rows, step, top)
+    local_now = now.astimezone(tz)
+    if local_now.date() in days and rows:
+        minute = local_now.hour * 60 + local_now.minute - top
+        if 0 <= minute < len(rows) * step:
+            per_day = grid.professionals_per_day
+            first_column = days.index(local_now.date()) * per_day
+            grid.now_style = (
+                grid.place(minute // step, first_column, 1, per_day)
+                + f" margin-top: calc({(minute % step) / step:.3f} * 1.75rem);"
+            )
     for column in grid.columns:
         column.head_style = f"grid-row: {grid.head_rows}; grid-column: {2 + column.index};"
         column.working_styles = [

@@ -663,3 +663,17 @@ def test_time_off_is_drawn_with_its_reason_and_takes_no_booking(agent_client, ma
     free = cells(grid, marta, date(2026, 12, 8))
     assert "11:00" not in free and "11:30" not in free and "12:00" in free
     assert "Ausencia: Médico" in response.content.decode()
+
+
+def test_the_current_time_is_drawn_on_today_only(agent_client, marta, frozen_clock):
+    frozen_clock["now"] = local(2026, 12, 7, 11, 10)
+
+    today = grid_of(agent_client.get(CALENDAR, {"date": "2026-12-07"}))
+    tomorrow = grid_of(agent_client.get(CALENDAR, {"date": "2026-12-08"}))
+    week = grid_of(agent_client.get(CALENDAR, {"date": "2026-12-07", "view": "week"}))
+
+    # 11:10 is the fifth 30-minute row from 09:00, a third of the way into it.
+    assert "grid-row: 6 / span 1; grid-column: 2 / span 1;" in today.now_style
+    assert "0.333" in today.now_style
+    assert tomorrow.now_style == ""
+    assert "grid-column: 2 / span 1;" in week.now_style  # Monday, the week's first day
