@@ -183,6 +183,8 @@ class CalendarBookingForm(forms.Form):
                     )
             except IntegrityError:  # created meanwhile by someone else
                 existing = same.first()
+                if existing is None:
+                    raise
         self.add_error(
             "phone" if phone and existing.phone == phone else "email",
             _("%(name)s already has this phone or email: choose them as the existing customer.")
