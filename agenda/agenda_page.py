@@ -121,6 +121,7 @@ def columns(
     for a in appointments:
         booked[(a.professional_id, a.starts_at.astimezone(company.tz).date())].append(a)
     free: dict[tuple[int, date], list] = defaultdict(list)
+    now = clock.now()
     if service is not None:
         one = professionals[0] if len(professionals) == 1 else None
         for slot in slots_available(
@@ -128,7 +129,7 @@ def columns(
             service=service,
             starts_at=first,
             ends_at=last,
-            now=clock.now(),
+            now=now,
             professional=one,
             move=None if moving is None else Move.of(moving),
         ):
@@ -155,8 +156,9 @@ def columns(
                             "contact": str(a.contact),
                             "state": a.state,
                             "state_shown": a.get_state_display(),
+                            # A past appointment is read-only: no "Move".
                             "move_url": moving_url(a, company)
-                            if a.state == Appointment.State.SCHEDULED
+                            if a.state == Appointment.State.SCHEDULED and a.starts_at > now
                             else "",
                             "moving": moving is not None and a.pk == moving.pk,
                         }

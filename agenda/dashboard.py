@@ -19,8 +19,9 @@ from core.dashboard import (
 
 
 def _agenda_url(company_ids: list[int] | None) -> str:
-    """The agenda page (every professional side by side, today), of the only company shown."""
-    url = reverse("admin:agenda_company_day")
+    """The team's calendar (every professional side by side, today), of the only company
+    shown."""
+    url = reverse("admin:agenda_calendar_changelist")
     return f"{url}?company={company_ids[0]}" if company_ids and len(company_ids) == 1 else url
 
 

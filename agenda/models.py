@@ -24,6 +24,8 @@ MAX_BUFFER_MINUTES = 240
 MAX_BLOCKED_SPAN = timedelta(minutes=MAX_DURATION_MINUTES + 2 * MAX_BUFFER_MINUTES)
 # How far ahead of an appointment its reminder may be set (AgendaSettings.reminder_hours_before).
 MAX_REMINDER_HOURS = 720
+# An appointment's staff notes, at most (Appointment.notes).
+NOTES_MAX_LENGTH = 2000
 
 
 class Service(models.Model):
@@ -409,6 +411,13 @@ class Appointment(FSMModelMixin, models.Model):
     # Calendar clients replace a subscribed event only when its SEQUENCE grows (RFC 5545
     # 3.8.7.4): the transitions that move or cancel it bump this.
     sequence = models.PositiveIntegerField(_("revision"), default=0, editable=False)
+    # Staff's own words about the appointment: never shown or sent to the customer.
+    notes = models.TextField(
+        _("notes"),
+        blank=True,
+        max_length=NOTES_MAX_LENGTH,
+        help_text=_("For staff only: the customer never sees them."),
+    )
 
     class Meta:
         verbose_name = _("appointment")
@@ -508,6 +517,17 @@ class Appointment(FSMModelMixin, models.Model):
         self.blocked_from = blocked_from
         self.blocked_until = blocked_until
         self.sequence += 1
+
+
+class Calendar(Appointment):
+    """The team's calendar in the admin's menu (agenda.admin.calendar): a proxy of the
+    appointments, so that the admin lists it beside them and its pages live under
+    /admin/agenda/calendar/; it has no rows or rules of its own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("calendar")
+        verbose_name_plural = _("calendar")
 
 
 class AppointmentMessage(models.Model):

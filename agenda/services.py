@@ -23,6 +23,7 @@ from agenda.availability.check import slot_lock_and_check, slot_taken_error
 from agenda.availability.slots import Move
 from agenda.models import (
     CUSTOMER_STATE_LABELS,
+    NOTES_MAX_LENGTH,
     AgendaSettings,
     Appointment,
     AppointmentMessage,
@@ -253,13 +254,17 @@ def appointment_book(
     conversation: Conversation | None = None,
     now: datetime | None = None,
     enforce_customer_rules: bool = True,
+    grid: bool = False,
+    notes: str = "",
 ) -> Appointment:
     """Book `service` with `professional` at `starts_at` for `contact`.
 
     Availability is re-validated here, at the instant, inside the transaction (on the SQLite
     demo, whose write transactions are serialised, that is what keeps a slot single). Staff
     pass enforce_customer_rules=False to skip the minimum notice (never the past, the horizon
-    or a busy slot).
+    or a busy slot). With `grid` (staff's bookings unless they override it on purpose) the
+    start must be one a slot search offers (`on_grid`), else VALIDATION `slot_off_grid` with
+    the nearest free slots. `notes` are staff's, kept on the appointment (never sent).
     The professional's and the customer's rows are locked, then every check reads one
     snapshot (`slot_lock_and_check`), before the writes: the INSERT (`_insert`: the exclusion
     constraint's verdict becomes VALIDATION, a reference collision is drawn again) and the
@@ -279,6 +284,7 @@ def appointment_book(
             now=now,
             enforce_customer_rules=enforce_customer_rules,
             contact_id=contact.pk,
+            grid=grid,
         )
         ends_at = starts_at + timedelta(minutes=service.duration_minutes)
         block_from, block_until = blocked_range(service, starts_at)
@@ -293,6 +299,7 @@ def appointment_book(
             blocked_until=block_until,
             created_via=created_via,
             conversation=conversation,
+            notes=notes_checked(notes),
         )
         _insert(appointment, company=company, now=now)
         appointment_messages_after(
@@ -315,6 +322,7 @@ def appointment_reschedule(
     enforce_customer_rules: bool = True,
     by: Any = None,
     description: str | None = None,
+    grid: bool = False,
 ) -> Appointment:
     """Move a scheduled appointment to a new start (and optionally professional).
 
@@ -341,6 +349,7 @@ def appointment_reschedule(
             enforce_customer_rules=enforce_customer_rules,
             move=move,
             contact_id=appointment.contact_id,
+            grid=grid,
         )
         ends_at = starts_at + timedelta(minutes=service.duration_minutes)
         block_from, block_until = blocked_range(service, starts_at)
@@ -401,6 +410,28 @@ def appointment_cancel(
             appointment, AppointmentMessage.Kind.CANCELLED, now=now, reason=reason
         )
         return appointment
+
+
+def notes_checked(notes: str) -> str:
+    """Staff's notes as stored: stripped, at most NOTES_MAX_LENGTH characters (VALIDATION
+    `notes_too_long` past it, never cut silently)."""
+    notes = notes.strip()
+    if len(notes) > NOTES_MAX_LENGTH:
+        raise ValidationFailed(
+            _g("Las notas admiten hasta %(max)d caracteres; tienen %(length)d.")
+            % {"max": NOTES_MAX_LENGTH, "length": len(notes)},
+            code="notes_too_long",
+        )
+    return notes
+
+
+@transaction.atomic
+def appointment_notes_set(*, company: Company, reference: str, notes: str) -> Appointment:
+    """Replace staff's notes on an appointment, in any state (a note may come after it)."""
+    appointment = _locked(company, reference)
+    appointment.notes = notes_checked(notes)
+    appointment.save(update_fields=["notes", "updated_at"])
+    return appointment
 
 
 def _check_started(appointment: Appointment, now: datetime) -> None:

@@ -5,12 +5,14 @@ Django's autodiscovery imports this package: importing the modules below registe
 """
 
 from agenda.admin.appointments import AppointmentAdmin
+from agenda.admin.calendar import CalendarAdmin
 from agenda.admin.catalog import AgendaSettingsAdmin, ProfessionalAdmin, ServiceAdmin, TimeOffAdmin
 from agenda.admin.feeds import CalendarFeedAdmin
 
 __all__ = [
     "AgendaSettingsAdmin",
     "AppointmentAdmin",
+    "CalendarAdmin",
     "CalendarFeedAdmin",
     "ProfessionalAdmin",
     "ServiceAdmin",

@@ -16,7 +16,7 @@ from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMTransitionContext
 
-from agenda import agenda_page, clock, services
+from agenda import calendar_page, clock, services
 from agenda.admin.common import local_shown, local_start
 from agenda.appointment_messages import message_channel
 from agenda.models import (
@@ -35,6 +35,16 @@ from core.admin.confirmation import Confirmation, customer_told, nothing_sent
 from core.errors import GaranteError
 
 
+def off_grid_field() -> forms.BooleanField:
+    """Staff's explicit override of the slot grid: unticked, a start between the offered
+    starts (17:07 on a 15-minute grid) is refused with the nearest free slots."""
+    return forms.BooleanField(
+        label=_("Allow a time off the slot grid"),
+        required=False,
+        help_text=_("Tick only on purpose: the time typed is booked even between slots."),
+    )
+
+
 class AppointmentAddForm(forms.ModelForm):
     """A staff booking: the date and time are read in the company's own timezone, and the
     booking is made here, by the service, so that every refusal (a slot taken a moment ago,
@@ -44,10 +54,11 @@ class AppointmentAddForm(forms.ModelForm):
 
     day = forms.DateField(label=_("date"), widget=admin.widgets.AdminDateWidget)
     at = forms.TimeField(label=_("time (company local)"), widget=admin.widgets.AdminTimeWidget)
+    off_grid = off_grid_field()
 
     class Meta:
         model = Appointment
-        fields = ["company", "contact", "service", "professional"]
+        fields = ["company", "contact", "service", "professional", "notes"]
 
     booked: Appointment | None = None
 
@@ -76,6 +87,8 @@ class AppointmentAddForm(forms.ModelForm):
                 created_via=Appointment.Via.STAFF,
                 now=now,
                 enforce_customer_rules=False,
+                grid=not data.get("off_grid"),
+                notes=data.get("notes") or "",
             )
         except GaranteError as error:
             raise forms.ValidationError(str(error.user_message)) from None
@@ -87,6 +100,7 @@ class RescheduleForm(forms.ModelForm):
 
     day = forms.DateField(label=_("date"), widget=admin.widgets.AdminDateWidget)
     at = forms.TimeField(label=_("time (company local)"), widget=admin.widgets.AdminTimeWidget)
+    off_grid = off_grid_field()
 
     class Meta:
         model = Appointment
@@ -230,7 +244,7 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         "mark_no_show": lambda a, user, reason: services.appointment_mark_no_show(
             company=a.company, reference=a.reference, by=user, reason=reason
         ),
-        "reschedule": lambda a, user, starts_at, professional=None, **_form: (
+        "reschedule": lambda a, user, starts_at, professional=None, off_grid=False, **_form: (
             services.appointment_reschedule(
                 company=a.company,
                 reference=a.reference,
@@ -238,6 +252,7 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
                 professional=professional,
                 enforce_customer_rules=False,
                 by=user,
+                grid=not off_grid,
             )
         ),
     }
@@ -310,11 +325,24 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         if obj is None:
-            return ["company", "contact", "service", "professional", "day", "at"]
-        return self.readonly_fields
+            return [
+                "company",
+                "contact",
+                "service",
+                "professional",
+                "day",
+                "at",
+                "off_grid",
+                "notes",
+            ]
+        return [*self.readonly_fields, "notes"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
-        return tuple(self.readonly_fields) if obj is not None else ()
+        if obj is None:
+            return ()
+        if self.has_change_permission(request, obj):
+            return tuple(self.readonly_fields)  # the notes stay editable
+        return (*self.readonly_fields, "notes")
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list:
         return self.inlines if obj is not None else []
@@ -324,7 +352,13 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
 
     def save_model(self, request: HttpRequest, obj: Appointment, form: Any, change: bool) -> None:
         if change:
-            return  # nothing is edited in place; changes are transitions
+            # Nothing else is edited in place (changes are transitions): the notes, by their
+            # service, when they changed.
+            if "notes" in form.changed_data:
+                services.appointment_notes_set(
+                    company=obj.company, reference=obj.reference, notes=obj.notes
+                )
+            return
         appointment = form.booked  # booked by the form's validation (AppointmentAddForm)
         # The admin goes on with `obj` (redirect, log entry): make it the appointment booked.
         obj.pk = appointment.pk
@@ -364,7 +398,10 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         )
         if applied:
             moved = Appointment.objects.select_related("company").get(pk=appointment.pk)
-            return HttpResponseRedirect(agenda_page.day_url(moved.company, moved.starts_at))
+            day = moved.starts_at.astimezone(moved.company.tz).date()
+            return HttpResponseRedirect(
+                calendar_page.calendar_url(moved.company, day, booked=moved.reference)
+            )
         company = appointment.company
         with timezone.override(company.tz):
             return TemplateResponse(

@@ -245,15 +245,30 @@ def slot_facts(
     )
 
 
+def on_grid(weekly: dict[int, list[tuple[time, time]]], starts_at: datetime, tz, step: int) -> bool:
+    """Whether `starts_at` is one of the starts a slot search offers: a whole number of steps
+    (the company's slot step, in minutes) after the start of a working interval of its day."""
+    day = starts_at.astimezone(tz).date()
+    return any(
+        open_at <= starts_at < close_at
+        and (starts_at - open_at) % timedelta(minutes=step) == timedelta(0)
+        for open_at, close_at in working_intervals(weekly, day, tz)
+    )
+
+
 def slot_facts_check(
-    facts: SlotFacts, *, now: datetime, enforce_customer_rules: bool = True
+    facts: SlotFacts,
+    *,
+    now: datetime,
+    enforce_customer_rules: bool = True,
+    grid: bool = False,
 ) -> None:
     """Decide on a slot from its facts, read at the instant (`slot_facts`).
 
     Raises ValidationFailed: past, too soon (customer rules) or too far, service or
     professional not bookable (a withdrawn service only for a new booking, not for a move),
-    outside working hours or in time off, or overlapping another scheduled appointment (then
-    with the nearest free slots).
+    outside working hours or in time off, with `grid` off the slot grid (`on_grid`), or
+    overlapping another scheduled appointment (then with the nearest free slots).
     """
     company, service, starts_at = facts.company, facts.service, facts.starts_at
     if starts_at <= now:
@@ -315,6 +330,19 @@ def slot_facts_check(
         )
     if facts.taken:
         raise slot_taken_error(**context)
+    if grid and not on_grid(facts.weekly, starts_at, tz, facts.settings.slot_step_minutes):
+        raise _unavailable(
+            ngettext(
+                "Esa hora no está en la cuadrícula de reservas (cada %(step)d minuto desde el "
+                "inicio del horario).",
+                "Esa hora no está en la cuadrícula de reservas (cada %(step)d minutos desde el "
+                "inicio del horario).",
+                facts.settings.slot_step_minutes,
+            )
+            % {"step": facts.settings.slot_step_minutes},
+            "slot_off_grid",
+            **context,
+        )
     if facts.customer_busy_at is not None:
         described = describe_instant(facts.customer_busy_at, tz)
         raise ValidationFailed(
@@ -338,13 +366,15 @@ def slot_lock_and_check(
     enforce_customer_rules: bool = True,
     move: Move | None = None,
     contact_id: int | None = None,
+    grid: bool = False,
 ) -> AgendaSettings:
     """Check, at the instant, that this professional can take this service at `starts_at`
     (`slot_facts_check` on `slot_facts`: the lock and one statement, and more only to refuse). Call
     inside the booking transaction, right before writing: it locks the professional's row
     (and the customer's, `contact_id`, whose other appointments must not overlap the new
-    one) until that transaction ends (`slot_facts`). Returns the company's agenda settings as that
-    statement read them, for the rest of the write."""
+    one) until that transaction ends (`slot_facts`). With `grid`, a start off the slot grid is
+    refused too (staff's bookings, unless they override it on purpose). Returns the company's
+    agenda settings as that statement read them, for the rest of the write."""
     facts = slot_facts(
         company=company,
         service=service,
@@ -353,5 +383,5 @@ def slot_lock_and_check(
         move=move,
         contact_id=contact_id,
     )
-    slot_facts_check(facts, now=now, enforce_customer_rules=enforce_customer_rules)
+    slot_facts_check(facts, now=now, enforce_customer_rules=enforce_customer_rules, grid=grid)
     return facts.settings

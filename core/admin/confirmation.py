@@ -33,6 +33,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import translation
 from django.utils.functional import Promise
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 from django_fsm import can_proceed
@@ -224,17 +225,19 @@ class ConfirmedTransitionsAdmin:
         posted = request.method == "POST"
         form = ConfirmationForm(request.POST if posted else None, confirmation=confirmation)
         record = self._record(obj, confirmation, transition_name)
+        # The page it was opened from (the team's calendar), where "Yes" and "No" lead back.
+        back_url = _next_url(request) or change_url
         if posted:
             record.token = request.POST.get(self._token_name(obj), "")
             if form.is_valid():
                 self._apply_confirmed(request, record, transition_name, form)
-                return HttpResponseRedirect(change_url)
+                return HttpResponseRedirect(back_url)
         return self._confirmation_page(
             request,
             transition_name,
             form,
             records=[record],
-            back_url=change_url,
+            back_url=back_url,
             hidden=[(self._token_name(obj), record.token)],
         )
 
@@ -455,6 +458,16 @@ class ConfirmedTransitionsAdmin:
             "reversible": self.fsm_confirmations[name].reversible,
         }
         return TemplateResponse(request, CONFIRM_TEMPLATE, context)
+
+
+def _next_url(request: HttpRequest) -> str:
+    """The `?next=` address, if it is one of this site's (never another host's)."""
+    asked = request.GET.get("next", "")
+    if asked and url_has_allowed_host_and_scheme(
+        asked, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return asked
+    return ""
 
 
 # The sentences every domain's effects share ------------------------------------------------------
