@@ -284,7 +284,7 @@ def staff_off_menu(request: HttpRequest) -> set[tuple[str, str]]:
     theirs keeps off (role_off_menu; a supervisor in one company and an agent in another sees
     the records), unless they were given permissions of their own or a custom group, whose
     entries they see as Django shows them."""
-    if request.user.is_superuser:
+    if not request.user.is_authenticated or request.user.is_superuser:
         return set()
     access = _staff_access(request)
     roles = set(access.roles.values())
