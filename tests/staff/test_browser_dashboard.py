@@ -69,8 +69,10 @@ def test_no_word_breaks_in_the_middle_on_a_desktop(browser, live_server, two_com
 
 
 def test_nothing_scrolls_sideways_on_a_phone(
-    phone_browser: webdriver.Chrome, live_server, make_staff, two_company_admin, agent, sol_day
+    phone_browser: webdriver.Chrome, live_server, axe, make_staff, two_company_admin, agent, sol_day
 ):
+    """And the phone layout (rows as cards) passes axe, as the desktop one does
+    (tests/staff/test_browser_axe.py)."""
     salesperson = make_staff("ventas.sol", sol_day.company, "sales")
     for user, name in (
         (two_company_admin, "roles-admin"),
@@ -84,5 +86,6 @@ def test_nothing_scrolls_sideways_on_a_phone(
         assert inner_width == 390
         assert scroll_width <= inner_width
         assert phone_browser.execute_script(BROKEN_WORDS) == []
+        assert axe(phone_browser) == []
         screenshot(phone_browser, f"{name}-landing-phone", documented=name == "roles-receptionist")
         menu_screenshot(phone_browser, f"{name}-menu-phone")
