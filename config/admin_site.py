@@ -1,4 +1,5 @@
-"""Garante's admin site: the staff landing page, and the staff roles kept in step on migrate.
+"""Garante's admin site: the staff landing page, each role's menu, and the staff roles kept in
+step on migrate.
 
 Installed in place of "django.contrib.admin" (INSTALLED_APPS lists GaranteAdminConfig), the
 documented way to replace the default site; every `@admin.register` lands here.
@@ -52,6 +53,30 @@ class GaranteAdminSite(admin.AdminSite):
         context = {**staff_dashboard(request, staff_company_ids(request)), **(extra_context or {})}
         response: TemplateResponse = super().index(request, context)
         return response
+
+    def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict]:
+        """The menu: what the staff member may open (Django's rule), less the records their
+        roles keep off it (core.roles.role_off_menu: a receptionist works with appointments
+        and contacts, and opens the tool calls of a conversation from the conversation). An
+        app's own page (`app_label`) still lists all it may open."""
+        app_list = super().get_app_list(request, app_label)
+        if app_label is not None:
+            return app_list
+        from core.roles import staff_off_menu
+
+        hidden = staff_off_menu(request)
+        if not hidden:
+            return app_list
+        shown = []
+        for app in app_list:
+            models = [
+                model
+                for model in app["models"]
+                if (app["app_label"], model["object_name"].lower()) not in hidden
+            ]
+            if models:
+                shown.append({**app, "models": models})
+        return shown
 
 
 def staff_timezone(request: HttpRequest) -> zoneinfo.ZoneInfo | None:

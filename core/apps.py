@@ -5,7 +5,7 @@ from django.utils.translation import gettext_lazy as _
 
 class CoreConfig(AppConfig):
     name = "core"
-    verbose_name = _("Core")
+    verbose_name = _("Customers and company")
 
     def ready(self) -> None:
         from core import signals  # noqa: F401  (connects the receivers)

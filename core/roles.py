@@ -1,10 +1,10 @@
-"""Staff roles: the Django groups agent, supervisor and admin, and keeping users in them.
+"""Staff roles: the Django groups agent, sales, supervisor and admin, and keeping users in them.
 
 A staff member's role lives on their StaffMembership (one per company); the permissions come
 from the group of the same name. The groups' permissions are declared in code, each app
 granting its own models in its `roles` module (`staff_grants`; core's are below): a data
 migration creates the groups and every `migrate` re-applies them (post_migrate), so models
-added later get their permissions without another migration. Edits made to these three groups in
+added later get their permissions without another migration. Edits made to these groups in
 the admin are overwritten on the next migrate; make another group for a custom set.
 
 Django's permissions are global to a user, so someone who is an admin in one company and an
@@ -28,17 +28,27 @@ from django.http import HttpRequest
 
 from core.models import Company, StaffMembership
 
-ROLES = tuple(StaffMembership.Role.values)  # ("agent", "supervisor", "admin")
+ROLES = tuple(StaffMembership.Role.values)  # ("agent", "sales", "supervisor", "admin")
 
 
 @dataclass(frozen=True)
 class StaffGrants:
-    """What each role may do with one app's models (model names in lower case)."""
+    """What each role may do with one app's models (model names in lower case).
+
+    Agents serve customers at the front desk; salespeople are agents who also run quotes and
+    the pipeline (`sales_*`); supervisors hold both and `supervisor_*`. `records` are the
+    audit trail (tool calls, security events...): viewable as the tiers say, but on the menu
+    only of supervisors and admins, who oversee the work; agents and salespeople reach them
+    through the links of the pages they work in."""
 
     app_label: str
     agent_view: tuple[str, ...] = ()
     agent_add: tuple[str, ...] = ()
     agent_change: tuple[str, ...] = ()
+    sales_view: tuple[str, ...] = ()
+    sales_add: tuple[str, ...] = ()
+    sales_change: tuple[str, ...] = ()
+    records: tuple[str, ...] = ()
     supervisor_view: tuple[str, ...] = ()
     supervisor_add: tuple[str, ...] = ()
     supervisor_change: tuple[str, ...] = ()
@@ -51,9 +61,10 @@ _GRANTS: dict[str, StaffGrants] = {}
 
 
 def staff_grants(app_label: str, **grants: Iterable[str]) -> None:
-    """Declare an app's models to the staff roles: agents get `agent_*`, supervisors that and
-    `supervisor_*`, admins every permission of every app declared here (even with no grants)
-    except creating and deleting companies."""
+    """Declare an app's models to the staff roles: agents get `agent_*`, salespeople that and
+    `sales_*`, supervisors all of those and `supervisor_*`, admins every permission of every
+    app declared here (even with no grants) except creating and deleting companies. `records`
+    keeps models off the menu of agents and salespeople (StaffGrants)."""
     _GRANTS[app_label] = StaffGrants(
         app_label, **{name: tuple(models) for name, models in grants.items()}
     )
@@ -82,11 +93,25 @@ def role_permission_keys(role: str) -> set[tuple[str, str]] | None:
     """(app_label, codename) pairs a role grants; None for admin, meaning "all but a few"."""
     if role == StaffMembership.Role.AGENT:
         return _codenames("agent")
+    if role == StaffMembership.Role.SALES:
+        return _codenames("agent") | _codenames("sales")
     if role == StaffMembership.Role.SUPERVISOR:
-        return _codenames("agent") | _codenames("supervisor")
+        return _codenames("agent") | _codenames("sales") | _codenames("supervisor")
     if role == StaffMembership.Role.ADMIN:
         return None
     raise ValueError(f"unknown role {role!r}")
+
+
+# The roles that oversee the work: the audit records are on their menu.
+_OVERSEEING = {StaffMembership.Role.SUPERVISOR, StaffMembership.Role.ADMIN}
+
+
+def role_off_menu(role: str) -> set[tuple[str, str]]:
+    """(app_label, model_name) pairs a role may open but that stay off its menu: the
+    records, for the roles that do not oversee the work."""
+    if role in _OVERSEEING:
+        return set()
+    return {(grants.app_label, model) for grants in _GRANTS.values() for model in grants.records}
 
 
 def roles_granting(permission: str) -> list[str]:
@@ -129,7 +154,7 @@ def staff_with_permission(*, permission: str, company_ids: Iterable[int] | None)
 
 
 def role_groups_sync(*, apps: Apps = global_apps, using: str = DEFAULT_DB_ALIAS) -> None:
-    """Create the three role groups and give each exactly its permissions.
+    """Create the role groups and give each exactly its permissions.
 
     Takes an app registry so the data migration can run it on the historical models; with
     the historical registry only the models that exist at that point get permissions.
@@ -254,6 +279,20 @@ def _staff_access(request: HttpRequest) -> _StaffAccess:
     return access
 
 
+def staff_off_menu(request: HttpRequest) -> set[tuple[str, str]]:
+    """(app_label, model_name) pairs off a staff member's admin menu: those every role of
+    theirs keeps off (role_off_menu; a supervisor in one company and an agent in another sees
+    the records), unless they were given permissions of their own or a custom group, whose
+    entries they see as Django shows them."""
+    if not request.user.is_authenticated or request.user.is_superuser:
+        return set()
+    access = _staff_access(request)
+    roles = set(access.roles.values())
+    if not roles or access.other_permissions:
+        return set()
+    return set.intersection(*(role_off_menu(role) for role in roles))
+
+
 def staff_company_ids(request: HttpRequest, permission: str | None = None) -> list[int] | None:
     """The companies a staff user may see; None means all (superusers). With `permission`
     ("app_label.codename"), only those where it is granted: by the user's role in that company
@@ -270,7 +309,9 @@ def staff_company_ids(request: HttpRequest, permission: str | None = None) -> li
 # sandbox company would have sent its customers, its outbox), and keep contacts up to date.
 # Supervisors also see who is on the team and its policies, and send verification codes, and
 # see the idempotency records of every API's writes. The transition log
-# (django_fsm_log) of the apps' state machines is everyone's to see.
+# (django_fsm_log) of the apps' state machines is everyone's to see. Security events,
+# verification codes and the outbox are records: agents open them from a contact or a
+# conversation, supervisors also from the menu.
 staff_grants(
     "core",
     agent_view=[
@@ -283,6 +324,7 @@ staff_grants(
     ],
     agent_add=["contact"],
     agent_change=["contact"],
+    records=["securityevent", "verificationchallenge", "outboxmessage"],
     supervisor_view=["staffmembership", "stepuppolicy", "idempotencyrecord"],
     supervisor_add=["verificationchallenge"],
     supervisor_change=["verificationchallenge"],

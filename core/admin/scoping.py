@@ -28,6 +28,65 @@ def _per_company(model: type) -> bool:
     return any(f.name == "company" for f in model._meta.fields)
 
 
+def _anything_editable(context: dict) -> bool:
+    """Whether a change page shows a field staff can fill in (in its form or an inline row,
+    the blank rows for adding included) or an inline row they can delete."""
+
+    def editable(admin_form: Any) -> bool:
+        return any(
+            not field.is_readonly and not getattr(field.field, "is_hidden", False)
+            for fieldset in admin_form
+            for line in fieldset
+            for field in line
+        )
+
+    adminform = context.get("adminform")
+    if adminform is not None and editable(adminform):
+        return True
+    for inline in context.get("inline_admin_formsets", ()):
+        if (
+            inline.has_delete_permission
+            and inline.formset.can_delete
+            and inline.formset.initial_forms
+        ):
+            return True
+        if any(editable(row) for row in inline):
+            return True
+    return False
+
+
+def _name_fields(fields: dict[str, forms.Field], *, every: bool) -> None:
+    """Give screen readers a name for fields whose <label> cannot point at them: both halves of
+    a split date and time (Django labels neither), and with `every` all fields of a tabular
+    inline's row, whose only label is its column's header."""
+    for name, field in fields.items():
+        widget = field.widget
+        if widget.is_hidden:
+            continue
+        label = str(field.label or name)
+        inner = getattr(widget, "widget", widget)  # inside RelatedFieldWidgetWrapper
+        if isinstance(inner, forms.MultiWidget):
+            parts = (
+                [_("Date"), _("Time")]
+                if isinstance(inner, forms.SplitDateTimeWidget)
+                else [str(n + 1) for n in range(len(inner.widgets))]
+            )
+            for part, sub in zip(parts, inner.widgets, strict=False):
+                sub.attrs.setdefault("aria-label", f"{label} ({part})")
+        elif every:
+            inner.attrs.setdefault("aria-label", label)
+
+
+def _named_formset(formset: type[forms.BaseFormSet]) -> type[forms.BaseFormSet]:
+    """`formset`, whose rows' fields (the delete box included) carry their names."""
+
+    def add_fields(self: forms.BaseFormSet, form: forms.Form, index: int | None) -> None:
+        formset.add_fields(self, form, index)
+        _name_fields(form.fields, every=True)
+
+    return type(formset)(formset.__name__, (formset,), {"add_fields": add_fields})
+
+
 def _company_checked_form(
     form: type[forms.ModelForm], model_admin: "CompanyScopedAdmin", request: HttpRequest
 ) -> type[forms.ModelForm]:
@@ -126,6 +185,7 @@ class CompanyScopedAdmin(ServiceRefusalsAdmin, CompanyLocalTimeMixin, admin.Mode
         form = _company_checked_form(
             super().get_form(request, obj, change=change, **kwargs), self, request
         )
+        _name_fields(form.base_fields, every=False)
         allowed = self.allowed_company_ids(request, "add")
         company = form.base_fields.get("company")  # the subclass's own fields, built anew
         if obj is None and allowed is not None and company is not None:
@@ -141,6 +201,21 @@ class CompanyScopedAdmin(ServiceRefusalsAdmin, CompanyLocalTimeMixin, admin.Mode
             if allowed is not None and len(allowed) == 1:
                 initial["company"] = next(iter(allowed))
         return initial
+
+    def get_formsets_with_inlines(self, request: HttpRequest, obj: Any = None):
+        for formset, inline in super().get_formsets_with_inlines(request, obj):
+            yield _named_formset(formset), inline
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        """No Save on a page where nothing can be typed or chosen: every field read-only and
+        no inline row to edit, add or delete (say, a record whose fields were all fixed when it
+        was made); Django would still offer Save to anyone holding the change permission. The
+        page's transition buttons and actions stay."""
+        if change and not _anything_editable(context):
+            context.update(
+                show_save=False, show_save_and_continue=False, show_save_and_add_another=False
+            )
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_actions(self, request: HttpRequest) -> dict:
         return {

@@ -162,6 +162,7 @@ class StaffMembership(models.Model):
 
     class Role(models.TextChoices):
         AGENT = "agent", _("Agent")
+        SALES = "sales", _("Salesperson")
         SUPERVISOR = "supervisor", _("Supervisor")
         ADMIN = "admin", _("Administrator")
 

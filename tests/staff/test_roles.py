@@ -18,8 +18,13 @@ def permissions_of(role: str) -> set[str]:
     }
 
 
-def test_the_migration_created_the_three_role_groups():
-    assert set(Group.objects.values_list("name", flat=True)) >= {"agent", "supervisor", "admin"}
+def test_the_migration_created_the_four_role_groups():
+    assert set(Group.objects.values_list("name", flat=True)) >= {
+        "agent",
+        "sales",
+        "supervisor",
+        "admin",
+    }
 
 
 @pytest.mark.parametrize(
@@ -34,14 +39,40 @@ def test_the_migration_created_the_three_role_groups():
                 "support.add_casecomment",
                 "tooling.view_toolcall",
                 "core.view_securityevent",
+                "agenda.add_timeoff",
+                "agenda.change_timeoff",
             },
             {
+                "agenda.delete_timeoff",
+                "agenda.add_workinghours",
+                "sales.add_quote",
                 "core.view_gatewaycredential",
                 "core.add_gatewaycredential",
                 "integration.view_integrationcredential",
                 "core.add_staffmembership",
                 "sales.change_quote",
                 "core.add_verificationchallenge",
+            },
+        ),
+        (
+            "sales",
+            {
+                "sales.add_quote",
+                "sales.change_quote",
+                "sales.add_opportunity",
+                "sales.change_opportunity",
+                "sales.view_product",
+                "agenda.change_appointment",
+                "agenda.add_timeoff",
+                "core.change_contact",
+            },
+            {
+                "sales.change_product",
+                "sales.add_pricelistitem",
+                "sales.view_salessettings",
+                "core.add_verificationchallenge",
+                "core.view_staffmembership",
+                "agenda.add_workinghours",
             },
         ),
         (

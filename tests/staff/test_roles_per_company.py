@@ -215,35 +215,33 @@ def test_time_off_does_not_move_to_another_companys_professional(
     assert TimeOff.objects.get(pk=time_off.pk).professional_id == sol_day.professional.pk
 
 
-def test_time_off_is_added_only_where_the_role_allows_it(
-    client, admin_in_sol_agent_in_luna, sol_day, luna_day
+def test_a_salesperson_in_one_company_opens_opportunities_only_there(
+    client, make_staff, sol_day, luna_day
 ):
-    client.force_login(admin_in_sol_agent_in_luna)
-    day = (timezone.now() + timedelta(days=3)).date().isoformat()
+    user = make_staff("dual.sales", sol_day.company, "sales")
+    staff_membership_set(user=user, company=luna_day.company, role="agent")
+    client.force_login(User.objects.get(pk=user.pk))
 
-    def add(professional):
+    def add(day):
         return client.post(
-            reverse("admin:agenda_timeoff_add"),
+            reverse("admin:sales_opportunity_add"),
             {
-                "professional": professional.pk,
-                "starts_at_0": day,
-                "starts_at_1": "09:00",
-                "ends_at_0": day,
-                "ends_at_1": "13:00",
+                "company": day.company.pk,
+                "contact": day.contact.pk,
+                "title": "Tinte para la boda",
+                "amount": "80",
+                "currency": "",
+                "owner": "",
             },
         )
 
-    in_luna = add(luna_day.professional)  # an agent there
-    in_sol = add(sol_day.professional)  # an admin there
+    in_luna = add(luna_day)  # an agent there
+    in_sol = add(sol_day)  # a salesperson there
 
     assert in_luna.status_code == 200
-    assert in_luna.context["adminform"].form.non_field_errors() == [
-        "Su rol en esta empresa no lo permite."
-    ]
+    assert "company" in in_luna.context["adminform"].form.errors
     assert in_sol.status_code == 302
-    assert list(TimeOff.objects.values_list("professional_id", flat=True)) == [
-        sol_day.professional.pk
-    ]
+    assert list(Opportunity.objects.values_list("company_id", flat=True)) == [sol_day.company.pk]
 
 
 def test_a_companys_admin_edits_its_details_but_not_its_slug_or_environment(
