@@ -4,7 +4,7 @@ of several."""
 
 import pytest
 from django.contrib import admin
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from core.roles import staff_membership_set
 
@@ -17,7 +17,10 @@ def add_pages_with_a_company(client) -> dict[str, object]:
     found = {}
     for model in admin.site._registry:
         opts = model._meta
-        url = reverse(f"admin:{opts.app_label}_{opts.model_name}_add")
+        try:
+            url = reverse(f"admin:{opts.app_label}_{opts.model_name}_add")
+        except NoReverseMatch:  # a page of its own with no add form (the team's calendar)
+            continue
         response = client.get(url)
         if response.status_code != 200 or "adminform" not in (response.context or {}):
             continue
