@@ -26,12 +26,14 @@ def case_list(
 
 
 def case_open_recent(*, company: Company, contact: Contact, since: datetime) -> Case | None:
-    """The contact's latest case opened since `since` and not resolved yet: what a second
-    case asked for soon after may duplicate (core.idempotency.intent), or None."""
+    """The contact's latest case opened through a conversation (the agent's, whichever one:
+    not staff's) since `since` and not resolved yet: what a second case asked for soon after
+    may duplicate (core.idempotency.intent), or None."""
     return (
         Case.objects.filter(
             company=company,
             contact=contact,
+            conversation__isnull=False,
             state__in=(Case.State.OPEN, Case.State.IN_PROGRESS, Case.State.WAITING_CUSTOMER),
             created_at__gte=since,
         )

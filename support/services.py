@@ -118,9 +118,10 @@ def case_open_once(
     now: datetime | None = None,
 ) -> Case:
     """A customer's case (`case_open`), unless it may duplicate one: free text is never an
-    intent, so any case of the same customer opened within the company's window and still
-    open makes this one a possible duplicate, CONFLICT `possible_duplicate` naming that case
-    (reference, subject), and nothing is opened or told to staff. The agent then adds a
+    intent, so any case of the same customer opened by the agent (from any conversation)
+    within the company's window and still open makes this one a possible duplicate,
+    CONFLICT `possible_duplicate` naming that case (reference, subject), and nothing is
+    opened or told to staff. The agent then adds a
     comment to that case, or says it is another problem with `new_case` (which, like no
     window, opens one every time). One at a time per customer (core.idempotency.intent), so
     calls at once open one case."""
