@@ -3,6 +3,7 @@ together to a multi-worker gunicorn on PostgreSQL, make one effect, and every on
 answers with it (core.idempotency.intent: the intent's advisory lock, then the look for what it
 already made)."""
 
+import threading
 import uuid
 from collections import Counter
 from datetime import time, timedelta
@@ -10,16 +11,20 @@ from functools import partial
 
 import httpx
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agenda.models import Appointment, AppointmentMessage, Service
 from agenda.selectors import agenda_settings_for
 from agenda.services import professional_create
+from core.errors import Conflict
+from core.idempotency import Intent
 from core.identity import identify_contact
 from core.models import Conversation
 from core.services import contact_create, gateway_credential_issue
 from sales.models import Quote
 from support.models import Case
+from support.services import case_open_once
 from tests.factories import catalog
 from tests.servers import at_once
 
@@ -121,3 +126,37 @@ def test_twenty_cases_with_twenty_keys_open_one_and_name_it_nineteen_times(chat,
     assert {(d["code"], d["case"], d["subject"]) for d in duplicates} == {
         ("possible_duplicate", case.reference, "No enciende")
     }
+
+
+def test_a_call_that_waits_for_its_intent_past_the_bound_is_told_to_retry(company, settings, ana):
+    """The intent's lock is held by a twin that does not finish: the wait is bounded like the
+    key's, CONFLICT request_in_progress, nothing made, and the transaction is not left half
+    done."""
+    settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = 200
+    intent = Intent.of("open_case", company=company, contact=ana)
+    held, release = threading.Event(), threading.Event()
+
+    def twin() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [intent.lock_key])
+                held.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=twin)
+    thread.start()
+    try:
+        assert held.wait(timeout=30)
+        with pytest.raises(Conflict) as refused:
+            case_open_once(company=company, contact=ana, subject="Ruido", description="Ruido.")
+    finally:
+        release.set()
+        thread.join(timeout=30)
+
+    assert refused.value.code == "request_in_progress"
+    assert Case.objects.count() == 0
+    # Once the twin is gone the same call goes through.
+    case_open_once(company=company, contact=ana, subject="Ruido", description="Ruido.")
+    assert Case.objects.count() == 1
