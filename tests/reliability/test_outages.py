@@ -301,6 +301,7 @@ def test_redis_frozen_code_requests_answer_system_promptly_and_work_once_it_thaw
         "identifier": ANA_DOCUMENT,
         "subject": unique("frozen-broker"),
         "description": "Sin luz.",
+        "new_case": True,  # the stack's earlier tests left Ana's cases open
     }
     redis = stack.redis.process
     assert redis is not None
