@@ -194,6 +194,27 @@ def test_a_quote_re_planned_with_a_new_key_answers_the_quote_already_sent(anas_q
     assert [m.to for m in mail.outbox] == [[ANA_EMAIL]]  # emailed once
 
 
+def test_a_re_planned_quote_is_held_to_the_total_the_model_told(anas_quotes):
+    first = call(anas_quotes, "create_quote", {"identifier": ANA_DOCUMENT, "items": BASKET})
+    total = first.json()["total"]
+
+    wrong = call(
+        anas_quotes,
+        "create_quote",
+        {"identifier": ANA_DOCUMENT, "items": BASKET, "expected_total": "1.00"},
+    )
+    right = call(
+        anas_quotes,
+        "create_quote",
+        {"identifier": ANA_DOCUMENT, "items": BASKET, "expected_total": total},
+    )
+
+    assert wrong.status_code == 422, wrong.text
+    assert (wrong.json()["code"], wrong.json()["total"]) == ("total_mismatch", total)
+    assert right.json()["already_done"] is True
+    assert Quote.objects.count() == 1
+
+
 @pytest.mark.parametrize(
     "items",
     [
