@@ -210,6 +210,32 @@ def appointment_get_for_contact(
     return appointment
 
 
+def appointment_standing(
+    *,
+    company: Company,
+    contact: Contact,
+    starts_at: datetime,
+    professional: Professional,
+    service: Service | None = None,
+    reference: str | None = None,
+) -> Appointment | None:
+    """The contact's scheduled appointment at `starts_at` with `professional` (of `service`,
+    or with `reference`), with its service and professional: what a booking or a move of that
+    intent already made (core.idempotency.intent), or None."""
+    found = Appointment.objects.select_related("service", "professional").filter(
+        company=company,
+        contact=contact,
+        state=Appointment.State.SCHEDULED,
+        starts_at=starts_at,
+        professional=professional,
+    )
+    if service is not None:
+        found = found.filter(service=service)
+    if reference is not None:
+        found = found.filter(reference=normalize_reference(reference))
+    return found.first()
+
+
 def appointment_owner_id(*, company: Company, reference: str) -> int | None:
     """The contact id of the company's appointment with exactly this reference, if any."""
     return (

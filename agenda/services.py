@@ -7,7 +7,7 @@ customer (agenda.appointment_messages: a confirmation, a reminder), sent by Cele
 """
 
 from collections.abc import Callable, Iterable
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -32,8 +32,14 @@ from agenda.models import (
     TimeOff,
     WorkingHours,
 )
-from agenda.selectors import agenda_settings_for, appointment_get_for_contact, fold_text
+from agenda.selectors import (
+    agenda_settings_for,
+    appointment_get_for_contact,
+    appointment_standing,
+    fold_text,
+)
 from core.errors import NotFound, NotInCompany, ValidationFailed
+from core.idempotency import Done, Intent, once_per_intent
 from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.reasons import reason_checked
@@ -309,6 +315,91 @@ def appointment_book(
             reminder_hours=agenda_settings.reminder_hours_before,
         )
         return appointment
+
+
+def appointment_book_once(
+    *,
+    company: Company,
+    contact: Contact,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    created_via: str,
+    conversation: Conversation | None = None,
+    now: datetime | None = None,
+) -> Done[Appointment]:
+    """`appointment_book`, once per intent: the customer and the slot (service, professional,
+    start). A call that finds that customer already booked there (a model that re-planned with
+    a new key) answers that appointment, `already_done`, and books and sends nothing. Another
+    customer, or another professional at the same time, is another intent."""
+    intent = Intent.of(
+        "book_appointment",
+        company=company,
+        contact=contact,
+        service=service.pk,
+        professional=professional.pk,
+        start=starts_at.astimezone(UTC).isoformat(),
+    )
+    return once_per_intent(
+        intent,
+        find=lambda: appointment_standing(
+            company=company,
+            contact=contact,
+            starts_at=starts_at,
+            professional=professional,
+            service=service,
+        ),
+        make=lambda: appointment_book(
+            company=company,
+            contact=contact,
+            service=service,
+            professional=professional,
+            starts_at=starts_at,
+            created_via=created_via,
+            conversation=conversation,
+            now=now,
+        ),
+    )
+
+
+def appointment_reschedule_once(
+    *,
+    company: Company,
+    contact: Contact,
+    reference: str,
+    starts_at: datetime,
+    professional: Professional,
+    now: datetime | None = None,
+) -> Done[Appointment]:
+    """`appointment_reschedule` for a customer, once per intent: the appointment and its new
+    start (and professional). An appointment already there (moved by an earlier call with
+    another key) is answered as it stands, `already_done`, with no second "moved" message."""
+    intent = Intent.of(
+        "reschedule_appointment",
+        company=company,
+        contact=contact,
+        appointment=normalize_reference(reference),
+        professional=professional.pk,
+        start=starts_at.astimezone(UTC).isoformat(),
+    )
+    return once_per_intent(
+        intent,
+        find=lambda: appointment_standing(
+            company=company,
+            contact=contact,
+            starts_at=starts_at,
+            professional=professional,
+            reference=reference,
+        ),
+        make=lambda: appointment_reschedule(
+            company=company,
+            reference=reference,
+            contact=contact,
+            professional=professional,
+            starts_at=starts_at,
+            now=now,
+        ),
+    )
 
 
 def appointment_reschedule(

@@ -30,9 +30,9 @@ from agenda.selectors import (
     service_resolve_cached,
 )
 from agenda.services import (
-    appointment_book,
+    appointment_book_once,
     appointment_cancel,
-    appointment_reschedule,
+    appointment_reschedule_once,
     appointment_to_move,
 )
 from core.identity import identified_contact
@@ -75,6 +75,14 @@ class AppointmentOut(LocalTimeOut):
     professional: str
     state: str = Field(description="Machine state: scheduled, cancelled, attended, no_show.")
     state_label: str = Field(description="The state as the customer is told it.")
+
+
+class AppointmentDoneOut(AppointmentOut):
+    already_done: bool = Field(
+        description="True when this customer already had exactly this (an earlier call, with "
+        "another key, did it): nothing was done twice and no message sent again. Tell the "
+        "customer it is done; do not call again."
+    )
 
 
 class ServiceOut(ToolOutput):
@@ -314,10 +322,12 @@ class BookAppointmentIn(ToolInput):
     description=(
         "Books a slot seen in this conversation for the identified customer. The system "
         "re-checks the slot at this instant: if it was taken or has passed, the error lists "
-        "the nearest free times; call find_available_slots again to get their references."
+        "the nearest free times; call find_available_slots again to get their references. If "
+        "the customer already has this very booking (same service, professional and time), "
+        "the answer is that appointment with already_done: true, and nothing is booked twice."
     ),
     input=BookAppointmentIn,
-    output=AppointmentOut,
+    output=AppointmentDoneOut,
     write=True,
     identified=True,
     step_up=True,
@@ -326,7 +336,7 @@ def book_appointment(ctx: ToolContext, params: BookAppointmentIn) -> dict:
     slot = ctx.seen(LedgerKind.SLOT, params.slot)
     service = service_resolve(company=ctx.company, name=params.service)
     professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
-    appointment = appointment_book(
+    done = appointment_book_once(
         company=ctx.company,
         contact=ctx.contact,
         service=service,
@@ -335,8 +345,8 @@ def book_appointment(ctx: ToolContext, params: BookAppointmentIn) -> dict:
         created_via=Appointment.Via.GATEWAY,
         conversation=ctx.conversation,
     )
-    _show_appointments(ctx, [appointment])
-    return _appointment_out(ctx, appointment)
+    _show_appointments(ctx, [done.record])
+    return _appointment_out(ctx, done.record) | {"already_done": done.already_done}
 
 
 class RescheduleAppointmentIn(ToolInput):
@@ -352,10 +362,11 @@ class RescheduleAppointmentIn(ToolInput):
         "Moves one of the identified customer's scheduled appointments to a slot seen in this "
         "conversation (search them with find_available_slots naming the appointment). Not "
         "possible for cancelled or past appointments, nor within the company's cut-off "
-        "before the start."
+        "before the start. If the appointment is already at that slot (an earlier call moved "
+        "it), the answer says already_done: true and nothing is moved or sent again."
     ),
     input=RescheduleAppointmentIn,
-    output=AppointmentOut,
+    output=AppointmentDoneOut,
     write=True,
     identified=True,
     step_up=True,
@@ -364,15 +375,15 @@ def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) ->
     target = _seen_appointment(ctx, ctx.contact, params.appointment)
     slot = ctx.seen(LedgerKind.SLOT, params.slot)
     professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
-    appointment = appointment_reschedule(
+    done = appointment_reschedule_once(
         company=ctx.company,
-        reference=target.reference,
         contact=ctx.contact,
+        reference=target.reference,
         professional=professional,
         starts_at=starts_at,
     )
-    _show_appointments(ctx, [appointment])
-    return _appointment_out(ctx, appointment)
+    _show_appointments(ctx, [done.record])
+    return _appointment_out(ctx, done.record) | {"already_done": done.already_done}
 
 
 class CancelAppointmentIn(ToolInput):

@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import NotFound
+from core.idempotency import intent_text
 from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
@@ -99,6 +100,47 @@ def quote_list(
     if state:
         quotes = quotes.in_effective_state(state, now)
     return quotes.order_by("-created_at", "-pk")
+
+
+def quote_standing(
+    *, company: Company, contact: Contact, lines: dict[str, int], since: datetime, now: datetime
+) -> Quote | None:
+    """The contact's latest quote created since `since`, still sent and valid at `now`, whose
+    lines are exactly `lines` (SKU in upper case -> quantity), with its lines: what a quote of
+    that intent already made (core.idempotency.intent), or None."""
+    candidates = (
+        Quote.objects.filter(
+            company=company,
+            contact=contact,
+            state=Quote.State.SENT,
+            created_at__gte=since,
+            valid_until__gt=now,
+        )
+        .order_by("-created_at", "-pk")
+        .prefetch_related("lines")
+    )
+    for quote in candidates:
+        quoted: dict[str, int] = defaultdict(int)
+        for line in quote.lines.all():
+            quoted[line.sku.upper()] += line.quantity
+        if quoted == lines:
+            quote.company = company
+            return quote
+    return None
+
+
+def opportunity_standing(
+    *, company: Company, contact: Contact, topic: str, since: datetime
+) -> Opportunity | None:
+    """The contact's latest open opportunity created since `since` whose title is `topic` as
+    an intent compares texts (core.idempotency.intent_text), or None."""
+    candidates = Opportunity.objects.filter(
+        company=company,
+        contact=contact,
+        state__in=Opportunity.OPEN_STATES,
+        created_at__gte=since,
+    ).order_by("-created_at", "-pk")
+    return next((o for o in candidates if intent_text(o.title) == topic), None)
 
 
 def quote_get(

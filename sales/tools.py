@@ -26,8 +26,8 @@ from sales.selectors import (
     quote_list,
     quote_owner_id,
 )
-from sales.services.opportunities import opportunity_create
-from sales.services.quote_lifecycle import quote_accept, quote_create, quote_reject
+from sales.services.opportunities import opportunity_request_once
+from sales.services.quote_lifecycle import quote_accept, quote_create_once, quote_reject
 from sales.services.quote_pricing import QuoteItem
 from tooling.toolkit import (
     Cursor,
@@ -100,6 +100,17 @@ class QuoteDetailOut(QuoteSummaryOut):
     )
 
 
+ALREADY_DONE = Field(
+    description="True when this customer already had exactly this request open (an earlier "
+    "call, with another key, made it): this is that one, nothing was made or sent twice. Tell "
+    "the customer it is done; do not call again."
+)
+
+
+class CreatedQuoteOut(QuoteDetailOut):
+    already_done: bool = ALREADY_DONE
+
+
 class ProductOut(ToolOutput):
     sku: str
     name: str
@@ -121,6 +132,7 @@ class QuotesOut(PagedListOutput):
 
 class OpportunityOut(StateOut):
     reference: str = Field(description="The sales request's reference.")
+    already_done: bool = ALREADY_DONE
 
 
 def _when(moment: datetime, company: Company) -> str:
@@ -247,6 +259,12 @@ class CreateQuoteIn(ToolInput):
     identifier: Identifier
     items: list[QuoteItemIn] = Field(min_length=1, max_length=20)
     expected_total: money.Amount | None = ExpectedTotal
+    new_quote: bool = Field(
+        default=False,
+        description="Only when the customer explicitly wants a second quote identical to one "
+        "they already have: without it, the same products and quantities asked again soon "
+        "answer the existing quote (already_done).",
+    )
 
 
 @tool(
@@ -254,24 +272,33 @@ class CreateQuoteIn(ToolInput):
     title="Create and send a quote",
     description=(
         "Prices the products from the catalog and the current price list, creates the quote "
-        "and emails it to the customer's registered email. Totals are always computed here."
+        "and emails it to the customer's registered email. Totals are always computed here. "
+        "The same products and quantities asked again soon by the same customer answer the "
+        "quote already sent, with already_done: true (new_quote: true makes a second one)."
     ),
     input=CreateQuoteIn,
-    output=QuoteDetailOut,
+    output=CreatedQuoteOut,
     write=True,
     identified=True,
     step_up=True,
 )
 def create_quote(ctx: ToolContext, params: CreateQuoteIn) -> dict:
-    quote = quote_create(
+    done = quote_create_once(
         company=ctx.company,
         contact=ctx.contact,
         items=[QuoteItem(sku=i.sku, quantity=i.quantity) for i in params.items],
         expected_total=params.expected_total,
         conversation=ctx.conversation,
+        new_quote=params.new_quote,
     )
+    quote = done.record
     ctx.show(LedgerKind.QUOTE, [_ledger_entry(quote)])
-    return _quote_detail(quote, timezone.now(), emailed_to=mask_email(ctx.contact.email) or None)
+    return _quote_detail(
+        quote,
+        timezone.now(),
+        emailed_to=mask_email(ctx.contact.email) or None,
+        already_done=done.already_done,
+    )
 
 
 # --- list_my_quotes / get_quote -----------------------------------------------------------------
@@ -423,12 +450,22 @@ class RequestSalesContactIn(ToolInput):
     identifier: Identifier
     topic: str = Field(min_length=3, max_length=200, description="What the customer wants.")
     notes: str = Field(default="", max_length=1000, description="Details for the sales team.")
+    new_request: bool = Field(
+        default=False,
+        description="Only when the customer explicitly wants a second request on a topic they "
+        "already asked about: without it, the same topic asked again within a day answers the "
+        "open request (already_done).",
+    )
 
 
 @tool(
     name="request_sales_contact",
     title="Ask the sales team to contact the customer",
-    description="Opens a sales opportunity so the sales team contacts the identified customer.",
+    description=(
+        "Opens a sales opportunity so the sales team contacts the identified customer. The "
+        "same topic asked again by the same customer within the company's window answers the "
+        "open one with already_done: true, and the team is not told twice."
+    ),
     input=RequestSalesContactIn,
     output=OpportunityOut,
     write=True,
@@ -436,15 +473,18 @@ class RequestSalesContactIn(ToolInput):
     step_up=True,
 )
 def request_sales_contact(ctx: ToolContext, params: RequestSalesContactIn) -> dict:
-    opportunity = opportunity_create(
+    done = opportunity_request_once(
         company=ctx.company,
         contact=ctx.contact,
-        title=params.topic,
+        topic=params.topic,
         notes=params.notes,
         conversation=ctx.conversation,
+        new_request=params.new_request,
     )
+    opportunity = done.record
     ctx.show(LedgerKind.OPPORTUNITY, [LedgerEntry(opportunity.reference, label=opportunity.title)])
     return {
         "reference": opportunity.reference,
         **state_shown(opportunity.state, OPPORTUNITY_STATE_LABELS),
+        "already_done": done.already_done,
     }

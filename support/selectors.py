@@ -25,6 +25,23 @@ def case_list(
     return cases.order_by("-created_at", "-pk")
 
 
+def case_open_recent(*, company: Company, contact: Contact, since: datetime) -> Case | None:
+    """The contact's latest case opened through a conversation (the agent's, whichever one:
+    not staff's) since `since` and not resolved yet: what a second case asked for soon after
+    may duplicate (core.idempotency.intent), or None."""
+    return (
+        Case.objects.filter(
+            company=company,
+            contact=contact,
+            conversation__isnull=False,
+            state__in=(Case.State.OPEN, Case.State.IN_PROGRESS, Case.State.WAITING_CUSTOMER),
+            created_at__gte=since,
+        )
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
 def case_get(*, company: Company, reference: str, contact: Contact | None = None) -> Case:
     """The company's case with this exact public reference, or NotFound; with `contact`,
     PermissionRefused when it is another customer's (a customer reads only their own)."""

@@ -17,7 +17,8 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
-from core.errors import NotInCompany, ValidationFailed
+from core.errors import Conflict, NotInCompany, ValidationFailed
+from core.idempotency import Intent, intent_since, once_per_intent
 from core.identity import check_owner
 from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
@@ -29,6 +30,7 @@ from core.transactions import one_at_a_time
 from support.case_messages import case_message_after
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, CaseMessage, SupportSettings
 from support.selectors import (
+    case_open_recent,
     case_staff_recipients,
     case_unanswered_since_resolved,
     support_auto_close_days,
@@ -102,6 +104,64 @@ def case_open(
     )
     _notify_staff_on_commit(case_id=case.pk)
     return case
+
+
+def case_open_once(
+    *,
+    company: Company,
+    contact: Contact,
+    subject: str,
+    description: str,
+    related_case: Case | None = None,
+    conversation: Conversation | None = None,
+    new_case: bool = False,
+    now: datetime | None = None,
+) -> Case:
+    """A customer's case (`case_open`), unless it may duplicate one: free text is never an
+    intent, so any case of the same customer opened by the agent (from any conversation)
+    within the company's window and still open makes this one a possible duplicate,
+    CONFLICT `possible_duplicate` naming that case (reference, subject), and nothing is
+    opened or told to staff. The agent then adds a
+    comment to that case, or says it is another problem with `new_case` (which, like no
+    window, opens one every time). One at a time per customer (core.idempotency.intent), so
+    calls at once open one case."""
+    now = now or timezone.now()
+    since = intent_since(company, "open_case", now)
+
+    def make() -> Case:
+        return case_open(
+            company=company,
+            contact=contact,
+            subject=subject,
+            description=description,
+            related_case=related_case,
+            conversation=conversation,
+        )
+
+    if since is None or new_case:
+        return make()
+    done = once_per_intent(
+        Intent.of("open_case", company=company, contact=contact),
+        find=lambda: case_open_recent(company=company, contact=contact, since=since),
+        make=make,
+    )
+    if done.already_done:
+        raise _possible_duplicate(done.record)
+    return done.record
+
+
+def _possible_duplicate(case: Case) -> Conflict:
+    return Conflict(
+        _(
+            "Ya tiene un caso abierto hace poco: «%(subject)s» (%(reference)s). Si es el mismo "
+            "problema, lo añadimos a ese caso; si es otro, lo abrimos como un caso nuevo."
+        )
+        % {"subject": case.subject, "reference": case.reference},
+        code="possible_duplicate",
+        case=case.reference,
+        subject=case.subject,
+        **state_shown(case.state, CUSTOMER_STATE_LABELS),
+    )
 
 
 @transaction.atomic

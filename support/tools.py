@@ -17,7 +17,7 @@ from core.errors import NotFound, ValidationFailed
 from core.states import state_filter, state_shown
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
 from support.selectors import case_get, case_list, case_owner_id, case_public_comments
-from support.services import case_close, case_comment_add, case_open, case_reopen
+from support.services import case_close, case_comment_add, case_open_once, case_reopen
 from tooling.toolkit import (
     Cursor,
     Identifier,
@@ -54,6 +54,11 @@ class OpenCaseIn(ToolInput):
         max_length=32,
         description="An earlier case of this customer this one follows up (a closed case "
         "cannot be reopened: open a new one linked to it).",
+    )
+    new_case: bool = Field(
+        default=False,
+        description="Only after a possible_duplicate answer, when the customer confirms this "
+        "is another problem than the case it named: opens a new case anyway.",
     )
 
 
@@ -116,7 +121,11 @@ class CommentedCaseOut(CaseOut):
     title="Open a support case",
     description=(
         "Opens a support case for the identified customer and answers its reference. "
-        "To follow up a closed case, pass its reference as related_case."
+        "To follow up a closed case, pass its reference as related_case. If the customer "
+        "opened a case a short while ago that is still open, the answer is the error "
+        "possible_duplicate naming it (case, subject) and nothing is opened: ask the customer; "
+        "for the same problem use add_case_comment on that case (get_case shows it), for "
+        "another one call again with new_case: true."
     ),
     input=OpenCaseIn,
     output=OpenedCaseOut,
@@ -126,13 +135,14 @@ class CommentedCaseOut(CaseOut):
 )
 def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
     related = _seen_case(ctx, params.related_case) if params.related_case else None
-    case = case_open(
+    case = case_open_once(
         company=ctx.company,
         contact=ctx.contact,
         subject=params.subject,
         description=params.description,
         related_case=related,
         conversation=ctx.conversation,
+        new_case=params.new_case,
     )
     ctx.show(LedgerKind.CASE, [_ledger_entry(case)])
     return _case_summary(ctx, case) | {"related_case": related.reference if related else None}

@@ -57,6 +57,8 @@ def shape(sql: str) -> str:
     for control in _CONTROL:
         if sql == control or sql.startswith(control + " "):
             return control
+    if sql.startswith("SELECT pg_advisory_xact_lock("):
+        return "LOCK intent"  # core.idempotency.intent_lock: one call of an intent at a time
     table = _main_table(sql)
     assert table, f"unexpected statement: {sql[:120]}"
     lock = _LOCK.search(sql)

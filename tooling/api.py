@@ -97,7 +97,8 @@ _READ_ERRORS = {
 }
 _WRITE_ERRORS = {
     **_READ_ERRORS,
-    409: "AMBIGUOUS, idempotency_conflict, or request_in_progress (with Retry-After).",
+    409: "AMBIGUOUS, idempotency_conflict, request_in_progress (with Retry-After), or "
+    "possible_duplicate (open_case: with the open `case` and its `subject`).",
     410: "idempotency_expired.",
     422: "VALIDATION: bad arguments, missing or invalid Idempotency-Key, "
     "missing_conversation_id, a terminal state (`state`).",

@@ -1,6 +1,9 @@
 """The idempotency engine, a layer below both APIs: the tool API (MCP and its REST mirror) and
 the integration API run every write through `idempotent_execute`, after checking the caller's
 key with `check_gateway_key` (MCP's `_meta`) or `check_http_key` (the `Idempotency-Key` header).
+Above the key, the domain services run a write tool's effect once per *intent* with
+`once_per_intent` (core.idempotency.intent): a re-planned call with a new key answers what the
+first one made.
 
 This is the package's front door: the APIs import these names from `core.idempotency`, never
 its modules (tests/test_architecture.py). The records are core.models.IdempotencyRecord; their
@@ -16,12 +19,26 @@ from core.idempotency.engine import (
     effect_may_have_happened,
     idempotent_execute,
 )
+from core.idempotency.intent import (
+    Done,
+    Intent,
+    intent_lock,
+    intent_since,
+    intent_text,
+    once_per_intent,
+)
 
 __all__ = [
     "HTTP_KEY_PATTERN",
+    "Done",
     "IdempotentResult",
+    "Intent",
     "check_gateway_key",
     "check_http_key",
     "effect_may_have_happened",
     "idempotent_execute",
+    "intent_lock",
+    "intent_since",
+    "intent_text",
+    "once_per_intent",
 ]

@@ -127,6 +127,34 @@ class Company(models.Model):
             "company's administrators are emailed once. 0 sends none."
         ),
     )
+    # Above the key (core.idempotency.intent, docs/tools.md): how long a quote, a sales
+    # request or a case stands for a customer's same request, so that a re-planned call with a
+    # new key answers it instead of making another. 0 turns the window off.
+    quote_intent_window_minutes = models.PositiveIntegerField(
+        _("same quote window (minutes)"),
+        default=60,
+        help_text=_(
+            "A quote with the same products and quantities asked again by the same customer "
+            "within this time is answered with the one already sent. 0: never."
+        ),
+    )
+    sales_contact_intent_window_minutes = models.PositiveIntegerField(
+        _("same sales request window (minutes)"),
+        default=1440,
+        help_text=_(
+            "A request for the sales team on the same topic by the same customer within this "
+            "time is answered with the one already open. 0: never."
+        ),
+    )
+    case_intent_window_minutes = models.PositiveIntegerField(
+        _("possible duplicate case window (minutes)"),
+        default=30,
+        help_text=_(
+            "A second case opened for the same customer within this time, while the first is "
+            "still open, is answered as a possible duplicate unless the agent says it is a new "
+            "one. 0: never."
+        ),
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     # Not a column: the gateway credential that authenticated the request this instance

@@ -11,13 +11,14 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
 from core.errors import NotInCompany, ValidationFailed
+from core.idempotency import Done, Intent, intent_since, intent_text, once_per_intent
 from core.models import Company, Contact, Conversation
 from core.reasons import reason_checked
 from core.references import insert_unless_reference_taken, insert_with_fresh_reference
 from core.states import state_shown
 from sales import money
 from sales.models import OPPORTUNITY_STATE_LABELS, Opportunity, Quote
-from sales.selectors import sales_staff
+from sales.selectors import opportunity_standing, sales_staff
 from sales.services.lead_notice import (
     OWNER_NOTICE_FIELDS,
     opportunity_owner_assigned,
@@ -85,6 +86,41 @@ def opportunity_create(
     if not took_it:
         opportunity_owner_assigned(opportunity, by=by, now=now)
     return opportunity
+
+
+def opportunity_request_once(
+    *,
+    company: Company,
+    contact: Contact,
+    topic: str,
+    notes: str = "",
+    conversation: Conversation | None = None,
+    new_request: bool = False,
+    now: datetime | None = None,
+) -> Done[Opportunity]:
+    """A customer's request for the sales team (`opportunity_create`), once per intent: the
+    customer and the topic (case, accents and spacing aside), within the company's window.
+    An open request of that intent is answered, `already_done`, and the team is not told
+    again. `new_request` (the customer asked for a second one on the same topic) or no window
+    (0) opens one every time."""
+    now = now or timezone.now()
+    since = intent_since(company, "request_sales_contact", now)
+
+    def make() -> Opportunity:
+        return opportunity_create(
+            company=company, contact=contact, title=topic, notes=notes, conversation=conversation
+        )
+
+    if since is None or new_request:
+        return Done(make(), already_done=False)
+    folded = intent_text(topic)
+    return once_per_intent(
+        Intent.of("request_sales_contact", company=company, contact=contact, topic=folded),
+        find=lambda: opportunity_standing(
+            company=company, contact=contact, topic=folded, since=since
+        ),
+        make=make,
+    )
 
 
 def _check_salesperson(company_id: int, owner: Any) -> None:

@@ -21,6 +21,7 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm import can_proceed
 
 from core.errors import NotInCompany, ValidationFailed
+from core.idempotency import Done, Intent, intent_since, once_per_intent
 from core.identity import check_owner
 from core.jobs import task_named
 from core.models import Company, Contact, Conversation
@@ -30,7 +31,7 @@ from core.sweeps import sweep
 from core.transactions import joined
 from sales.models import Opportunity, PriceList, Quote, QuoteLine, QuoteMessage
 from sales.quote_messages import quote_message_after
-from sales.selectors import price_list_current
+from sales.selectors import price_list_current, quote_standing
 from sales.services.catalog import insufficient_stock, stock_reserve, stock_settle
 from sales.services.opportunities import opportunity_state_error, quotes_supersede
 from sales.services.quote_guards import (
@@ -126,6 +127,63 @@ def quote_create(
             # The row was inserted by this transaction: no other one sees it, nothing to lock.
             _quote_send_locked(quote, by=by, now=now)
         return quote
+
+
+def quote_create_once(
+    *,
+    company: Company,
+    contact: Contact,
+    items: Iterable[QuoteItem],
+    expected_total: Decimal | str | None = None,
+    conversation: Conversation | None = None,
+    new_quote: bool = False,
+    now: datetime | None = None,
+) -> Done[Quote]:
+    """`quote_create` (sent) for a customer, once per intent: the customer and the same
+    products and quantities (repeats of a SKU added up, order not counting), within the
+    company's window. A quote of that intent still sent is answered, `already_done`, and
+    nothing is created or emailed again; other lines are another intent. `new_quote` (the
+    customer asked for a second identical quote) or no window (0) creates one every time."""
+    now = now or timezone.now()
+    items = list(items)
+    since = intent_since(company, "create_quote", now)
+    if since is None or new_quote:
+        return Done(
+            quote_create(
+                company=company,
+                contact=contact,
+                items=items,
+                expected_total=expected_total,
+                conversation=conversation,
+                now=now,
+            ),
+            already_done=False,
+        )
+    lines: dict[str, int] = {}
+    for item in items:
+        sku = item.sku.strip().upper()
+        lines[sku] = lines.get(sku, 0) + item.quantity
+    intent = Intent.of(
+        "create_quote", company=company, contact=contact, lines=sorted(lines.items())
+    )
+    done = once_per_intent(
+        intent,
+        find=lambda: quote_standing(
+            company=company, contact=contact, lines=lines, since=since, now=now
+        ),
+        make=lambda: quote_create(
+            company=company,
+            contact=contact,
+            items=items,
+            expected_total=expected_total,
+            conversation=conversation,
+            now=now,
+        ),
+    )
+    if done.already_done:
+        # A total the model told the customer is held to the quote answered, as to a new one.
+        check_expected_total(expected_total, done.record.total, done.record.currency)
+    return done
 
 
 def _lines_known(quote: Quote, lines: list[QuoteLine]) -> None:

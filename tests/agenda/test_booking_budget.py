@@ -41,10 +41,14 @@ CONVERSATION = "conv-budget"
 # the INSERT (a reference collision or an overlap the exclusion constraint refuses writes
 # nothing: no savepoint), the messages, and the ledger with the stored answer (one statement).
 BOOK = Budget(
-    at_most=11,
+    at_most=13,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
+        # The customer's booking of this slot, one call at a time, and looked for: a model
+        # that re-planned with a new key is answered with it (core.idempotency.intent).
+        "LOCK intent",
+        "SELECT agenda_appointment",
         # The professional's row and the customer's, locked until the end in one statement:
         # one professional's bookings check and insert one at a time, a change of their
         # schedule in flight commits first (agenda.models.lock_schedules), and one customer's
@@ -65,10 +69,12 @@ BOOK = Budget(
 RESCHEDULE = Budget(
     # The UPDATE keeps its savepoint: an overlap the exclusion constraint refuses is answered
     # with the nearest free slots, read in the transaction it leaves usable.
-    at_most=15,
+    at_most=17,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
+        "LOCK intent",  # the move of this appointment to this slot, one call at a time
+        "SELECT agenda_appointment",  # already there?
         # Locked with its service, professional and the cut-off; only its own row is locked.
         "SELECT agenda_appointment FOR UPDATE",
         "SELECT agenda_professional FOR NO KEY UPDATE",  # the schedule's and customer's locks

@@ -156,5 +156,11 @@ def identified_conversation(cluster, url: str | None = None) -> str:
 
 
 def case_body(subject: str) -> dict:
-    """open_case's arguments for Ana, with this subject."""
-    return {"identifier": ANA_EMAIL, "subject": subject, "description": "Fallos."}
+    """open_case's arguments for Ana, with this subject: each a new case (`new_case`), not a
+    possible duplicate of the one before (docs/tools.md, above the key)."""
+    return {
+        "identifier": ANA_EMAIL,
+        "subject": subject,
+        "description": "Fallos.",
+        "new_case": True,
+    }

@@ -34,6 +34,7 @@ def test_the_same_key_sent_to_both_nodes_at_once_has_one_effect_and_one_answer(c
                     "identifier": ANA_EMAIL,
                     "subject": f"{subject} {n}",
                     "description": "Se cayó la conexión.",
+                    "new_case": True,  # two cases, not a possible duplicate
                 },
                 headers={
                     "Authorization": f"Bearer {cluster.token}",

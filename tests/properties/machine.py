@@ -35,11 +35,14 @@ from core.references import ALPHABET
 from support.models import Case
 from support.services import case_resolve, case_start
 from tests.properties.oracle import (
+    LIVE,
     TERMINAL,
     Conversation,
     Entity,
     Oracle,
     check,
+    fold,
+    quote_lines,
     quote_total,
 )
 from tests.properties.transports import Answer
@@ -89,6 +92,15 @@ REFERENCE_ARGUMENT = {
     "open_case": [("related_case", "CS")],
 }
 
+
+# The writes that declare an intent (core.idempotency.intent), which a model may re-plan.
+REPLANNED = {
+    "book_appointment",
+    "reschedule_appointment",
+    "create_quote",
+    "request_sales_contact",
+    "open_case",
+}
 
 # "...: su código de verificación es 123456. Caduca ..." (core.verification.delivery)
 CODE_IN_MESSAGE = re.compile(r"\b(\d{6})\. ")
@@ -189,6 +201,10 @@ class GatewayMachine(RuleBasedStateMachine):
         self.oracle.fault_injected = False
         if tool in WRITES:
             conversation.last_write = (tool, arguments, key)
+        if judge and tool in REPLANNED and not answer.is_error:
+            reference = answer.body.get("appointment") or answer.body.get("reference")
+            entity = self.oracle.entities.get(reference)
+            conversation.last_done = (tool, arguments, reference, entity and entity.intent)
         return answer
 
     def judge(
@@ -385,6 +401,7 @@ class GatewayMachine(RuleBasedStateMachine):
             if start is not None:
                 check(item["date"] >= start.isoformat(), "a slot before the day asked", item)
             self.oracle.slots[item["slot"]] = (conversation.tenant, label)
+            self.oracle.slot_professional[item["slot"]] = item["professional"]
             conversation.saw("SL", item["slot"], label)
 
     def _horizon(self) -> int:
@@ -448,15 +465,70 @@ class GatewayMachine(RuleBasedStateMachine):
         if body.get("related_case"):
             conversation.saw("CS", body["related_case"])
 
+    def _for_intent(
+        self,
+        conversation: Conversation,
+        tool: str,
+        kind: str,
+        reference: str,
+        state: str,
+        intent: tuple | None,
+        already_done: Any,
+        **extra: Any,
+    ) -> Entity:
+        """A success of a write that declares an intent (core.idempotency.intent): the record
+        that already stands for the intent, answered `already_done` and made no second time,
+        or a new one when none stood for it. An explicit second one (`intent` None) is new."""
+        live = self.oracle.live(intent) if intent is not None else []
+        if already_done is True:
+            check(live, f"{tool}: already_done for a request never made", intent)
+            check(
+                reference in [e.reference for e in live],
+                f"{tool}: already_done answered another record than the request's",
+                reference,
+                [e.reference for e in live],
+            )
+            conversation.saw(kind, reference)
+            return self.oracle.entities[reference]
+        check(already_done is False, f"{tool}: the answer does not say already_done", reference)
+        check(
+            not live,
+            f"{tool}: a re-planned request made a second record",
+            intent,
+            [e.reference for e in live],
+        )
+        if intent is not None:
+            self.oracle.intent_effects[intent] += 1
+        return self._new(conversation, kind, reference, state, intent=intent, **extra)
+
+    def _slot_intent(self, conversation: Conversation, slot: str, label: str) -> tuple:
+        """A booking's intent: the company, the customer and the slot (its time and the
+        professional it was shown with; one service)."""
+        return (
+            "AP",
+            conversation.tenant,
+            conversation.speaker.label,
+            label,
+            self.oracle.slot_professional[slot],
+        )
+
     def expect_book_appointment(self, conversation, arguments, answer, body) -> None:
         if answer.is_error:
             return
         slot = conversation.resolve("SL", arguments["slot"])[0]
         label = f"{body['date']} {body['time']}"
         check(label == self.oracle.slots[slot][1], "booked at another time than the slot's")
-        entity = self._new(conversation, "AP", body["appointment"], "scheduled")
+        check(body["state"] == "scheduled", "a booking answered not scheduled", body)
+        entity = self._for_intent(
+            conversation,
+            "book_appointment",
+            "AP",
+            body["appointment"],
+            "scheduled",
+            self._slot_intent(conversation, slot, label),
+            body.get("already_done"),
+        )
         conversation.labels[entity.reference] = label
-        check(body["state"] == "scheduled", "a new appointment not scheduled", body)
 
     def expect_reschedule_appointment(self, conversation, arguments, answer, body) -> None:
         entity = self._target(conversation, "AP", arguments.get("appointment"))
@@ -468,6 +540,17 @@ class GatewayMachine(RuleBasedStateMachine):
         check(label == self.oracle.slots[slot][1], "moved to another time than the slot's")
         check(body["appointment"] == entity.reference, "reschedule answered another one")
         conversation.labels[entity.reference] = label
+        # Moved, it stands for a booking of its new slot; a move to where it already is
+        # (an earlier call moved it, with another key) is already done, and moves nothing.
+        intent = self._slot_intent(conversation, slot, label)
+        check(
+            body.get("already_done") is (entity.intent == intent),
+            "reschedule_appointment: already_done is not whether it was already there",
+            body.get("already_done"),
+            entity.intent,
+            intent,
+        )
+        entity.intent = intent
 
     def expect_cancel_appointment(self, conversation, arguments, answer, body) -> None:
         entity = self._target(conversation, "AP", arguments.get("appointment"))
@@ -486,7 +569,18 @@ class GatewayMachine(RuleBasedStateMachine):
         check(Decimal(body["total"]) == total, "create_quote: not the catalogue's total", body)
         if expected is not None:
             check(Decimal(str(expected)) == total, "create_quote: took the caller's total")
-        self._new(conversation, "QT", body["reference"], "sent", total=body["total"], items=items)
+        intent = ("QT", conversation.tenant, conversation.speaker.label, quote_lines(items))
+        self._for_intent(
+            conversation,
+            "create_quote",
+            "QT",
+            body["reference"],
+            "sent",
+            None if arguments.get("new_quote") else intent,
+            body.get("already_done"),
+            total=body["total"],
+            items=items,
+        )
 
     def expect_accept_quote(self, conversation, arguments, answer, body) -> None:
         entity = self._target(conversation, "QT", arguments.get("quote"))
@@ -513,12 +607,50 @@ class GatewayMachine(RuleBasedStateMachine):
             entity.state = "rejected"
 
     def expect_request_sales_contact(self, conversation, arguments, answer, body) -> None:
-        if not answer.is_error:
-            self._new(conversation, "OP", body["reference"], body["state"])
+        if answer.is_error:
+            return
+        intent = ("OP", conversation.tenant, conversation.speaker.label, fold(arguments["topic"]))
+        self._for_intent(
+            conversation,
+            "request_sales_contact",
+            "OP",
+            body["reference"],
+            body["state"],
+            None if arguments.get("new_request") else intent,
+            body.get("already_done"),
+        )
 
     def expect_open_case(self, conversation, arguments, answer, body) -> None:
-        if not answer.is_error:
-            self._new(conversation, "CS", body["reference"], body["state"])
+        """Free text is no intent: while a case of the customer's opened in the window stands
+        open, another is a possible duplicate naming it, unless the call says new_case."""
+        speaker = conversation.speaker
+        open_cases = [
+            e.reference
+            for e in self.oracle.entities.values()
+            if e.kind == "CS"
+            and e.tenant == conversation.tenant
+            and e.owner == speaker
+            and e.state in LIVE["CS"]
+        ]
+        if answer.code == "possible_duplicate":
+            check(not arguments.get("new_case"), "open_case: possible_duplicate despite new_case")
+            check(
+                answer.error_type == "CONFLICT" and answer.body.get("case") in open_cases,
+                "open_case: possible_duplicate naming no open case of the customer's",
+                answer.short(),
+                open_cases,
+            )
+            return
+        if answer.is_error:
+            return
+        check(
+            arguments.get("new_case") or not open_cases,
+            "open_case: a second case opened while one stood open",
+            open_cases,
+        )
+        intent = None if arguments.get("new_case") else ("CS", conversation.tenant, speaker.label)
+        self.oracle.intent_effects[intent] += intent is not None
+        self._new(conversation, "CS", body["reference"], body["state"], intent=intent)
 
     def expect_add_case_comment(self, conversation, arguments, answer, body) -> None:
         entity = self._target(conversation, "CS", arguments.get("case"))
@@ -941,7 +1073,94 @@ class GatewayMachine(RuleBasedStateMachine):
             arguments["case"] = self.reference(data, conversation, "CS")
             if tool != "confirm_case_resolved":
                 arguments["message"] = "Sigue igual."
-        self.send(conversation, tool, arguments)
+        answer = self.send(conversation, tool, arguments)
+        if answer.code == "possible_duplicate" and data.draw(st.booleans(), label="new case"):
+            # The customer says it is another problem: the model says so explicitly.
+            self.send(conversation, tool, {**arguments, "new_case": True})
+
+    # --- rules: re-planning above the key ---
+
+    @precondition(lambda self: any(c.last_done for c in self.oracle.conversations))
+    @rule(data=st.data())
+    def replan_with_a_fresh_key(self, data: Any) -> None:
+        """The model re-plans (a timeout, a lost answer, a restart) instead of retrying: a
+        request that succeeded, again under a fresh key, worded otherwise (the slot by its date
+        and time, the lines in another order and split, the topic in other case and spacing,
+        the case described again). While what it made stands, that is the answer
+        (already_done, or possible_duplicate for a case), never a refusal such as "slot
+        taken", and nothing is done twice: the oracle counts the records standing for each
+        intent. Only the customer's identity or verification may stop it."""
+        conversation = data.draw(
+            st.sampled_from([c for c in self.oracle.conversations if c.last_done]),
+            label="re-planning conversation",
+        )
+        tool, arguments, reference, intent = conversation.last_done
+        self.hit(f"replan:{tool}")
+        entity = self.oracle.entities.get(reference)
+        # Still what the request made: not cancelled, rejected or resolved, nor moved since.
+        standing = (
+            entity is not None and entity.state in LIVE[entity.kind] and entity.intent == intent
+        )
+        answer = self.send(conversation, tool, self.reworded(data, conversation, tool, arguments))
+        if not standing or answer.error_type == "PERMISSION":
+            return
+        if tool == "open_case":
+            check(
+                answer.code == "possible_duplicate",
+                "open_case: a re-planned case was not a possible duplicate of the one it made",
+                reference,
+                answer.short(),
+            )
+        else:
+            check(
+                not answer.is_error and answer.body.get("already_done") is True,
+                f"{tool}: a re-planned request was not answered with what it made",
+                reference,
+                answer.short(),
+            )
+            check(
+                reference in (answer.body.get("appointment"), answer.body.get("reference")),
+                f"{tool}: a re-planned request answered another record",
+                reference,
+                answer.short(),
+            )
+
+    def reworded(
+        self, data: Any, conversation: Conversation, tool: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        """`arguments` as a model re-planning writes them: the same request, other words."""
+        again = {
+            k: v for k, v in arguments.items() if k not in ("new_case", "new_quote", "new_request")
+        }
+        speaker = conversation.speaker
+        if speaker is not None and self.identified_as(conversation, arguments.get("identifier")):
+            again["identifier"] = data.draw(
+                st.sampled_from(self.spellings(speaker)), label="spelled again"
+            )
+        if "slot" in again and isinstance(again["slot"], str):
+            resolved = conversation.resolve("SL", again["slot"])
+            if len(resolved) == 1 and resolved[0] in conversation.labels:
+                label = conversation.labels[resolved[0]]
+                # By its date and time, unless another slot shown here has the same label.
+                if conversation.resolve("SL", label) == resolved:
+                    again["slot"] = data.draw(
+                        st.sampled_from([resolved[0], label]), label="slot named"
+                    )
+        if tool == "create_quote":
+            items = [dict(i) for i in reversed(again["items"])]
+            split = [i for i in items if i["quantity"] > 1]
+            if split and data.draw(st.booleans(), label="split a line"):
+                split[0]["quantity"] -= 1
+                items.append({"sku": split[0]["sku"].lower(), "quantity": 1})
+            again["items"] = items
+            if data.draw(st.booleans(), label="drop expected_total"):
+                again.pop("expected_total", None)
+        elif tool == "request_sales_contact":
+            again["topic"] = f"  {again['topic'].upper()} ."
+            again["notes"] = "Lo pidió otra vez."
+        elif tool == "open_case":
+            again["description"] = f"Como le dije: {again['description']}"
+        return again
 
     @rule(conversation=conversations, data=st.data())
     def change_contact_details(self, conversation: Conversation, data: Any) -> None:

@@ -4,6 +4,7 @@ effects exist, and the checks every answer and every step are held to (issue #34
 import itertools
 import json
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -50,6 +51,10 @@ class Entity:
     state: str
     total: str | None = None
     items: list[tuple[str, int]] = field(default_factory=list)
+    # What the entity stands for (core.idempotency.intent), as `intent_of` writes it: a
+    # re-planned call of that intent answers this entity while it is live. None: an entity
+    # asked for explicitly as a second one (new_case), which stands for no intent.
+    intent: tuple | None = None
 
 
 @dataclass
@@ -63,6 +68,9 @@ class Conversation:
     # What a slot or appointment was shown as ("YYYY-MM-DD HH:MM"), by reference.
     labels: dict[str, str] = field(default_factory=dict)
     last_write: tuple[str, dict, str] | None = None
+    # The last write that declares an intent and succeeded: (tool, arguments, the reference
+    # it answered, the intent that record stood for then).
+    last_done: tuple[str, dict, str, tuple | None] | None = None
     code: str | None = None
     code_spent: bool = False  # used, expired, superseded or locked: it must never verify now
     code_attempts: int = 0
@@ -118,13 +126,39 @@ def quote_total(items: list[tuple[str, int]]) -> Decimal | None:
     return total
 
 
+# Which states of an entity still stand for its intent: a cancelled appointment, a rejected
+# quote, a resolved case no longer do.
+LIVE = {
+    "AP": {"scheduled"},
+    "QT": {"sent"},
+    "OP": {"new", "qualified", "proposal", "negotiation"},
+    "CS": {"open", "in_progress", "waiting_customer"},
+}
+
+
+def fold(text: str) -> str:
+    """A topic as an intent compares it: case, accents, spacing and end punctuation aside."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return " ".join(plain.casefold().split()).strip(" .,;:!?¡¿-")
+
+
+def quote_lines(items: list[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    lines: Counter = Counter()
+    for sku, quantity in items:
+        lines[sku.strip().upper()] += quantity
+    return tuple(sorted(lines.items()))
+
+
 class Oracle:
     def __init__(self, world: Any) -> None:
         self.world = world
         self.entities: dict[str, Entity] = {}
         self.slots: dict[str, tuple[str, str]] = {}  # reference -> (tenant, label)
+        self.slot_professional: dict[str, str] = {}  # reference -> professional shown
         self.stored: dict[str, Stored] = {}
         self.effects: Counter = Counter()  # (tenant, kind) -> first-hand creations
+        # intent -> first-hand creations (each made while no other stood for it)
+        self.intent_effects: Counter = Counter()
         self.reserved: Counter = Counter()  # (tenant, sku) -> quantity accepted
         self.conversations: list[Conversation] = []
         self.fault_injected = False
@@ -219,7 +253,12 @@ class Oracle:
 
     # --- the state invariants ------------------------------------------------------------------
 
+    def live(self, intent: tuple) -> list[Entity]:
+        """The entities still standing for `intent`, oldest first."""
+        return [e for e in self.entities.values() if e.intent == intent and e.state in LIVE[e.kind]]
+
     def invariants(self) -> None:
+        self._one_effect_per_intent()
         for key, tenant in self.world.tenants.items():
             company = tenant.company
             counts = {
@@ -237,6 +276,18 @@ class Oracle:
             self._no_double_booking(company)
             self._stock(key, company)
         self._terminal_states()
+
+    def _one_effect_per_intent(self) -> None:
+        """However often and however worded a request was re-planned, at most one entity
+        stands for its intent at a time (a second one only once the first stopped standing:
+        cancelled, rejected, resolved)."""
+        standing: Counter = Counter(
+            e.intent
+            for e in self.entities.values()
+            if e.intent is not None and e.state in LIVE[e.kind]
+        )
+        for intent, count in standing.items():
+            check(count <= 1, "one intent stands for two records", intent, count)
 
     def _terminal_states(self) -> None:
         for kind, model in MODELS.items():

@@ -95,6 +95,9 @@ def _customer(tenant: str, contact: Contact) -> Customer:
     )
 
 
+INTENT_WINDOW_MINUTES = 7 * 24 * 60
+
+
 def build_world() -> World:
     tenants = {}
     for key in ("A", "B"):
@@ -109,6 +112,11 @@ def build_world() -> World:
             # with room for a soak's many codes in an hour.
             environment=Company.Environment.SANDBOX,
             sms_hourly_budget=100_000,
+            # The intents' windows (core.idempotency.intent) outlast any run, soaks included,
+            # so that the oracle knows without a clock which records stand for an intent.
+            quote_intent_window_minutes=INTENT_WINDOW_MINUTES,
+            sales_contact_intent_window_minutes=INTENT_WINDOW_MINUTES,
+            case_intent_window_minutes=INTENT_WINDOW_MINUTES,
         )
         AgendaSettings.objects.update_or_create(
             company=company, defaults={"booking_horizon_days": HORIZON_DAYS}

@@ -57,6 +57,7 @@ def test_postgres_stopped_mid_load_answers_system_and_recovers_without_losing_a_
         "identifier": ANA_DOCUMENT,
         "subject": subject,
         "description": "La caldera no enciende.",
+        "new_case": True,  # every call a case of its own (docs/tools.md, above the key)
     }
     conversations = [identified_conversation(stack, ANA_DOCUMENT) for _ in range(CLIENTS)]
     gateway = stack.gateway(timeout=30)
@@ -172,7 +173,12 @@ def test_redis_stopped_code_requests_answer_system_lose_nothing_and_work_once_it
     gateway = stack.gateway()
     arguments = {"identifier": BRUNO_DOCUMENT, "channel": "sms"}
     key = unique("code")
-    case = {"identifier": BRUNO_DOCUMENT, "subject": "Sin cobertura", "description": "Desde ayer."}
+    case = {
+        "identifier": BRUNO_DOCUMENT,
+        "subject": "Sin cobertura",
+        "description": "Desde ayer.",
+        "new_case": True,  # every call a case of its own (docs/tools.md, above the key)
+    }
     stack.redis.stop()
     try:
         down = gateway.call(
@@ -229,7 +235,12 @@ def test_postgres_frozen_answers_system_within_the_deadline_and_recovers_without
     stack = outage_stack
     conversation = identified_conversation(stack, ANA_DOCUMENT)
     subject = unique("frozen")
-    case = {"identifier": ANA_DOCUMENT, "subject": subject, "description": "No hay agua caliente."}
+    case = {
+        "identifier": ANA_DOCUMENT,
+        "subject": subject,
+        "description": "No hay agua caliente.",
+        "new_case": True,  # every call a case of its own (docs/tools.md, above the key)
+    }
     key = unique("case")
     gateway = stack.gateway(timeout=60)
     calls = [
@@ -290,6 +301,7 @@ def test_redis_frozen_code_requests_answer_system_promptly_and_work_once_it_thaw
         "identifier": ANA_DOCUMENT,
         "subject": unique("frozen-broker"),
         "description": "Sin luz.",
+        "new_case": True,  # the stack's earlier tests left Ana's cases open
     }
     redis = stack.redis.process
     assert redis is not None
@@ -341,7 +353,12 @@ def test_workers_killed_in_the_middle_of_a_write_leave_nothing_half_done_and_the
     stack = outage_stack
     conversation = identified_conversation(stack, ANA_DOCUMENT)
     subject = unique("killed")
-    case = {"identifier": ANA_DOCUMENT, "subject": subject, "description": "Se apagó el termo."}
+    case = {
+        "identifier": ANA_DOCUMENT,
+        "subject": subject,
+        "description": "Se apagó el termo.",
+        "new_case": True,  # every call a case of its own (docs/tools.md, above the key)
+    }
     key = unique("case")
     gateway = stack.gateway(timeout=30)
     # Our own session holds the cases' table, so the write stops at its INSERT, mid-transaction

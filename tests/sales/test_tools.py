@@ -160,6 +160,7 @@ def test_create_quote_prices_it_sends_it_and_emails_the_customer(tool_client, an
         "subtotal",
         "tax",
         "emailed_to",
+        "already_done",
     }
     assert [m.to for m in mail.outbox] == [[ANA_EMAIL]]
     assert body["reference"] in mail.outbox[0].subject
@@ -562,7 +563,7 @@ def test_request_sales_contact_opens_one_opportunity_per_key(tool_client, anas_c
     assert first.json() == second.json()
     assert first.json()["state"] == "new"
     assert first.json()["state_label"] == "nueva"
-    assert set(first.json()) == {"reference", "state", "state_label"}
+    assert set(first.json()) == {"reference", "state", "state_label", "already_done"}
     opportunity = Opportunity.objects.get()
     assert (opportunity.reference, opportunity.state) == (first.json()["reference"], "new")
     assert (opportunity.contact, opportunity.notes) == (anas_chat.contact, "Unas 30 personas")

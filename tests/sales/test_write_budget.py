@@ -38,10 +38,14 @@ CONVERSATION = "conv-sales-budget"
 # drawn again), ONE insert for every line, and the send transition (its log and UPDATE) on
 # the row this transaction inserted, so nothing is locked or read again.
 CREATE = Budget(
-    at_most=11,
+    at_most=13,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
+        # The customer's quote of these lines, one call at a time, and looked for: a model
+        # that re-planned with a new key is answered with it (core.idempotency.intent).
+        "LOCK intent",
+        "SELECT sales_quote",
         "INSERT sales_quote",
         "INSERT sales_quoteline",  # all the lines at once
         "INSERT django_fsm_log_statelog",  # draft -> sent
@@ -87,10 +91,12 @@ REJECT = Budget(
     ),
 )
 REQUEST_CONTACT = Budget(
-    at_most=6,
+    at_most=8,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
+        "LOCK intent",  # the customer's request on this topic, as for CREATE
+        "SELECT sales_opportunity",
         "INSERT sales_opportunity",
         # The ledger written with the stored answer, in one statement (core.sql.execute_all).
         "INSERT tooling_exposedreference + UPDATE core_idempotencyrecord",
@@ -248,7 +254,7 @@ def test_a_reference_collision_draws_another_reference_within_the_call(gateway, 
     draws = iter([taken.body["reference"], "QT-NEW234"])
     monkeypatch.setattr(references, "new_reference", lambda prefix: next(draws))
 
-    outcome, statements = create(gateway, BASKET[:1])
+    outcome, statements = create(gateway, BASKET[1:2])  # other lines: another quote
 
     assert outcome.is_error is False, outcome.body
     assert outcome.body["reference"] == "QT-NEW234"
