@@ -82,6 +82,20 @@ class CompanyAdmin(CompanyScopedAdmin):
                 "fields": ["sms_countries", "sms_hourly_budget"],
             },
         ),
+        (
+            _("Repeated requests from the agent"),
+            {
+                "description": _(
+                    "How long a customer's same request, asked again by the agent, is "
+                    "answered with what already exists instead of being made twice."
+                ),
+                "fields": [
+                    "quote_intent_window_minutes",
+                    "sales_contact_intent_window_minutes",
+                    "case_intent_window_minutes",
+                ],
+            },
+        ),
     ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

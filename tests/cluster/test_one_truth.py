@@ -114,6 +114,7 @@ def test_a_gateway_token_revoked_in_the_admin_is_refused_on_every_node_at_the_ne
                 "csrfmiddlewaretoken": csrf_of(page.text),
                 "action": "revoke",
                 "_selected_action": pk,
+                "post": "yes",  # as staff confirm on the confirmation page
             },
         )
         assert response.status_code in (200, 302), response.text
