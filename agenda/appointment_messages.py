@@ -28,14 +28,16 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import F, Q
-from django.utils import formats, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
+from django.utils.translation import gettext_lazy as _
 
 from agenda import clock
 from agenda.manage_links import manage_key_new, manage_link_url
 from agenda.models import Appointment, AppointmentMessage
 from agenda.opt_out import opt_out_key_new, opt_out_link
 from core.jobs import task_named
+from core.l10n import date_shown, time_shown, weekday_shown
 from core.models import Company, Contact
 from core.normalize import mask_email, mask_phone
 from core.outbound import (
@@ -63,6 +65,27 @@ SENDING_STALE_AFTER = timedelta(minutes=15)
 
 
 # --- Written with the change (agenda.services) -----------------------------------------------
+
+
+# Why a message was not sent, as stored (English, for logs), and as staff read it.
+REASONS_SHOWN = {
+    "opted out": _("the customer opted out of messages"),
+    "no phone or email": _("the customer has no phone or email"),
+    "no phone": _("the customer no longer has a phone"),
+    "no email": _("the customer no longer has an email"),
+    "appointment cancelled": _("the appointment was cancelled"),
+    "appointment moved": _("the appointment was moved"),
+    "appointment not cancelled": _("the appointment is no longer cancelled"),
+    "appointment already started": _("the appointment had already started"),
+    "time limit reached while sending": _("the time limit was reached while sending"),
+    "stopped while sending": _("sending stopped before it finished"),
+}
+
+
+def reason_shown(error: str) -> str:
+    """Why a message was not sent, in the staff member's language when it is one of ours (a
+    provider's own detail is shown as it came)."""
+    return str(REASONS_SHOWN.get(error, error))
 
 
 def _channel_for(contact: Contact) -> tuple[str, str]:
@@ -156,9 +179,9 @@ def publish(message_id: int) -> None:
 def _local(instant: datetime, company: Company) -> dict[str, str]:
     local = instant.astimezone(company.tz)
     return {
-        "weekday": formats.date_format(local, "l"),
-        "date": formats.date_format(local, "DATE_FORMAT"),
-        "time": local.strftime("%H:%M"),
+        "weekday": weekday_shown(local),
+        "date": date_shown(local),
+        "time": time_shown(local),
     }
 
 

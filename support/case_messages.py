@@ -29,12 +29,13 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import DatabaseError, transaction
 from django.db.models import F, Q
 from django.template.loader import render_to_string
-from django.utils import formats, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from core.jobs import task_named
+from core.l10n import datetime_shown
 from core.models import Contact
 from core.normalize import mask_email, mask_phone
 from core.outbound import OutboundRefused, OutboundTransient, SentUnrecorded, message_send
@@ -136,7 +137,7 @@ def _author(comment: CaseComment, company_name: str) -> str:
 
 
 def _when(instant: datetime) -> str:
-    return formats.date_format(timezone.localtime(instant), "DATETIME_FORMAT")
+    return datetime_shown(instant)
 
 
 def _thread(message: CaseMessage) -> tuple[list[dict[str, str]], bool]:

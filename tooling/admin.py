@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from core.admin import CompanyScopedAdmin, RecordRulesAdmin, values_filter
 from core.admin import ConversationAdmin as CoreConversationAdmin
 from core.errors import ErrorType
+from core.l10n import datetime_shown
 from core.models import Company, Conversation
 from tooling.models import ExposedReference, ToolCall
 from tooling.registry import registry
@@ -26,8 +27,7 @@ CONVERSATION_PAGE_CALLS = 200
 
 
 def _local(instant: Any, company: Company, seconds: bool = True) -> str:
-    pattern = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
-    return instant.astimezone(company.tz).strftime(pattern)
+    return datetime_shown(instant, company.tz, seconds=seconds)
 
 
 def tool_calls_url(conversation: Conversation) -> str:

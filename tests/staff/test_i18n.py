@@ -21,19 +21,22 @@ LOCALE = ROOT / "locale"
 
 
 def po_entries(path: Path) -> dict[str, str]:
-    """msgid -> msgstr of a .po file (no plurals or contexts in our catalogs)."""
+    """msgid -> msgstr of a .po file (no plurals in our catalogs); a msgid with a context is
+    keyed as gettext keys it, "context\x04msgid"."""
     entries: dict[str, str] = {}
     current: dict[str, str] = {}
     key = None
     for line in [*path.read_text(encoding="utf-8").splitlines(), ""]:
-        if line.startswith(("msgid ", "msgstr ")):
+        if line.startswith(("msgctxt ", "msgid ", "msgstr ")):
             key, _, literal = line.partition(" ")
             current[key] = ast.literal_eval(literal)
         elif line.startswith('"') and key:
             current[key] += ast.literal_eval(line)
         elif not line.strip():
             if current.get("msgid"):
-                entries[current["msgid"]] = current.get("msgstr", "")
+                context = current.get("msgctxt")
+                msgid = f"{context}\x04{current['msgid']}" if context else current["msgid"]
+                entries[msgid] = current.get("msgstr", "")
             current, key = {}, None
     return entries
 
