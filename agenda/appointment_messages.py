@@ -177,11 +177,11 @@ def publish(message_id: int) -> None:
 
 
 def _local(instant: datetime, company: Company) -> dict[str, str]:
-    local = instant.astimezone(company.tz)
+    tz = company.tz
     return {
-        "weekday": weekday_shown(local),
-        "date": date_shown(local),
-        "time": time_shown(local),
+        "weekday": weekday_shown(instant, tz),
+        "date": date_shown(instant, tz),
+        "time": time_shown(instant, tz),
     }
 
 

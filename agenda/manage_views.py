@@ -83,11 +83,10 @@ def _link_page(view: View) -> Callable[[HttpRequest, str], HttpResponse]:
 
 
 def _when(instant: datetime, tz) -> dict[str, str]:
-    local = instant.astimezone(tz)
     return {
-        "weekday": weekday_shown(local),
-        "date": date_shown(local),
-        "time": time_shown(local),
+        "weekday": weekday_shown(instant, tz),
+        "date": date_shown(instant, tz),
+        "time": time_shown(instant, tz),
     }
 
 

@@ -306,4 +306,4 @@ class VerificationChallenge(models.Model):
 
     def __str__(self) -> str:
         status = self.get_status_display()
-        return f"{self.get_channel_display()} → {self.masked_destination} ({status})"
+        return f"{self.get_channel_display()} → {self.masked_destination} · {status}"

@@ -351,6 +351,38 @@ def seed_company(language: str):
         kind=SecurityEvent.Kind.IDENTITY_SWITCH,
         contact=ana,
     )
+    # What the rest of the admin lists: credentials, feeds, time off, policies, tool calls
+    # (with their idempotency records and references seen).
+    from agenda.feeds import calendar_feed_issue
+    from agenda.models import Professional, TimeOff
+    from core.models import StepUpPolicy
+    from core.services import gateway_credential_issue
+    from integration.services import integration_credential_issue
+    from sales.selectors import sales_settings_for
+    from tests.staff.trace_calls import call
+
+    gateway_credential_issue(company=company, name="gateway")
+    integration_credential_issue(company=company, name="erp")
+    professional = Professional.objects.filter(company=company).first()
+    calendar_feed_issue(company=company, professional=professional)
+    starts = timezone.now() + timedelta(days=20)
+    TimeOff.objects.create(
+        professional=professional, starts_at=starts, ends_at=starts + timedelta(hours=3)
+    )
+    StepUpPolicy.objects.get_or_create(company=company, defaults={"actions": ["accept_quote"]})
+    sales_settings_for(company=company)
+    talk = {"conversation_id": f"conv-tools-{language}"}
+    document = ana.document_number
+    call(company, "identify_contact", {"document": document}, idempotency_key="id", **talk)
+    call(company, "list_services", {}, **talk)
+    call(company, "list_my_quotes", {"identifier": document}, **talk)
+    call(
+        company,
+        "open_case",
+        {"identifier": document, "subject": "Factura", "description": "No llegó la factura."},
+        idempotency_key=f"k-{language}-2",
+        **talk,
+    )
     user = factories.staff_member(f"admin-{language}", company, "admin")
     return company, user
 
@@ -388,6 +420,8 @@ def visible_text(page: str) -> str:
 def problems(text: str, language: str, typed: set[str]) -> list[str]:
     text = re.sub(r"(?:https?://|/admin/)\S+", " ", text)  # addresses are not words
     text = re.sub(r"\b\w+_\w+\b", " ", text)  # nor names in code (the tools': accept_quote)
+    # nor the JSON a tool was called with or answered, shown as it travelled (the API's)
+    text = re.sub(r'\{\s*(?:"[^{}]*)?\}', " ", text)
     if typed:
         values = "|".join(re.escape(v) for v in sorted(typed, key=len, reverse=True))
         text = re.sub(rf"(?<!\w)(?:{values})(?!\w)", " ", text)
