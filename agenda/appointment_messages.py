@@ -26,8 +26,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
-from django.utils import formats, translation
+from django.utils import translation
 from django.utils.translation import gettext as _g
+from django.utils.translation import gettext_lazy as _
 
 from agenda import clock
 from agenda.manage_links import manage_key_new, manage_link_url
@@ -36,6 +37,7 @@ from agenda.opt_out import opt_out_key_new, opt_out_link
 from core import customer_messages
 from core.customer_messages import MessagesSweepResult
 from core.jobs import task_named
+from core.l10n import date_shown, time_shown, weekday_shown
 from core.models import Company, Contact
 
 logger = logging.getLogger("garante.agenda.messages")
@@ -46,6 +48,27 @@ Status = AppointmentMessage.Status
 SEND_TASK = "agenda.appointment_message_send"
 
 # --- Written with the change (agenda.services) -----------------------------------------------
+
+
+# Why a message was not sent, as stored (English, for logs), and as staff read it.
+REASONS_SHOWN = {
+    "opted out": _("the customer opted out of messages"),
+    "no phone or email": _("the customer has no phone or email"),
+    "no phone": _("the customer no longer has a phone"),
+    "no email": _("the customer no longer has an email"),
+    "appointment cancelled": _("the appointment was cancelled"),
+    "appointment moved": _("the appointment was moved"),
+    "appointment not cancelled": _("the appointment is no longer cancelled"),
+    "appointment already started": _("the appointment had already started"),
+    "time limit reached while sending": _("the time limit was reached while sending"),
+    "stopped while sending": _("sending stopped before it finished"),
+}
+
+
+def reason_shown(error: str) -> str:
+    """Why a message was not sent, in the staff member's language when it is one of ours (a
+    provider's own detail is shown as it came)."""
+    return str(REASONS_SHOWN.get(error, error))
 
 
 def _channel_for(contact: Contact) -> tuple[str, str]:
@@ -131,11 +154,11 @@ def publish(message_id: int) -> None:
 
 
 def _local(instant: datetime, company: Company) -> dict[str, str]:
-    local = instant.astimezone(company.tz)
+    tz = company.tz
     return {
-        "weekday": formats.date_format(local, "l"),
-        "date": formats.date_format(local, "DATE_FORMAT"),
-        "time": local.strftime("%H:%M"),
+        "weekday": weekday_shown(instant, tz),
+        "date": date_shown(instant, tz),
+        "time": time_shown(instant, tz),
     }
 
 

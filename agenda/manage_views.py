@@ -13,7 +13,7 @@ from itertools import groupby
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import formats, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
 from django.views.decorators.http import require_http_methods
 
@@ -42,6 +42,7 @@ from core.customer_links import (
     too_many_requests_response,
 )
 from core.errors import GaranteError
+from core.l10n import date_shown, time_shown, weekday_shown
 
 # Refusals of a chosen slot: the page offers the nearest free ones instead.
 _SLOT_REFUSALS = {"slot_taken", "slot_in_past", "slot_too_soon", "slot_unavailable"}
@@ -82,11 +83,10 @@ def _link_page(view: View) -> Callable[[HttpRequest, str], HttpResponse]:
 
 
 def _when(instant: datetime, tz) -> dict[str, str]:
-    local = instant.astimezone(tz)
     return {
-        "weekday": formats.date_format(local, "l"),
-        "date": formats.date_format(local, "DATE_FORMAT"),
-        "time": local.strftime("%H:%M"),
+        "weekday": weekday_shown(instant, tz),
+        "date": date_shown(instant, tz),
+        "time": time_shown(instant, tz),
     }
 
 
@@ -173,7 +173,7 @@ def _days(choices: list[SlotChoice], tz) -> list[dict]:
                 "slots": [
                     {
                         "value": c.value,
-                        "time": c.starts_at.astimezone(tz).strftime("%H:%M"),
+                        "time": time_shown(c.starts_at, tz),
                         "professional": c.professional,
                     }
                     for c in slots

@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django_fsm import FSMField, FSMModelMixin, transition
 from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 
+from core.l10n import datetime_shown
 from core.models import BearerCredential, Company, Contact, Conversation
 
 # Upper bounds that keep one appointment (duration plus buffers) well under a day, so a window
@@ -215,9 +216,9 @@ class TimeOff(ScheduleEntry):
         ]
 
     def __str__(self) -> str:
-        return (
-            f"{self.professional}: {self.starts_at:%Y-%m-%d %H:%M} - {self.ends_at:%Y-%m-%d %H:%M}"
-        )
+        tz = self.professional.company.tz
+        starts, ends = datetime_shown(self.starts_at, tz), datetime_shown(self.ends_at, tz)
+        return f"{self.professional}: {starts} - {ends}"
 
 
 class AgendaSettings(models.Model):

@@ -62,6 +62,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "core.middleware.CsrfViewMiddleware",
     "core.middleware.AuthenticationMiddleware",
+    "core.middleware.StaffLanguageMiddleware",  # staff read their company's language
     "core.middleware.MessageMiddleware",
     "core.middleware.XFrameOptionsMiddleware",
 ]
@@ -142,6 +143,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "es"
 LANGUAGES = [("es", _("Spanish")), ("en", _("English"))]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# One date, one date-time and one time shape per language, everywhere (core.l10n).
+FORMAT_MODULE_PATH = ["config.formats"]
 USE_I18N = True
 TIME_ZONE = "UTC"
 USE_TZ = True

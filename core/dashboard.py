@@ -15,10 +15,11 @@ from typing import Any
 from django.db.models import Count, Model, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
-from django.utils import formats, timezone
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from core.l10n import datetime_shown, time_shown
 from core.models import Company, GatewayCredential, SecurityEvent, VerificationChallenge
 
 PANEL_ROWS = 10
@@ -84,11 +85,11 @@ def changelist_url(model: type[Model], query: str = "") -> str:
 def local_datetime(instant: datetime | None, company: Company) -> str:
     if instant is None:
         return "—"
-    return formats.date_format(instant.astimezone(company.tz), "SHORT_DATETIME_FORMAT")
+    return datetime_shown(instant, company.tz)
 
 
 def local_time(instant: datetime, company: Company) -> str:
-    return formats.time_format(instant.astimezone(company.tz), "TIME_FORMAT")
+    return time_shown(instant, company.tz)
 
 
 def age_shown(age: timedelta) -> str:

@@ -110,3 +110,36 @@ class MessageMiddleware(_BrowserOnly, _Messages):
 
 class XFrameOptionsMiddleware(_BrowserOnly, _FrameOptions):
     pass
+
+
+class StaffLanguageMiddleware:
+    """Staff read the admin in their company's language: a staff member whose companies all
+    speak one language gets it, whatever their browser asks for; one who chose a language
+    (Django's language cookie, `set_language`) keeps that choice; a superuser, or a member of
+    companies of several languages, gets the browser's (LocaleMiddleware's choice). Placed
+    after AuthenticationMiddleware; the machine API's requests never reach a staff user."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        language = self._company_language(request)
+        if language is not None and language != translation.get_language():
+            translation.activate(language)
+            request.LANGUAGE_CODE = language
+        return self.get_response(request)
+
+    @staticmethod
+    def _company_language(request: HttpRequest) -> str | None:
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated or not user.is_staff:
+            return None
+        if request.COOKIES.get(settings.LANGUAGE_COOKIE_NAME):
+            return None
+        if user.is_superuser:
+            return None
+        from core.models import StaffMembership
+
+        memberships = StaffMembership.objects.filter(user=user)
+        languages = set(memberships.values_list("company__language", flat=True).distinct())
+        return languages.pop() if len(languages) == 1 else None

@@ -15,6 +15,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Upper
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 from django_fsm import FSMField, FSMModelMixin, transition
 from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 
@@ -162,7 +163,7 @@ class PriceListItem(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.product} @ {self.unit_price}"
+        return f"{self.product} @ {money.shown(self.unit_price, self.price_list.currency)}"
 
     def clean(self) -> None:
         # The list object, not its id: a list being created with its prices has no id yet.
@@ -341,7 +342,8 @@ class Quote(FSMModelMixin, models.Model):
 
     class State(models.TextChoices):
         DRAFT = "draft", _("Draft")
-        SENT = "sent", _("Sent")
+        # A quote (la cotización) is feminine in Spanish, beside "Aceptada" and "Vencida".
+        SENT = "sent", pgettext_lazy("quote state", "Sent")
         ACCEPTED = "accepted", _("Accepted")
         REJECTED = "rejected", _("Rejected")
         EXPIRED = "expired", _("Expired")
@@ -656,7 +658,7 @@ class StockReservation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.quantity} x {self.product_id} ({self.state})"
+        return f"{self.quantity} x {self.product_id} ({self.get_state_display()})"
 
 
 class SalesSettings(models.Model):

@@ -1,14 +1,12 @@
-"""Money as Decimal in a currency's minor units: rounding, wire strings and spoken amounts."""
+"""Money as Decimal in a currency's minor units: rounding, wire strings, amounts for people."""
 
 import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Annotated, Any
 
-from babel.core import UnknownLocaleError
-from babel.numbers import format_currency
-from django.conf import settings
-from django.utils import formats, translation
 from pydantic import BeforeValidator, Field, WithJsonSchema
+
+from core.l10n import money_shown
 
 # ISO 4217 minor-unit exponents that differ from the usual 2. Units of account with 4 decimals
 # (CLF, UYW) are left out on purpose: nobody quotes in them and the columns keep 3 decimals.
@@ -118,23 +116,15 @@ def to_wire(amount: Decimal, currency: str) -> str:
     return str(quantize(amount, currency))
 
 
-def spoken(amount: Decimal, currency: str) -> str:
-    """The amount formatted for a customer in the active language (e.g. "1.234,50 EUR")."""
-    places = minor_units(currency)
-    number = formats.number_format(
-        quantize(amount, currency), decimal_pos=places, use_l10n=True, force_grouping=True
-    )
-    return f"{number} {currency.upper()}"
-
-
 def shown(amount: Decimal | None, currency: str) -> str:
-    """The amount as staff read it in their language: the currency's own decimals and symbol
-    where the locale's convention puts them ("249,00 €" in Spanish, "€249.00" in English)."""
+    """The amount as people read it in the active language, everywhere (admin, emails, SMS,
+    customer pages, tools' messages): the currency's own decimals and symbol where the
+    locale's convention puts them ("249,00 €" in Spanish, "€249.00" in English), core.l10n's
+    one money format."""
     if amount is None:
-        return "—"
-    code = currency.upper()
-    locale = translation.to_locale(translation.get_language() or settings.LANGUAGE_CODE)
-    try:
-        return format_currency(quantize(amount, code), code, locale=locale)
-    except (UnknownLocaleError, ValueError):
-        return spoken(amount, code)
+        return money_shown(None, currency)
+    return money_shown(quantize(amount, currency), currency)
+
+
+# What customers read is what staff read: one format (core.l10n).
+spoken = shown

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import formats, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
@@ -31,6 +31,7 @@ from core.customer_links import (
     too_many_requests_response,
 )
 from core.errors import GaranteError, PermissionRefused
+from core.l10n import datetime_shown
 from sales import money
 from sales.models import QUOTE_STATE_LABELS, Quote
 from sales.quote_links import PURPOSE, QuoteTarget, quote_target
@@ -98,9 +99,7 @@ def _context(target: QuoteTarget, token: str, **extra) -> dict:
         "subtotal": money.spoken(quote.subtotal, currency),
         "tax": money.spoken(quote.tax_total, currency),
         "total": money.spoken(quote.total, currency),
-        "valid_until": formats.date_format(
-            timezone.localtime(quote.valid_until), "DATETIME_FORMAT"
-        ),
+        "valid_until": datetime_shown(quote.valid_until),
         "state": state,
         "state_label": QUOTE_STATE_LABELS[state],
         "is_open": state == Quote.State.SENT,

@@ -7,7 +7,6 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.admin import (
@@ -18,6 +17,7 @@ from core.admin import (
     contact_search_fields,
 )
 from core.admin.confirmation import Confirmation, customer_told, nothing_sent
+from core.l10n import datetime_shown
 from core.models import StaffMembership
 from core.roles import staff_company_ids
 from support import selectors, services
@@ -255,7 +255,7 @@ class CaseMessageInline(admin.TabularInline):
         # The page renders in the company's time zone (CompanyLocalTimeMixin).
         if message.sent_at is None:
             return "—"
-        return formats.date_format(timezone.localtime(message.sent_at), "SHORT_DATETIME_FORMAT")
+        return datetime_shown(message.sent_at)
 
     @admin.display(description=_("why not sent / error"))
     def why(self, message: CaseMessage) -> str:

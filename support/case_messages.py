@@ -28,7 +28,7 @@ from datetime import datetime
 
 from django.db import DatabaseError
 from django.template.loader import render_to_string
-from django.utils import formats, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -36,6 +36,7 @@ from django.utils.translation import ngettext
 from core import customer_messages
 from core.customer_messages import MessagesSweepResult
 from core.jobs import task_named
+from core.l10n import datetime_shown
 from core.models import Contact
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, CaseMessage
 from support.selectors import support_auto_close_days
@@ -112,7 +113,7 @@ def _author(comment: CaseComment, company_name: str) -> str:
 
 
 def _when(instant: datetime) -> str:
-    return formats.date_format(timezone.localtime(instant), "DATETIME_FORMAT")
+    return datetime_shown(instant)
 
 
 def _thread(message: CaseMessage) -> tuple[list[dict[str, str]], bool]:

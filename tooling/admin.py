@@ -5,6 +5,7 @@ Read-only: the trace is evidence. Times are shown in each call's company local t
 """
 
 import json
+from datetime import date
 from typing import Any
 
 from django.contrib import admin
@@ -17,6 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from core.admin import CompanyScopedAdmin, RecordRulesAdmin, values_filter
 from core.admin import ConversationAdmin as CoreConversationAdmin
 from core.errors import ErrorType
+from core.l10n import date_shown, datetime_shown
 from core.models import Company, Conversation
 from tooling.models import ExposedReference, ToolCall
 from tooling.registry import registry
@@ -26,8 +28,16 @@ CONVERSATION_PAGE_CALLS = 200
 
 
 def _local(instant: Any, company: Company, seconds: bool = True) -> str:
-    pattern = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
-    return instant.astimezone(company.tz).strftime(pattern)
+    return datetime_shown(instant, company.tz, seconds=seconds)
+
+
+def label_shown(label: str) -> str:
+    """A reference's label as staff read it: the label the agent was given, whose date (a
+    quote's, in ISO 8601 for the machine) is in the staff member's date shape."""
+    try:
+        return date_shown(date.fromisoformat(label))
+    except ValueError:
+        return label
 
 
 def tool_calls_url(conversation: Conversation) -> str:
@@ -146,12 +156,24 @@ class ToolCallAdmin(ReadOnlyAdmin):
 class ExposedReferenceAdmin(ReadOnlyAdmin):
     """The exposure ledger: which public references each conversation has been shown."""
 
-    list_display = ["reference", "kind", "label", "conversation", "company", "created_at"]
+    list_display = ["reference", "kind", "label_shown", "conversation", "company", "created_at"]
     list_filter = ["kind", "company", "created_at"]
     search_fields = ["reference", "label", "conversation__external_id"]
     list_select_related = ["company", "conversation"]
-    fields = ["company", "conversation", "kind", "reference", "label", "created_at", "last_seen_at"]
+    fields = [
+        "company",
+        "conversation",
+        "kind",
+        "reference",
+        "label_shown",
+        "created_at",
+        "last_seen_at",
+    ]
     readonly_fields = fields
+
+    @admin.display(description=_("label"), ordering="label")
+    def label_shown(self, reference: ExposedReference) -> str:
+        return label_shown(reference.label)
 
 
 admin.site.unregister(Conversation)
@@ -221,7 +243,7 @@ class ConversationAdmin(CoreConversationAdmin):
             ", ",
             "{} <small>({}{})</small>",
             (
-                (r.reference, r.get_kind_display(), f", {r.label}" if r.label else "")
+                (r.reference, r.get_kind_display(), f", {label_shown(r.label)}" if r.label else "")
                 for r in seen[:100]
             ),
         )

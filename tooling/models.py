@@ -56,7 +56,7 @@ class ExposedReference(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.reference}"
+        return f"{self.get_kind_display()} {self.reference}"
 
 
 class ToolCall(models.Model):

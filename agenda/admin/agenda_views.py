@@ -1,7 +1,7 @@
 """The agenda pages' views, on the professionals' admin: one professional's day or week, or a
 company's day, with the free slots (agenda.agenda_page computes them)."""
 
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from zoneinfo import ZoneInfo
 
 from django.contrib import messages
@@ -14,12 +14,12 @@ from django.utils.translation import gettext_lazy as _
 
 from agenda import agenda_page, clock
 from agenda.admin.common import local_shown
-from agenda.availability.local_time import describe_instant
 from agenda.models import (
     Appointment,
     Professional,
     Service,
 )
+from core.l10n import day_shown
 from core.models import Company
 
 
@@ -206,6 +206,4 @@ def _day_asked(request: HttpRequest, company: Company) -> date:
 
 
 def describe_instant_day(day: date, tz: ZoneInfo) -> str:
-    noon = datetime(day.year, day.month, day.day, 12, tzinfo=tz)
-    described = describe_instant(noon, tz)
-    return f"{described['weekday']} {described['date']}"
+    return day_shown(day)  # core.l10n: "lunes 07/12/2026"

@@ -12,13 +12,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
-from django.utils import formats, timezone
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMTransitionContext
 
 from agenda import calendar_page, clock, services
 from agenda.admin.common import local_shown, local_start
-from agenda.appointment_messages import message_channel
+from agenda.appointment_messages import message_channel, reason_shown
 from agenda.models import (
     Appointment,
     AppointmentMessage,
@@ -33,6 +33,7 @@ from core.admin import (
 )
 from core.admin.confirmation import Confirmation, customer_told, nothing_sent
 from core.errors import GaranteError
+from core.l10n import datetime_shown
 
 
 def off_grid_field() -> forms.BooleanField:
@@ -155,7 +156,7 @@ class AppointmentMessageInline(admin.TabularInline):
         "due",
         "sent",
         "attempts",
-        "error",
+        "error_shown",
     ]
     readonly_fields = fields
     verbose_name = _("message to the customer")
@@ -175,7 +176,11 @@ class AppointmentMessageInline(admin.TabularInline):
         # The page renders in the company's time zone (CompanyLocalTimeMixin).
         if instant is None:
             return "—"
-        return formats.date_format(timezone.localtime(instant), "SHORT_DATETIME_FORMAT")
+        return datetime_shown(instant)
+
+    @admin.display(description=_("error"))
+    def error_shown(self, message: AppointmentMessage) -> str:
+        return reason_shown(message.error) if message.error else "—"
 
     @admin.display(description=_("for the appointment at"))
     def for_time(self, message: AppointmentMessage) -> str:

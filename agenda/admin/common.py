@@ -7,11 +7,12 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from agenda.availability.local_time import local_instant
+from core.l10n import date_shown, datetime_shown, time_shown
 from core.models import Company
 
 
 def local_shown(instant: datetime, company: Company) -> str:
-    return instant.astimezone(company.tz).strftime("%Y-%m-%d %H:%M")
+    return datetime_shown(instant, company.tz)
 
 
 def local_start(form: forms.Form, day: date, at: time, tz: ZoneInfo) -> datetime | None:
@@ -26,7 +27,7 @@ def local_start(form: forms.Form, day: date, at: time, tz: ZoneInfo) -> datetime
                 "%(time)s does not exist on %(day)s in the company's time zone: the clocks go "
                 "forward then. Choose another time."
             )
-            % {"time": at.strftime("%H:%M"), "day": day.isoformat()},
+            % {"time": time_shown(at), "day": date_shown(day)},
         )
         return None
     return starts_at

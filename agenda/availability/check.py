@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agenda.availability.busy import blocked_range, scheduled_in_window, working_intervals
-from agenda.availability.local_time import describe_instant
+from agenda.availability.local_time import describe_instant, in_words
 from agenda.availability.queries import SETTINGS_FIELDS, loaded
 from agenda.availability.search import customer_limits, nearest_free_slots
 from agenda.availability.slots import Move, describe_slots
@@ -79,7 +79,8 @@ def _unavailable(
     described = describe_slots(nearest, company.tz)
     if described:
         options = "; ".join(
-            _g("%(weekday)s %(date)s a las %(time)s con %(professional)s") % d for d in described
+            _g("%(weekday)s %(date)s a las %(time)s con %(professional)s") % in_words(d)
+            for d in described
         )
         message = _g(
             "%(problem)s Las franjas libres más cercanas son: %(options)s. "
@@ -350,7 +351,7 @@ def slot_facts_check(
                 "Ya tiene otra cita el %(weekday)s %(date)s a las %(time)s que coincide con "
                 "ese horario. Elija otra hora o cambie aquella cita."
             )
-            % described,
+            % in_words(described),
             code="appointment_overlap",
             overlapping_appointment=described,
         )

@@ -6,6 +6,8 @@ from zoneinfo import ZoneInfo
 
 from django.utils import formats
 
+from core.l10n import date_shown
+
 
 def local_label(instant: datetime, tz: ZoneInfo) -> str:
     return instant.astimezone(tz).strftime("%Y-%m-%d %H:%M")
@@ -35,6 +37,12 @@ def describe_instants(instants: Iterable[datetime], tz: ZoneInfo) -> list[dict[s
             }
         )
     return described
+
+
+def in_words(described: dict) -> dict:
+    """A description (`describe_instant`) as a sentence to a customer writes it: its ISO date,
+    for the machine, in the language's one date shape (core.l10n: "08/12/2026")."""
+    return {**described, "date": date_shown(date.fromisoformat(described["date"]))}
 
 
 def local_instant(day: date, at: time, tz: ZoneInfo) -> datetime:

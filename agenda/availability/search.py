@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 from django.utils.translation import ngettext
 
 from agenda.availability.busy import busy_times, working_intervals
-from agenda.availability.local_time import describe_instant
+from agenda.availability.local_time import describe_instant, in_words
 from agenda.availability.queries import SETTINGS_FIELDS, loaded, roster_rows
 from agenda.availability.slots import Move, Slot
 from agenda.models import AgendaSettings, Professional, Service
@@ -108,7 +108,7 @@ def beyond_horizon_error(settings: AgendaSettings, now: datetime, tz: ZoneInfo) 
             "anteriores.",
             days,
         )
-        % {"days": days, **last},
+        % {"days": days, **in_words(last)},
         code="slot_beyond_horizon",
         last_bookable=last,
     )

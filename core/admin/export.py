@@ -48,6 +48,7 @@ from openpyxl.cell import WriteOnlyCell
 from openpyxl.styles import Font
 from openpyxl.utils import get_column_letter
 
+from core.l10n import date_shown, datetime_shown
 from core.models import Company, StaffMembership
 from core.normalize import mask_email, mask_phone
 
@@ -116,11 +117,15 @@ class ExportLocale:
     def excel_date_format(self) -> str:
         return "dd/mm/yyyy" if self.day_first else "yyyy-mm-dd"
 
+    # CSV's text: core.l10n's one date and date-time shape of the language (the XLSX formats
+    # above are Excel's spelling of the same shapes).
     def text_datetime(self, local: datetime) -> str:
-        return f"{local:%d/%m/%Y %H:%M}" if self.day_first else f"{local:%Y-%m-%d %H:%M}"
+        with translation.override(self.language):
+            return datetime_shown(local, local.tzinfo)
 
     def text_date(self, day: date) -> str:
-        return f"{day:%d/%m/%Y}" if self.day_first else f"{day:%Y-%m-%d}"
+        with translation.override(self.language):
+            return date_shown(day)
 
     def excel_money_format(self, currency: str) -> str:
         return _money_format(self.language, currency.upper())

@@ -95,9 +95,25 @@ class ConversationAdmin(RecordRulesAdmin, CompanyScopedAdmin):
     # list_display's foreign keys would leave it out: a query per row.
     list_select_related = ["company", "contact"]
     search_fields = ["external_id"]
-    readonly_fields = [f.name for f in Conversation._meta.fields]
+    # How the customer identified is shown by its label in the staff member's language.
+    readonly_fields = [
+        "identified_via_shown" if f.name == "identified_via" else f.name
+        for f in Conversation._meta.fields
+    ]
+    exclude = ["identified_via"]
     actions = ["send_code_by_sms", "send_code_by_email"]
     action_permissions = {"issue_code": "core.add_verificationchallenge"}
+
+    @admin.display(description=_("identified via"))
+    def identified_via_shown(self, conversation: Conversation) -> str:
+        labels = {
+            "document": _("document number"),
+            "phone": _("phone"),
+            "email": _("email"),
+            "link": _("a link sent to the customer"),
+        }
+        via = conversation.identified_via
+        return str(labels.get(via, via)) if via else "—"
 
     def has_issue_code_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("core.add_verificationchallenge")
@@ -206,6 +222,35 @@ class StepUpPolicyAdmin(CompanyScopedAdmin):
         )
 
 
+# What our own code stores about a code's delivery (English, for the logs), as staff read it;
+# a provider's own words ("queued", "SMTP 550") are shown as they came.
+DELIVERY_WORDS_SHOWN = {
+    "printed": _("printed in the server's log (no SMS provider set up)"),
+    "written": _("written to a file (no SMS provider set up)"),
+    "stored": _("kept in memory (no SMS provider set up)"),
+    "no longer valid": _("the code was no longer valid"),
+    "expired before delivery": _("the code expired before it could be sent"),
+    "revoked before delivery": _("the code was revoked before it was sent"),
+    "the worker stopped while sending; it may have left": _(
+        "sending stopped before it finished; the code may have left"
+    ),
+    "nobody has that identifier": _("nobody has that identifier"),
+    "no phone or email on record": _("the customer has no phone or email"),
+    "the customer's codes are locked": _("the customer's codes are locked"),
+    "over the customer's hourly limit": _("over the customer's hourly limit"),
+    "over the conversation's limit": _("over the conversation's limit"),
+    "over the credential's hourly budget": _("over the gateway credential's hourly budget"),
+}
+
+
+def delivery_words_shown(value: str) -> str:
+    if not value:
+        return "—"
+    if value.startswith("broker unreachable"):
+        return str(_("the message queue could not be reached"))
+    return str(DELIVERY_WORDS_SHOWN.get(value, value))
+
+
 @admin.register(VerificationChallenge)
 class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
     """Status, channel, masked destination, attempts and times; never the code, its HMAC or
@@ -242,9 +287,9 @@ class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
         "verified_at",
         "delivery_status",
         "delivery_attempts",
-        "delivery_error",
+        "delivery_error_shown",
         "provider_message_id",
-        "provider_status",
+        "provider_status_shown",
         "sent_at",
         "issued_by",
     ]
@@ -253,6 +298,14 @@ class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         return self.fields
+
+    @admin.display(description=_("delivery error"))
+    def delivery_error_shown(self, challenge: VerificationChallenge) -> str:
+        return delivery_words_shown(challenge.delivery_error)
+
+    @admin.display(description=_("provider status"))
+    def provider_status_shown(self, challenge: VerificationChallenge) -> str:
+        return delivery_words_shown(challenge.provider_status)
 
     @admin.action(description=_("Revoke selected codes"), permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:

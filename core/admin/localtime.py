@@ -18,9 +18,10 @@ from django.contrib import admin
 from django.db import models
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils import formats, timezone
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.l10n import datetime_shown
 from core.models import Company
 from core.roles import staff_company_ids
 
@@ -31,12 +32,12 @@ _LIST_ZONES: contextvars.ContextVar[dict[int, ZoneInfo] | None] = contextvars.Co
 
 
 def local_datetime_shown(instant: datetime | None, tz: ZoneInfo | None) -> str:
-    """`instant` as staff read it: the locale's short date and time in `tz`, and the zone's
-    abbreviation ("03/12/2026 15:30 CET")."""
-    if instant is None:
-        return "—"
-    local = instant.astimezone(tz or ZoneInfo("UTC"))
-    return f"{formats.date_format(local, 'SHORT_DATETIME_FORMAT')} {local.tzname()}"
+    """`instant` as staff read it: the date and time in `tz` (core.l10n), and the zone's
+    abbreviation ("03/12/2026 15:30 CET") only where the page is in another zone (a list of
+    several companies' rows); the page names its own zone under its title."""
+    zone = tz or ZoneInfo("UTC")
+    named = str(timezone.get_current_timezone()) != str(zone)
+    return datetime_shown(instant, zone, zone=named)
 
 
 def _zone_of(company_id: int | None) -> ZoneInfo | None:

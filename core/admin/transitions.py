@@ -15,7 +15,6 @@ from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.utils import formats, timezone
 from django.utils.translation import gettext_lazy as _
 from django_fsm import FSMFieldMixin, Transition
 from django_fsm.admin import FSMAdminMixin, FSMTransitionContext
@@ -24,6 +23,7 @@ from django_fsm_log.models import StateLog
 
 from core.admin.confirmation import ConfirmedTransitionsAdmin
 from core.errors import GaranteError
+from core.l10n import datetime_shown
 
 
 class ServiceRefusalsAdmin:
@@ -301,6 +301,8 @@ class TransitionHistoryInline(StateLogInline):
     which state to which, who, when. Read-only, newest first."""
 
     fields = ["when", "transition_shown", "from_state", "to_state", "by_shown", "note"]
+    # Without the log line a StateLog reads as ("2026-12-07 12:07:28.754994+00:00 - ...").
+    template = "admin/garante/tabular_records.html"
     verbose_name = _("state change")
     verbose_name_plural = _("state history")
 
@@ -315,7 +317,7 @@ class TransitionHistoryInline(StateLogInline):
 
     @admin.display(description=_("when"))
     def when(self, log: StateLog) -> str:
-        return formats.date_format(timezone.localtime(log.timestamp), "SHORT_DATETIME_FORMAT")
+        return datetime_shown(log.timestamp)
 
     @admin.display(description=_("note"))
     def note(self, log: StateLog) -> str:

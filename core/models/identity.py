@@ -305,4 +305,5 @@ class VerificationChallenge(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_channel_display()} → {self.masked_destination} ({self.status})"
+        status = self.get_status_display()
+        return f"{self.get_channel_display()} → {self.masked_destination} · {status}"

@@ -5,6 +5,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.l10n import datetime_shown
 from core.models.tenancy import Company
 
 
@@ -23,7 +24,7 @@ class SmsSend(models.Model):
         indexes = [models.Index(fields=["company", "created_at"], name="sms_send_window")]
 
     def __str__(self) -> str:
-        return f"{self.company_id} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.company_id} @ {datetime_shown(self.created_at)}"
 
 
 class OutboxMessage(models.Model):

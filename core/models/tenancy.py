@@ -213,4 +213,4 @@ class StaffMembership(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.user} @ {self.company} ({self.role})"
+        return f"{self.user} @ {self.company} ({self.get_role_display()})"

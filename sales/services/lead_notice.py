@@ -11,10 +11,11 @@ from typing import Any
 from django.db import transaction
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import formats, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from core.jobs import task_named
+from core.l10n import datetime_shown
 from core.mail import admin_link, staff_email_send
 from core.transactions import one_at_a_time
 from sales.models import Opportunity, SalesSettings
@@ -96,9 +97,7 @@ def _notice_text(opportunity: Opportunity) -> tuple[str, str]:
         {
             "opportunity": opportunity,
             "from_customer": opportunity.conversation_id is not None,
-            "came_in": formats.date_format(
-                timezone.localtime(opportunity.created_at), "SHORT_DATETIME_FORMAT"
-            ),
+            "came_in": datetime_shown(opportunity.created_at),
             "pickup_hours": pickup,
             "url": admin_link(reverse("admin:sales_opportunity_change", args=[opportunity.pk])),
         },
@@ -183,9 +182,7 @@ def opportunity_owner_notify(*, opportunity_id: int) -> int:
                 "sales/lead_assigned_email.txt",
                 {
                     "opportunity": opportunity,
-                    "came_in": formats.date_format(
-                        timezone.localtime(opportunity.created_at), "SHORT_DATETIME_FORMAT"
-                    ),
+                    "came_in": datetime_shown(opportunity.created_at),
                     "url": admin_link(
                         reverse("admin:sales_opportunity_change", args=[opportunity.pk])
                     ),

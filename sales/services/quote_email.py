@@ -4,9 +4,10 @@ import logging
 from datetime import datetime, timedelta
 
 from django.template.loader import render_to_string
-from django.utils import formats, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
+from core.l10n import datetime_shown
 from core.outbound import EMAIL, OutboundRefused, message_send
 from core.transactions import one_at_a_time
 from sales import money
@@ -102,7 +103,7 @@ def _quote_email(quote: Quote) -> tuple[str, str]:
 def _validity_sentence(valid_until: datetime) -> str:
     """The email's validity sentence in the active language and timezone, ending in one full
     stop even when the date itself ends in one (English times end in "a.m.")."""
-    until = formats.date_format(timezone.localtime(valid_until), "DATETIME_FORMAT")
+    until = datetime_shown(valid_until)
     sentence = _("Válida hasta el %(until)s.") % {"until": until}
     return sentence[:-1] if sentence.endswith("..") else sentence
 

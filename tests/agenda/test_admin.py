@@ -90,7 +90,7 @@ def test_staff_see_only_their_companys_appointments(
 
     assert appointment.reference in page
     assert theirs.reference not in page
-    assert "2026-12-08 10:00" in page  # local time, not UTC
+    assert "08/12/2026 10:00" in page  # local time, not UTC
     assert staff_client.get(change_url(theirs)).status_code == 302  # not theirs: redirected
 
 
@@ -227,7 +227,7 @@ def test_the_day_view_shows_hours_and_appointments_in_local_time(staff_client, m
     assert response.status_code == 200
     assert "09:00-13:00, 15:00-19:00" in page
     assert appointment.reference in page and "10:00-10:30" in page
-    assert "martes 2026-12-08" in page
+    assert "martes 08/12/2026" in page
 
 
 def test_time_off_over_scheduled_appointments_warns_staff_with_each_one(
@@ -278,8 +278,8 @@ def test_time_off_over_scheduled_appointments_warns_staff_with_each_one(
     assert response.status_code == 200
     [warning] = [m for m in response.context["messages"] if m.level_tag == "warning"]
     text = str(warning)
-    assert appointment.reference in text and "2026-12-08 10:00" in text
-    assert later.reference in text and "2026-12-08 12:00" in text
+    assert appointment.reference in text and "08/12/2026 10:00" in text
+    assert later.reference in text and "08/12/2026 12:00" in text
     assert cancelled.reference not in text and outside.reference not in text
     assert TimeOff.objects.filter(professional=marta).count() == 1
 
@@ -321,7 +321,7 @@ def test_time_off_added_on_the_professionals_page_warns_too(staff_client, marta,
     assert response.status_code == 200
     assert [str(m) for m in response.context["messages"] if m.level_tag == "warning"] == [
         f"Citas programadas de Marta caen dentro de esta ausencia y siguen reservadas hasta que "
-        f"las reprograme o cancele: {appointment.reference} (2026-12-08 10:00, Ana García)."
+        f"las reprograme o cancele: {appointment.reference} (08/12/2026 10:00, Ana García)."
     ]
     assert TimeOff.objects.filter(professional=marta, reason="Formación").exists()
     assert marta.working_hours.count() == 10  # the hours posted back unchanged
@@ -390,11 +390,11 @@ def test_a_time_off_page_shows_the_professionals_time_to_staff_of_several_compan
     page = two_company_client.get(reverse("admin:agenda_timeoff_change", args=[time_off.pk]))
     listed = two_company_client.get(reverse("admin:agenda_timeoff_changelist"))
 
-    assert rendered(page, "starts_at_1") == "10:00:00"
-    assert rendered(page, "ends_at_1") == "13:00:00"
+    assert rendered(page, "starts_at_1") == "10:00"
+    assert rendered(page, "ends_at_1") == "13:00"
     shown = page.context["adminform"].form["starts_at"].value()
     assert shown.utcoffset() == local(2026, 12, 8, 10).utcoffset()
-    assert "2026-12-08 10:00" in listed.content.decode()
+    assert "08/12/2026 10:00" in listed.content.decode()
 
 
 def test_time_off_on_the_professionals_page_is_shown_in_the_companys_time(staff_client, marta):
@@ -406,7 +406,7 @@ def test_time_off_on_the_professionals_page_is_shown_in_the_companys_time(staff_
 
     page = staff_client.get(reverse("admin:agenda_professional_change", args=[marta.pk]))
 
-    assert rendered(page, "time_off-0-starts_at_1") == "10:00:00"
+    assert rendered(page, "time_off-0-starts_at_1") == "10:00"
 
 
 @pytest.fixture
@@ -439,7 +439,7 @@ def test_the_add_form_refuses_a_time_the_spring_change_skips(
     )
 
     assert response.status_code == 200
-    assert "El 2027-03-28 no existe la hora 02:30" in response.content.decode()
+    assert "El 28/03/2027 no existe la hora 02:30" in response.content.decode()
     assert not Appointment.objects.exists()
 
 
@@ -465,7 +465,7 @@ def test_the_reschedule_form_refuses_a_time_the_spring_change_skips(
         url, {"professional": night_owl.pk, "day": "2027-03-28", "at": "02:30"}, follow=True
     )
 
-    assert "El 2027-03-28 no existe la hora 02:30" in response.content.decode()
+    assert "El 28/03/2027 no existe la hora 02:30" in response.content.decode()
     appointment.refresh_from_db()
     assert appointment.starts_at == local(2027, 3, 28, 4)
 

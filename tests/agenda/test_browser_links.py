@@ -62,7 +62,7 @@ def test_a_customer_moves_then_cancels_from_the_sms_link(phone_browser, booked, 
     driver.get(link)
     wait_for(driver, "main h1")
     text = page_text(driver)
-    assert "Su cita" in text and "Corte de pelo" in text and "martes 8 de diciembre de 2026" in text
+    assert "Su cita" in text and "Corte de pelo" in text and "martes 08/12/2026" in text
     assert "10:00" in text and "agendada" in text
     width = driver.execute_script("return document.documentElement.scrollWidth")
     assert width <= 390  # nothing wider than the phone: no sideways scrolling
@@ -75,17 +75,15 @@ def test_a_customer_moves_then_cancels_from_the_sms_link(phone_browser, booked, 
     assert "Elija la nueva hora" in page_text(driver)
     accessible(driver, axe)
     shot(driver, "02-move")
-    choose_slot(driver, "martes 8 de diciembre de 2026", "11:00")
+    choose_slot(driver, "martes 08/12/2026", "11:00")
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait_for(driver, ".done")
-    assert "Hecho: su cita es ahora el martes 8 de diciembre de 2026 a las 11:00." in (
-        page_text(driver)
-    )
+    assert "Hecho: su cita es ahora el martes 08/12/2026 a las 11:00." in (page_text(driver))
     accessible(driver, axe)
     shot(driver, "03-moved")
     appointment.refresh_from_db()
     assert appointment.starts_at == local(2026, 12, 8, 11)
-    assert "se ha cambiado al martes 8 de diciembre de 2026 a las 11:00" in sms_outbox[-1].body
+    assert "se ha cambiado al martes 08/12/2026 a las 11:00" in sms_outbox[-1].body
 
     # 3. Cancel, with a reason: a confirmation first.
     driver.find_element(By.LINK_TEXT, "Cancelar la cita").click()
@@ -119,7 +117,7 @@ def test_a_slot_taken_meanwhile_offers_the_nearest_on_the_phone(
     driver = phone_browser
     driver.get(link + "/move")
     wait_for(driver, "input[name=slot]")
-    choose_slot(driver, "martes 8 de diciembre de 2026", "11:00")
+    choose_slot(driver, "martes 08/12/2026", "11:00")
     appointment_book(  # Bruno takes it while Ana looks at the page
         company=company,
         contact=bruno,

@@ -68,7 +68,7 @@ def test_it_refuses_a_customer_a_second_appointment_overlapping_another_professi
     assert error["error_type"] == "VALIDATION"
     assert error["code"] == "appointment_overlap"
     # The other appointment's date and time, in Madrid's time.
-    assert "martes 2026-12-08 a las 10:00" in error["user_message"]
+    assert "martes 08/12/2026 a las 10:00" in error["user_message"]
     assert error["overlapping_appointment"] == {
         "date": "2026-12-08",
         "weekday": "martes",
@@ -137,7 +137,7 @@ def test_a_move_onto_the_customers_other_appointment_is_refused(company, service
         )
 
     assert caught.value.code == "appointment_overlap"
-    assert "2026-12-08 a las 10:00" in caught.value.as_dict()["user_message"]
+    assert "08/12/2026 a las 10:00" in caught.value.as_dict()["user_message"]
     later.refresh_from_db()
     assert later.starts_at == local(2026, 12, 8, 16)
 
@@ -306,7 +306,7 @@ def test_a_search_past_the_horizon_names_the_last_bookable_date(gateway):
     assert found.body["error_type"] == "VALIDATION"
     assert found.body["code"] == "slot_beyond_horizon"
     assert "60 días" in found.body["user_message"]
-    assert "viernes 2027-02-05 a las 08:00" in found.body["user_message"]
+    assert "viernes 05/02/2027 a las 08:00" in found.body["user_message"]
     assert found.body["last_bookable"] == {
         "date": "2027-02-05",
         "weekday": "viernes",

@@ -62,7 +62,7 @@ def test_the_confirmation_carries_a_link_before_the_opt_out(booked, sms_outbox):
     (sms,) = sms_outbox
     assert sms.body.startswith(
         "Peluquería Sol: su cita de Corte de pelo con Marta queda reservada para el martes "
-        "8 de diciembre de 2026 a las 10:00. Para ver, cambiar o cancelar su cita: "
+        "08/12/2026 a las 10:00. Para ver, cambiar o cancelar su cita: "
         f"{PUBLIC_URL}/a/"
     )
     assert " Para no recibir más avisos: " in sms.body
@@ -100,7 +100,7 @@ def test_the_page_shows_the_appointment_in_the_companys_language_and_zone(client
     assert "Peluquería Sol" in text
     assert "Servicio Corte de pelo" in text
     assert "Con Marta" in text
-    assert "Día martes 8 de diciembre de 2026" in text
+    assert "Día martes 08/12/2026" in text
     assert "Hora 10:00" in text
     assert "Estado agendada" in text
     assert "Cambiar de día u hora" in text and "Cancelar la cita" in text
@@ -134,7 +134,7 @@ def test_an_english_company_shows_it_in_english_in_its_own_time_zone(
     text = visible_text(client.get(manage_path(sms.body)).content.decode())
 
     assert "Your appointment" in text
-    assert "Day Tuesday Dec. 8, 2026" in text
+    assert "Day Tuesday 2026-12-08" in text
     assert "Time 10:00" in text
 
 
@@ -245,8 +245,8 @@ def test_the_move_page_lists_free_slots_of_the_same_service_and_moves_once(
     html = page.content.decode()
     text = visible_text(html)
     assert "Elija la nueva hora" in text
-    assert "lunes 7 de diciembre de 2026" in text  # today, from 09:00 (an hour's notice)
-    assert "martes 8 de diciembre de 2026" in text
+    assert "lunes 07/12/2026" in text  # today, from 09:00 (an hour's notice)
+    assert "martes 08/12/2026" in text
     values = slot_values(html)
     assert values
     # Its own slot (Tuesday 10:00 with Marta) is no move, and is not offered.
@@ -259,7 +259,7 @@ def test_the_move_page_lists_free_slots_of_the_same_service_and_moves_once(
         done = client.post(path + "/move", form)
 
     assert done.status_code == 200
-    assert "Hecho: su cita es ahora el martes 8 de diciembre de 2026 a las 11:00." in (
+    assert "Hecho: su cita es ahora el martes 08/12/2026 a las 11:00." in (
         visible_text(done.content.decode())
     )
     appointment.refresh_from_db()
@@ -267,7 +267,7 @@ def test_the_move_page_lists_free_slots_of_the_same_service_and_moves_once(
     assert appointment.state == Appointment.State.SCHEDULED
     log = StateLog.objects.filter(object_id=str(appointment.pk), transition="reschedule").get()
     assert log.description == HISTORY_NOTE
-    assert "se ha cambiado al martes 8 de diciembre de 2026 a las 11:00" in sms_outbox[-1].body
+    assert "se ha cambiado al martes 08/12/2026 a las 11:00" in sms_outbox[-1].body
     # The moved appointment's confirmation brings its own link, which names the same one.
     assert manage_path(sms_outbox[-1].body) != path
     assert "11:00" in visible_text(client.get(manage_path(sms_outbox[-1].body)).content.decode())
@@ -340,13 +340,13 @@ def test_the_move_page_pages_through_later_dates(client, booked):
     assert "Fechas posteriores" in html and "Fechas anteriores" not in html
     later = client.get(path + "/move?from=2026-12-21")
     text = visible_text(later.content.decode())
-    assert "lunes 21 de diciembre de 2026" in text
+    assert "lunes 21/12/2026" in text
     assert "Fechas anteriores" in text
     # A date past the booking horizon says which is the last bookable one.
     for far_day in ("2027-06-01", "9999-12-31"):
         far = visible_text(client.get(path + f"/move?from={far_day}").content.decode())
         assert "Solo se puede reservar con hasta 60 días de antelación" in far
     # A date that is no date shows this week.
-    assert "lunes 7 de diciembre de 2026" in visible_text(
+    assert "lunes 07/12/2026" in visible_text(
         client.get(path + "/move?from=nonsense").content.decode()
     )

@@ -112,7 +112,7 @@ def test_a_busy_slot_is_rejected_with_the_nearest_free_slots(book, bruno):
         "time": "09:00",
         "professional": "Marta",
     }
-    assert "martes 2026-12-08 a las 09:00 con Marta" in error["user_message"]
+    assert "martes 08/12/2026 a las 09:00 con Marta" in error["user_message"]
     assert Appointment.objects.count() == 1
 
 

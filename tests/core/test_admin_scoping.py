@@ -56,8 +56,8 @@ def test_creating_a_credential_in_the_admin_shows_the_token_once(client, staff, 
     assert token is not None, shown
     assert gateway_company_authenticate(token.group(1)) == company
     assert shown[1:] == [
-        f'El credencial del Gateway “<a href="/admin/core/gatewaycredential/{credential.pk}'
-        f'/change/">whatsapp ({credential.token_prefix}…)</a>” fue agregado correctamente.'
+        f'Se ha añadido «<a href="/admin/core/gatewaycredential/{credential.pk}'
+        f'/change/">whatsapp ({credential.token_prefix}…)</a>» (credencial del Gateway).'
     ]
     assert all(credential.token_hash not in m for m in shown)
 

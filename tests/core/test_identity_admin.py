@@ -129,9 +129,9 @@ def test_staff_edit_which_actions_need_step_up(client, staff, company):
     policy = StepUpPolicy.objects.get(company=company)
     assert [str(m) for m in response.context["messages"]] == [
         "Todos los servidores aplican este cambio en 1 segundo como máximo.",
-        f'El política de verificación reforzada “<a href="/admin/core/stepuppolicy/{policy.pk}'
-        f'/change/">{company.name}: accept_quote, cancel_appointment</a>” fue agregado '
-        "correctamente.",
+        f'Se ha añadido «<a href="/admin/core/stepuppolicy/{policy.pk}'
+        f'/change/">{company.name}: accept_quote, cancel_appointment</a>» '
+        "(política de verificación reforzada).",
     ]
 
 

@@ -21,7 +21,7 @@ def test_a_slot_search_past_the_horizon_names_the_last_bookable_date(
     body = response.json()
     assert body["error_type"] == "VALIDATION"
     assert body["code"] == "slot_beyond_horizon"
-    assert "viernes 2027-02-05 a las 08:00" in body["user_message"]
+    assert "viernes 05/02/2027 a las 08:00" in body["user_message"]
     assert body["last_bookable"]["date"] == "2027-02-05"
 
 
@@ -48,7 +48,7 @@ def test_a_customer_cannot_be_booked_with_two_professionals_at_once(
 
     assert second.status_code == 422, second.content
     assert second.json()["code"] == "appointment_overlap"
-    assert "martes 2026-12-08 a las 10:00" in second.json()["user_message"]
+    assert "martes 08/12/2026 a las 10:00" in second.json()["user_message"]
 
 
 def test_slots_run_until_midnight_when_the_hours_end_at_24_00(api, company, service, frozen_clock):

@@ -55,7 +55,7 @@ def test_a_worker_emails_the_sent_quote_to_the_customer(
     assert message["To"] == ANA_EMAIL
     assert quote.reference in message["Subject"]
     body = message.get_payload(decode=True).decode()
-    assert "41,25 EUR" in body
+    assert "41,25\u00a0€" in body
     assert wait_for(lambda: Quote.objects.get(pk=quote.pk).emailed_at)
 
 

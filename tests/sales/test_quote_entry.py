@@ -71,8 +71,8 @@ def test_every_problem_is_found_at_once_each_on_its_row(company, catalog):
         ["Solo quedan 3 de «Taza de cerámica» (se piden 4)."],
         ["Ningún producto activo tiene el SKU «NOPE-1»."],
         ["«Filtros» no está en la lista de precios vigente."],
-        ["La cantidad debe estar entre 1 y 10\xa0000."],
-        ["La cantidad debe estar entre 1 y 10\xa0000."],
+        ["La cantidad debe estar entre 1 y 10.000."],
+        ["La cantidad debe estar entre 1 y 10.000."],
     ]
     assert result.total == 0  # no total while a row cannot be priced
 

@@ -506,7 +506,7 @@ def test_an_agent_gets_no_quote_actions_and_cannot_confirm_one(client, sol_day, 
 
 
 def test_a_reason_from_the_list_is_told_in_the_companys_language_not_the_staff_members(
-    client, make_company, make_staff, sms_outbox
+    client, make_company, make_staff, sms_outbox, settings
 ):
     sun = make_company(name="Sun Salon", timezone=midday_timezone(), language="en")
     service = Service.objects.create(company=sun, name="Haircut", duration_minutes=30)
@@ -528,6 +528,7 @@ def test_a_reason_from_the_list_is_told_in_the_companys_language_not_the_staff_m
         enforce_customer_rules=False,
     )
     client.force_login(make_staff("agent.sun", sun, "agent"))
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "es"  # who chose to read Spanish
 
     _url, page = opened(client, appointment, "cancel")  # the staff member reads Spanish
     confirm(client, appointment, "cancel", "customer_asked")

@@ -204,8 +204,8 @@ def test_agents_cannot_see_gateway_credentials_and_admins_manage_them(
     token = re.fullmatch(r"Copie este token ahora; no se volverá a mostrar: (gt_\S+)", shown[0])
     assert token is not None and token.group(1).startswith(credential.token_prefix), shown
     assert shown[1:] == [
-        f'El credencial del Gateway “<a href="/admin/core/gatewaycredential/{credential.pk}'
-        f'/change/">whatsapp ({credential.token_prefix}…)</a>” fue agregado correctamente.'
+        f'Se ha añadido «<a href="/admin/core/gatewaycredential/{credential.pk}'
+        f'/change/">whatsapp ({credential.token_prefix}…)</a>» (credencial del Gateway).'
     ]
     token_page = client.get(f"/admin/core/gatewaycredential/{credential.pk}/change/")
     assert credential.token_hash not in token_page.content.decode()

@@ -5,7 +5,6 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.test import RequestFactory
 from django.utils import translation
-from django.utils.text import capfirst
 
 from agenda.models import Appointment
 from core.admin import CompanyScopedAdmin
@@ -108,8 +107,8 @@ def test_staff_cannot_open_another_companys_objects_even_by_url(client, sol_day,
         # As for a record that does not exist: back to the admin's index, saying so.
         assert response.redirect_chain == [("/admin/", 302)], url
         page = response.content.decode()
-        missing = f"{capfirst(obj._meta.verbose_name)} con el ID “{obj.pk}” no existe."
-        assert f"{missing} ¿Quizás fue eliminado?" in page, url
+        missing = f"No hay ningún registro de {obj._meta.verbose_name} con el ID «{obj.pk}»."
+        assert f"{missing} Quizás se eliminó." in page, url
         assert obj.company.name not in response.content.decode()
 
 

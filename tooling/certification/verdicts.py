@@ -96,7 +96,13 @@ def stated_total(exchange: Exchange) -> Decimal | None:
     except InvalidOperation:
         return None
     message = str(body.get("user_message", ""))
-    spoken = {f"{total:.2f}", f"{total:.2f}".replace(".", ",")}
+    grouped = f"{total:,.2f}"  # 1,077.23; in Spanish 1.077,23 (core.l10n's money format)
+    spoken = {
+        f"{total:.2f}",
+        f"{total:.2f}".replace(".", ","),
+        grouped,
+        grouped.translate(str.maketrans(",.", ".,")),
+    }
     return total if any(s in message for s in spoken) else None
 
 
