@@ -10,7 +10,7 @@ appointments' own permissions, checked by their admin. Every write goes through
 agenda.services (and core.services for a new customer), in one transaction.
 """
 
-from datetime import date, datetime, time
+from datetime import date
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,7 +23,7 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
 from agenda import calendar_page, clock, services
@@ -33,6 +33,7 @@ from agenda.availability.local_time import describe_instant
 from agenda.models import NOTES_MAX_LENGTH, Appointment, Calendar, Professional, Service
 from core.admin import CompanyScopedAdmin
 from core.errors import GaranteError
+from core.l10n import day_shown
 from core.models import Company, Contact
 from core.normalize import normalize_email
 from core.services import contact_create
@@ -55,9 +56,9 @@ def _day(value: str, company: Company) -> date:
 
 
 def day_title(day: date, company: Company) -> str:
-    noon = datetime.combine(day, time(12), tzinfo=company.tz)
-    described = describe_instant(noon, company.tz)
-    return f"{described['weekday']} {day.day}/{day.month}/{day.year}"
+    """The weekday and the date in the company's language and its one date format."""
+    with translation.override(company.language):
+        return day_shown(day)
 
 
 class CustomerSearch(AutocompleteSelect):
