@@ -15,6 +15,7 @@ from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 
 from core.l10n import datetime_shown
 from core.models import BearerCredential, Company, Contact, Conversation
+from core.models.messages import CustomerMessage
 
 # Upper bounds that keep one appointment (duration plus buffers) well under a day, so a window
 # query can bound its index range scan (MAX_BLOCKED_SPAN).
@@ -531,7 +532,7 @@ class Calendar(Appointment):
         verbose_name_plural = _("calendar")
 
 
-class AppointmentMessage(models.Model):
+class AppointmentMessage(CustomerMessage):
     """One message to the customer about an appointment: the confirmation of a booking, a
     move or a cancellation, or the reminder before it (agenda.appointment_messages).
 
@@ -549,10 +550,6 @@ class AppointmentMessage(models.Model):
         MOVED = "moved", _("Change confirmation")
         CANCELLED = "cancelled", _("Cancellation confirmation")
         REMINDER = "reminder", _("Reminder")
-
-    class Channel(models.TextChoices):
-        SMS = "sms", _("SMS")
-        EMAIL = "email", _("Email")
 
     class Status(models.TextChoices):
         SCHEDULED = "scheduled", _("Scheduled")
@@ -580,22 +577,12 @@ class AppointmentMessage(models.Model):
         verbose_name=_("appointment"),
     )
     kind = models.CharField(_("message"), max_length=16, choices=Kind.choices)
-    channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices, blank=True)
     # The start the message tells of: a reminder or a confirmation is for this time only.
     starts_at = models.DateTimeField(_("for the appointment at"))
     due_at = models.DateTimeField(_("due"))
     status = models.CharField(
         _("status"), max_length=16, choices=Status.choices, default=Status.QUEUED
     )
-    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
-    error = models.CharField(_("why not sent / error"), max_length=300, blank=True)
-    masked_destination = models.CharField(_("sent to"), max_length=254, blank=True)
-    provider_message_id = models.CharField(_("provider message id"), max_length=100, blank=True)
-    provider_status = models.CharField(_("provider status"), max_length=40, blank=True)
-    queued_at = models.DateTimeField(_("queued"), null=True, blank=True)
-    claimed_at = models.DateTimeField(_("sending since"), null=True, blank=True)
-    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
-    created_at = models.DateTimeField(_("created"), auto_now_add=True)
     # The opaque key of the message's opt-out link (agenda.opt_out), drawn when the message is
     # first claimed for sending, and when the link stops working.
     opt_out_key = models.CharField(
@@ -606,8 +593,6 @@ class AppointmentMessage(models.Model):
     manage_key = models.CharField(
         _("manage link key"), max_length=32, unique=True, null=True, blank=True, editable=False
     )
-    # The reason staff gave for the change (a cancellation's), told to the customer in it.
-    reason = models.CharField(_("reason"), max_length=300, blank=True)
 
     class Meta:
         verbose_name = _("appointment message")
@@ -630,9 +615,6 @@ class AppointmentMessage(models.Model):
                 name="one_open_reminder_per_appointment",
             ),
         ]
-
-    def __str__(self) -> str:
-        return f"{self.get_kind_display()} · {self.get_status_display()}"
 
 
 class CalendarFeed(BearerCredential):

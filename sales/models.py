@@ -20,6 +20,7 @@ from django_fsm import FSMField, FSMModelMixin, transition
 from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 
 from core.models import Company, Contact, Conversation
+from core.models.messages import CustomerMessage
 from sales import money
 
 
@@ -512,7 +513,7 @@ QUOTE_STATE_LABELS: dict[str, Promise] = {
 }
 
 
-class QuoteMessage(models.Model):
+class QuoteMessage(CustomerMessage):
     """One message to the customer about their quote or order when staff settle it: the order
     cancelled, the quote recorded as rejected, or withdrawn (sales.quote_messages), with the
     reason staff gave.
@@ -529,21 +530,6 @@ class QuoteMessage(models.Model):
         QUOTE_REJECTED = "quote_rejected", _("Quote rejected")
         QUOTE_WITHDRAWN = "quote_withdrawn", _("Quote withdrawn")
 
-    class Channel(models.TextChoices):
-        SMS = "sms", _("SMS")
-        EMAIL = "email", _("Email")
-
-    class Status(models.TextChoices):
-        QUEUED = "queued", _("Queued")
-        SENDING = "sending", _("Sending")
-        RETRYING = "retrying", _("Retrying")
-        SENT = "sent", _("Sent")
-        FAILED = "failed", _("Failed")
-        NOT_SENT = "not_sent", _("Not sent")
-        UNKNOWN = "unknown", _("Unknown (stopped while sending)")
-
-    OPEN_STATUSES = ("queued", "retrying", "sending")
-
     company = models.ForeignKey(
         Company, on_delete=models.CASCADE, related_name="quote_messages", verbose_name=_("company")
     )
@@ -551,20 +537,6 @@ class QuoteMessage(models.Model):
         "Quote", on_delete=models.CASCADE, related_name="messages", verbose_name=_("quote")
     )
     kind = models.CharField(_("message"), max_length=20, choices=Kind.choices)
-    reason = models.CharField(_("reason"), max_length=300, blank=True)
-    channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices, blank=True)
-    status = models.CharField(
-        _("status"), max_length=16, choices=Status.choices, default=Status.QUEUED
-    )
-    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
-    error = models.CharField(_("why not sent / error"), max_length=300, blank=True)
-    masked_destination = models.CharField(_("sent to"), max_length=254, blank=True)
-    provider_message_id = models.CharField(_("provider message id"), max_length=100, blank=True)
-    provider_status = models.CharField(_("provider status"), max_length=40, blank=True)
-    queued_at = models.DateTimeField(_("queued"), null=True, blank=True)
-    claimed_at = models.DateTimeField(_("sending since"), null=True, blank=True)
-    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
-    created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:
         verbose_name = _("message to the customer")
@@ -580,9 +552,6 @@ class QuoteMessage(models.Model):
                 condition=Q(status__in=["queued", "retrying", "sending"]),
             ),
         ]
-
-    def __str__(self) -> str:
-        return f"{self.get_kind_display()} · {self.get_status_display()}"
 
 
 class QuoteLine(models.Model):

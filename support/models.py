@@ -9,6 +9,7 @@ from django_fsm import FSMField, FSMModelMixin, transition
 from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 
 from core.models import Company, Contact, Conversation
+from core.models.messages import CustomerMessage
 
 
 class Case(FSMModelMixin, models.Model):
@@ -273,7 +274,7 @@ class CaseComment(models.Model):
         return self.author_contact_id is not None
 
 
-class CaseMessage(models.Model):
+class CaseMessage(CustomerMessage):
     """One message to the customer about their case: a staff member's public reply, the
     notice that the case is resolved, or that staff closed it (support.case_messages).
 
@@ -289,22 +290,6 @@ class CaseMessage(models.Model):
         REPLY = "reply", _("Public reply")
         RESOLVED = "resolved", _("Case resolved")
         CLOSED = "closed", _("Case closed")
-
-    class Channel(models.TextChoices):
-        SMS = "sms", _("SMS")
-        EMAIL = "email", _("Email")
-
-    class Status(models.TextChoices):
-        QUEUED = "queued", _("Queued")
-        SENDING = "sending", _("Sending")
-        RETRYING = "retrying", _("Retrying")
-        SENT = "sent", _("Sent")
-        FAILED = "failed", _("Failed")
-        NOT_SENT = "not_sent", _("Not sent")
-        UNKNOWN = "unknown", _("Unknown (stopped while sending)")
-
-    # Still to be sent or being sent: what the sweep reads.
-    OPEN_STATUSES = ("queued", "retrying", "sending")
 
     company = models.ForeignKey(
         Company, on_delete=models.CASCADE, related_name="case_messages", verbose_name=_("company")
@@ -322,21 +307,6 @@ class CaseMessage(models.Model):
         verbose_name=_("reply"),
     )
     kind = models.CharField(_("message"), max_length=16, choices=Kind.choices)
-    # What staff wrote when they resolved or closed the case (core.reasons), told in it.
-    reason = models.CharField(_("reason"), max_length=300, blank=True)
-    channel = models.CharField(_("channel"), max_length=8, choices=Channel.choices, blank=True)
-    status = models.CharField(
-        _("status"), max_length=16, choices=Status.choices, default=Status.QUEUED
-    )
-    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
-    error = models.CharField(_("why not sent / error"), max_length=300, blank=True)
-    masked_destination = models.CharField(_("sent to"), max_length=254, blank=True)
-    provider_message_id = models.CharField(_("provider message id"), max_length=100, blank=True)
-    provider_status = models.CharField(_("provider status"), max_length=40, blank=True)
-    queued_at = models.DateTimeField(_("queued"), null=True, blank=True)
-    claimed_at = models.DateTimeField(_("sending since"), null=True, blank=True)
-    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
-    created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:
         verbose_name = _("message to the customer")
@@ -350,9 +320,6 @@ class CaseMessage(models.Model):
                 condition=Q(status__in=["queued", "retrying", "sending"]),
             ),
         ]
-
-    def __str__(self) -> str:
-        return f"{self.get_kind_display()} · {self.get_status_display()}"
 
 
 class SupportSettings(models.Model):
