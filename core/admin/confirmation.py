@@ -103,10 +103,6 @@ class ConfirmationForm(forms.Form):
         required=False,
         strip=True,
         widget=forms.TextInput(attrs={"size": 60, "maxlength": REASON_MAX_LENGTH}),
-        help_text=_(
-            "Required for “Other”; optional otherwise. Plain text, at most %(max)d characters."
-        )
-        % {"max": REASON_MAX_LENGTH},
     )
 
     def __init__(self, *args: Any, confirmation: Confirmation, **kwargs: Any) -> None:
@@ -117,6 +113,10 @@ class ConfirmationForm(forms.Form):
             return
         if confirmation.reason_required:
             self.fields["reason"].choices = [*confirmation.reasons, (OTHER, _("Other"))]
+            # Formatted here, in the language of the request (not the one active at import).
+            self.fields["details"].help_text = _(
+                "Required for “Other”; optional otherwise. Plain text, at most %(max)d characters."
+            ) % {"max": REASON_MAX_LENGTH}
         else:
             # Optional: no choice at all is a choice, and words alone are "other".
             self.fields["reason"].required = False
@@ -156,7 +156,7 @@ class ConfirmationForm(forms.Form):
             return {"reason": "", "details": ""}
         code, details = data.get("reason"), data.get("details")
         if code == OTHER and not details and "details" not in self.errors:
-            self.add_error("details", _("Write the reason, or choose one from the list."))
+            self.add_error("details", _("With “Other”, write the reason in your words."))
         elif code and code != OTHER and details is not None:
             longest = len(self.confirmation.reason_text(code, details, translation.get_language()))
             if longest > REASON_MAX_LENGTH:

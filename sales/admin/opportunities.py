@@ -255,7 +255,15 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
                 continue
             taken += 1
         if taken:
-            self.message_user(request, _("Assigned %(n)d opportunity(ies) to you.") % {"n": taken})
+            self.message_user(
+                request,
+                ngettext(
+                    "%(n)d opportunity assigned to you.",
+                    "%(n)d opportunities assigned to you.",
+                    taken,
+                )
+                % {"n": taken},
+            )
 
     def get_fields(self, request: HttpRequest, obj: Opportunity | None = None) -> list[str]:
         fields = ["company", "contact", "title", "notes", "amount", "currency", "owner"]

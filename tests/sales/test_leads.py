@@ -214,7 +214,7 @@ def test_assign_to_me_takes_the_selected_leads(client, company, ana, team):
         follow=True,
     )
 
-    assert [str(m) for m in response.context["messages"]] == ["Se le asignaron 1 oportunidad(es)."]
+    assert [str(m) for m in response.context["messages"]] == ["Se le ha asignado 1 oportunidad."]
     opportunity.refresh_from_db()
     assert opportunity.owner == team["sara"]
     waiting = client.get(reverse("admin:sales_opportunity_changelist") + "?lead=waiting")

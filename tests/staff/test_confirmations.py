@@ -165,7 +165,7 @@ def test_the_page_says_nothing_is_sent_to_a_customer_who_opted_out_and_nothing_i
         ("x" * (REASON_MAX_LENGTH + 1), "El motivo es demasiado largo"),
         ("<b>cerrado</b>", "Escriba el motivo como texto sin formato"),
         ("cerrado &amp; sin luz", "Escriba el motivo como texto sin formato"),
-        ("", "Escriba el motivo o elija uno de la lista."),
+        ("", "Con «Otro», escriba el motivo con sus palabras."),
     ],
 )
 def test_a_reason_too_long_or_with_markup_is_a_form_error_and_nothing_happens(
