@@ -29,7 +29,7 @@ from django.utils.translation import gettext_lazy as _
 from agenda import calendar_page, clock, services
 from agenda.admin.appointments import off_grid_field
 from agenda.admin.common import local_start
-from agenda.availability.local_time import describe_instant
+from agenda.availability.local_time import describe_instant, in_words
 from agenda.models import NOTES_MAX_LENGTH, Appointment, Calendar, Professional, Service
 from core.admin import CompanyScopedAdmin
 from core.errors import GaranteError
@@ -343,7 +343,7 @@ class CalendarAdmin(CompanyScopedAdmin):
             "moving": moving,
             "moving_when": None
             if moving is None
-            else describe_instant(moving.starts_at, company.tz),
+            else in_words(describe_instant(moving.starts_at, company.tz)),
             "stop_moving_query": query(move=None),
             "today_query": query(date=today.isoformat()),
             "previous_query": query(date=calendar_page.step_to(view, day, -1).isoformat()),

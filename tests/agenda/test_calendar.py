@@ -455,6 +455,18 @@ def test_the_service_refuses_a_start_off_the_grid_with_the_nearest_grid_slots(
 # One appointment ----------------------------------------------------------------------------------
 
 
+def test_moving_names_the_appointments_time_in_the_one_date_shape(agent_client, booked):
+    page = agent_client.get(
+        agent_client.get(reverse("admin:agenda_calendar_appointment", args=[booked.pk])).context[
+            "move_url"
+        ]
+    )
+
+    banner = page.content.decode().split('id="cal-moving"', 1)[1].split("<a ", 1)[0]
+    local = booked.starts_at.astimezone(booked.company.tz)
+    assert local.strftime("%d/%m/%Y") in banner and local.strftime("%Y-%m-%d") not in banner
+
+
 def test_a_coming_appointment_offers_move_and_cancel_through_the_confirmation_page(
     agent_client, booked
 ):
