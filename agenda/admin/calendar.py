@@ -33,7 +33,7 @@ from agenda.availability.local_time import describe_instant, in_words
 from agenda.models import NOTES_MAX_LENGTH, Appointment, Calendar, Professional, Service
 from core.admin import CompanyScopedAdmin
 from core.errors import GaranteError
-from core.l10n import day_shown
+from core.l10n import day_shown, time_shown
 from core.models import Company, Contact
 from core.normalize import normalize_email
 from core.services import contact_create
@@ -415,12 +415,14 @@ class CalendarAdmin(CompanyScopedAdmin):
             booked = form.booked
             self.message_user(
                 request,
-                _("Booked %(reference)s: %(contact)s, %(service)s with %(professional)s.")
+                _("Booked %(reference)s: %(contact)s, %(service)s with %(professional)s, %(when)s.")
                 % {
                     "reference": booked.reference,
                     "contact": booked.contact,
                     "service": booked.service.name,
                     "professional": booked.professional.display_name,
+                    "when": f"{day_shown(booked.starts_at, company.tz)} "
+                    f"{time_shown(booked.starts_at, company.tz)}",
                 },
                 messages.SUCCESS,
             )

@@ -269,6 +269,8 @@ def test_an_existing_customer_is_booked_through_the_service_with_notes(
     assert appointment.contact == ana and appointment.created_via == "staff"
     assert appointment.notes == "Alergia al amoniaco"
     assert appointment.messages.filter(kind="booked").exists()  # as every booking
+    (told,) = [str(m) for m in agent_client.get(response["Location"]).context["messages"]]
+    assert "martes 08/12/2026 11:00" in told  # staff read back the day and time they booked
 
 
 def test_a_new_customer_is_created_with_the_booking(agent_client, company, marta, service):
