@@ -535,6 +535,7 @@ class CalendarAdmin(CompanyScopedAdmin):
             if scheduled and not past and may_change
             else "",
             "record_url": reverse("admin:agenda_appointment_change", args=[appointment.pk]),
+            "contact_url": reverse("admin:core_contact_change", args=[appointment.contact_id]),
             "back_url": calendar_page.calendar_url(company, day),
         }
         with timezone.override(company.tz):

@@ -479,6 +479,9 @@ def test_a_coming_appointment_offers_move_and_cancel_through_the_confirmation_pa
     assert page.context["cancel_url"].startswith(cancel + "?next=")
     assert f"move={booked.pk}" in page.context["move_url"]
     assert ANA_PHONE in text and "Prefiere lavado en frío" in text
+    assert page.context["contact_url"] == reverse(
+        "admin:core_contact_change", args=[booked.contact_id]
+    )  # the customer's file, one click away
     confirmation = agent_client.get(page.context["cancel_url"])
     assert confirmation.status_code == 200
     assert 'name="reason"' in confirmation.content.decode()
