@@ -27,6 +27,13 @@ def state_shown(value: str, labels: StateLabels) -> dict[str, str]:
     return {"state": value, "state_label": str(labels[value])}
 
 
+def state_in_sentence(label: Any) -> str:
+    """A state's label as it reads inside a sentence ("está ahora cancelada"): its first
+    letter lowered (the labels are capitalised to stand alone, in lists and buttons)."""
+    text = str(label)
+    return text[:1].lower() + text[1:]
+
+
 def _fold(text: str) -> str:
     """Case-, accent-, underscore- and spacing-insensitive form, for loose matching."""
     decomposed = unicodedata.normalize("NFKD", text.replace("_", " "))

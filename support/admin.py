@@ -20,6 +20,7 @@ from core.admin.confirmation import Confirmation, customer_told, nothing_sent
 from core.l10n import datetime_shown
 from core.models import StaffMembership
 from core.roles import staff_company_ids
+from core.states import state_in_sentence
 from support import selectors, services
 from support.case_messages import channel_for, reason_shown
 from support.models import Case, CaseComment, CaseMessage, SupportSettings
@@ -475,7 +476,7 @@ class CaseAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
     def fsm_done_message(self, case: Case) -> str:
         return _("Case %(reference)s is now %(state)s.") % {
             "reference": case.reference,
-            "state": case.get_state_display(),
+            "state": state_in_sentence(case.get_state_display()),
         }
 
 

@@ -34,6 +34,7 @@ from core.admin import (
 from core.admin.confirmation import Confirmation, customer_told, nothing_sent
 from core.errors import GaranteError
 from core.l10n import datetime_shown
+from core.states import state_in_sentence
 
 
 def off_grid_field() -> forms.BooleanField:
@@ -437,6 +438,6 @@ class AppointmentAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
     def fsm_done_message(self, appointment: Appointment) -> str:
         return _("Appointment %(reference)s is now %(state)s, %(start)s.") % {
             "reference": appointment.reference,
-            "state": appointment.get_state_display(),
+            "state": state_in_sentence(appointment.get_state_display()),
             "start": local_shown(appointment.starts_at, appointment.company),
         }

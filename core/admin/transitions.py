@@ -24,6 +24,7 @@ from django_fsm_log.models import StateLog
 from core.admin.confirmation import ConfirmedTransitionsAdmin
 from core.errors import GaranteError
 from core.l10n import datetime_shown
+from core.states import state_in_sentence
 
 
 class ServiceRefusalsAdmin:
@@ -155,7 +156,7 @@ class ServiceTransitionsAdmin(ConfirmedTransitionsAdmin, RecordRulesAdmin, FSMAd
         """What the staff member is told after a transition went through."""
         return _("%(object)s is now %(state)s.") % {
             "object": obj,
-            "state": obj.get_state_display(),
+            "state": state_in_sentence(obj.get_state_display()),
         }
 
     # django-fsm-2's extension points -----------------------------------------------------------

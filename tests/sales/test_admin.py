@@ -505,7 +505,7 @@ def test_staff_deliver_an_accepted_order_with_its_button(
     mug = Product.objects.get(sku="TAZ-002")
     assert (mug.quantity_on_hand, mug.quantity_reserved) == (1, 0)
     assert StateLog.objects.get(object_id=quote.pk, transition="deliver").by == seller
-    assert messages_of(response) == [f"{quote.reference} está ahora Entregada."]
+    assert messages_of(response) == [f"{quote.reference} está ahora entregada."]
     assert transition_buttons(admin_client.get(change_url(quote))) == set()
 
 
