@@ -10,6 +10,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, router, transaction
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 from django_fsm import FSMField, FSMModelMixin, transition
 from django_fsm_log.decorators import fsm_log_by, fsm_log_description
 
@@ -205,7 +206,9 @@ class TimeOff(ScheduleEntry):
 
     class Meta:
         verbose_name = _("time off")
-        verbose_name_plural = _("time off")
+        # The same English words name one and several, so the plural has a context of its own
+        # for languages that tell them apart ("Ausencias").
+        verbose_name_plural = pgettext_lazy("plural", "time off")
         ordering = ["starts_at"]
         indexes = [models.Index(fields=["professional", "ends_at"], name="timeoff_prof_end")]
         constraints = [
