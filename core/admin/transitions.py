@@ -227,6 +227,13 @@ class ServiceTransitionsAdmin(ConfirmedTransitionsAdmin, RecordRulesAdmin, FSMAd
             self.message_user(request, _("Unknown transition."), level=messages.ERROR)
             return redirect(f"admin:{opts.app_label}_{opts.model_name}_change", object_id=obj.pk)
         form_class = None if transition is None else self.get_fsm_transition_form(transition)
+        if obj is not None and form_class is None:
+            # A transition without a form of its own (a URL typed or kept): its button is on the
+            # record's page, where it is applied (or confirmed) as always.
+            self.message_user(
+                request, _("This action is taken with its button on the record."), messages.INFO
+            )
+            return redirect(f"admin:{opts.app_label}_{opts.model_name}_change", object_id=obj.pk)
         if (
             request.method == "POST"
             and form_class is not None

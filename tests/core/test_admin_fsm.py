@@ -4,6 +4,7 @@ service applies it, and a posted name that is no such button changes nothing."""
 
 import pytest
 from django.contrib import admin
+from django.urls import reverse
 from django_fsm import FSMFieldMixin
 from django_fsm_log.models import StateLog
 
@@ -107,3 +108,20 @@ def test_a_posted_name_that_is_no_button_is_refused_and_changes_nothing(admin_cl
     case.refresh_from_db()
     assert case.state == Case.State.OPEN
     assert not StateLog.objects.for_(case).exists()
+
+
+@pytest.mark.parametrize("method", ["get", "post"])
+def test_a_transition_without_a_form_typed_as_a_url_leads_to_its_record_and_changes_nothing(
+    admin_client, case, method
+):
+    url = reverse("admin:support_case_transition", args=[case.pk, "start"])
+
+    response = getattr(admin_client, method)(url, follow=True)
+
+    assert response.status_code == 200
+    assert response.redirect_chain[-1][0] == change_url(case)
+    assert "Esta acción se realiza con su botón en la ficha del registro." in [
+        str(m) for m in response.context["messages"]
+    ]
+    case.refresh_from_db()
+    assert case.state == Case.State.OPEN
