@@ -143,7 +143,7 @@ class QuoteEntryInline(admin.TabularInline):
         return field
 
     # Filled in as staff type (quote_entry.js); "—" until then, and without JavaScript.
-    @admin.display(description=_("unit price"))
+    @admin.display(description=_("unit price before tax"))
     def unit_price_shown(self, line: QuoteLine) -> str:
         return "—"
 
@@ -151,7 +151,7 @@ class QuoteEntryInline(admin.TabularInline):
     def available_shown(self, line: QuoteLine) -> str:
         return "—"
 
-    @admin.display(description=_("total"))
+    @admin.display(description=_("total with tax"))
     def total_shown(self, line: QuoteLine) -> str:
         return "—"
 
