@@ -103,22 +103,3 @@ class GaranteAdminConfig(AdminConfig):
 
         post_migrate.connect(role_groups_sync_after_migrate, dispatch_uid="garante_role_groups")
         import config.checks  # noqa: F401  (registers the project's deployment checks)
-
-        _boolean_icons_in_the_readers_language()
-
-
-def _boolean_icons_in_the_readers_language() -> None:
-    """Django's yes/no icons in lists and read-only fields describe themselves as "True",
-    "False" and "None" whatever the language (their alt text is the Python value), and a
-    screen reader reads that out. Every caller looks the function up in
-    admin_list at call time, so replacing it there gives every page the translated words."""
-    from django.contrib.admin.templatetags import admin_list
-    from django.templatetags.static import static
-    from django.utils.html import format_html
-
-    def boolean_icon(field_val: bool | None) -> str:
-        name = {True: "yes", False: "no", None: "unknown"}[field_val]
-        said = {True: _("Yes"), False: _("No"), None: _("Unknown")}[field_val]
-        return format_html('<img src="{}" alt="{}">', static(f"admin/img/icon-{name}.svg"), said)
-
-    admin_list._boolean_icon = boolean_icon
