@@ -410,6 +410,12 @@ def visible_text(page: str) -> str:
     descriptions and button captions of elements."""
     page = re.sub(r"(?is)<(script|style|textarea|select)\b.*?</\1>", " ", page)
     page = re.sub(r"(?s)<!--.*?-->", " ", page)
+    # Django writes its yes/no icons' alt text as the Python value ("True") whatever the
+    # language, and only its private _boolean_icon could change that on the server: the page's
+    # script (core/static/core/admin_names.js) names them in the page's language instead.
+    page = re.sub(
+        r'(<img src="[^"]*/icon-(?:yes|no|unknown)\.svg") alt="(?:True|False|None)"', r"\1", page
+    )
     said = re.findall(r'\b(?:title|placeholder|aria-label|alt)="([^"]*)"', page)
     said += re.findall(r'<input[^>]*type="(?:submit|button)"[^>]*value="([^"]*)"', page)
     text = re.sub(r"(?s)<[^>]+>", " ", page)

@@ -1,6 +1,8 @@
 // Names for what Django's admin widgets draw without one, for screen readers (WCAG 4.1.2):
 // the box select2 draws over an autocomplete <select> (named after the select's label or
-// aria-label), and the search icon of a two-list picker (an image with a title).
+// aria-label), the search icon of a two-list picker (an image with a title), and Django's
+// yes/no icons, whose alt text is the Python value ("True") in every language: they are named
+// in the page's language (the words base_site.html gives).
 // Rows added to an inline later are named as they appear.
 "use strict";
 (function () {
@@ -10,7 +12,19 @@
     return label ? label.textContent.replace(/:\s*$/, "").trim() : "";
   }
 
+  const iconWords = (function () {
+    const words = document.getElementById("garante-icon-words");
+    return words ? JSON.parse(words.textContent) : null;
+  })();
+
   function nameAll(root) {
+    if (iconWords) {
+      root.querySelectorAll('img[src$="/icon-yes.svg"], img[src$="/icon-no.svg"], ' +
+        'img[src$="/icon-unknown.svg"]').forEach(function (icon) {
+        const kind = icon.getAttribute("src").match(/icon-(yes|no|unknown)\.svg$/)[1];
+        if (icon.getAttribute("alt") !== iconWords[kind]) icon.setAttribute("alt", iconWords[kind]);
+      });
+    }
     root.querySelectorAll(".select2-selection__rendered[role=textbox]").forEach(function (box) {
       const container = box.closest(".select2-container");
       const select = container && container.previousElementSibling;
