@@ -124,10 +124,16 @@ class StaffLanguageMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         language = self._company_language(request)
-        if language is not None and language != translation.get_language():
-            translation.activate(language)
+        if language is None or language == translation.get_language():
+            return self.get_response(request)
+        # For this request only: the thread's language is given back after it (whatever runs
+        # next in the thread, a test or a task, starts from its own), and the response says
+        # the one it was written in before LocaleMiddleware would say the browser's.
+        with translation.override(language):
             request.LANGUAGE_CODE = language
-        return self.get_response(request)
+            response = self.get_response(request)
+            response.headers.setdefault("Content-Language", language)
+        return response
 
     @staticmethod
     def _company_language(request: HttpRequest) -> str | None:

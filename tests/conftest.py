@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, Permission
 from django.db import connection
 from django.db.models import Q
+from django.utils import translation
 
 from agenda import clock
 from agenda.models import AgendaSettings, Professional, Service
@@ -103,6 +104,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=postgres.kwargs.get("reason", without_pg)))
         if "redis" in item.keywords and not settings.REDIS_AVAILABLE:
             item.add_marker(skip_redis)
+
+
+@pytest.fixture(autouse=True)
+def _the_default_language_again() -> Iterator[None]:
+    """Each test starts in the site's language: a request through the test client leaves the
+    language its LocaleMiddleware chose active in the thread (in production every request
+    chooses its own), and code outside a request speaks whatever is active."""
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
 
 
 @pytest.fixture

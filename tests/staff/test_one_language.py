@@ -607,6 +607,16 @@ def test_a_staff_member_reads_the_admin_in_the_companys_language_whatever_the_br
     assert client.get("/admin/", HTTP_ACCEPT_LANGUAGE="es")["Content-Language"] == "en"
 
 
+def test_the_companys_language_is_the_requests_only(client, make_company):
+    english = make_company(language="en")
+    client.force_login(factories.staff_member("leo", english, "admin"))
+
+    with translation.override("es"):
+        client.get("/admin/", HTTP_ACCEPT_LANGUAGE="es")
+        # What runs next in the thread (a task, a test) speaks its own language, not the page's.
+        assert translation.get_language() == "es"
+
+
 def test_a_staff_member_who_chose_a_language_keeps_it(client, make_company, settings):
     spanish = make_company(language="es")
     user = factories.staff_member("lena", spanish, "admin")
