@@ -126,11 +126,18 @@ def qualified(model: type[Model], name: str) -> str:
     return f"{table(model)}.{column(model, name)}"
 
 
-def insert_unless_conflict(instance: Model, *, unique: Sequence[str] | None = None) -> bool:
+def insert_unless_conflict(
+    instance: Model,
+    *,
+    unique: Sequence[str] | None = None,
+    unless_exists: tuple[str, Sequence[Any]] | None = None,
+) -> bool:
     """INSERT a new instance unless a row with its values of the `unique` fields (a unique
     constraint's) exists, or, with `unique` None, unless the row would break any unique or
     exclusion constraint: True with the instance saved (its primary key set), or False with
-    nothing written.
+    nothing written. With `unless_exists` (an SQL condition on the instance's table and its
+    parameters), also nothing is written when a row of the table meets it, looked for in the
+    INSERT's own statement (its snapshot: what was committed before it began).
 
     A conflict is an empty result instead of an error, so the enclosing transaction stays
     usable without a savepoint; a concurrent twin's uncommitted row is waited for, as a plain
@@ -139,12 +146,17 @@ def insert_unless_conflict(instance: Model, *, unique: Sequence[str] | None = No
     model = type(instance)
     insert = insert_parts([instance])
     target = "" if unique is None else f"({', '.join(column(model, name) for name in unique)})"
+    rows, params = insert.values(1), insert.params
+    if unless_exists is not None:
+        where, where_params = unless_exists
+        rows = f"SELECT {insert.row} WHERE NOT EXISTS (SELECT 1 FROM {insert.table} WHERE {where})"
+        params = [*params, *where_params]
     sql = (
-        f"INSERT INTO {insert.table} {insert.columns} {insert.values(1)} "
+        f"INSERT INTO {insert.table} {insert.columns} {rows} "
         f"ON CONFLICT {target} DO NOTHING RETURNING {column(model, model._meta.pk.name)}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, insert.params)
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         return False

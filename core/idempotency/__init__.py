@@ -20,16 +20,22 @@ from core.idempotency.engine import (
     idempotent_execute,
 )
 from core.idempotency.intent import (
+    INTENT_BOUND,
     Done,
     Intent,
     intent_lock,
+    intent_lock_columns,
     intent_since,
     intent_text,
+    intent_wait,
+    intent_wait_bound,
+    lock_base,
     once_per_intent,
 )
 
 __all__ = [
     "HTTP_KEY_PATTERN",
+    "INTENT_BOUND",
     "Done",
     "IdempotentResult",
     "Intent",
@@ -38,7 +44,11 @@ __all__ = [
     "effect_may_have_happened",
     "idempotent_execute",
     "intent_lock",
+    "intent_lock_columns",
     "intent_since",
     "intent_text",
+    "intent_wait",
+    "intent_wait_bound",
+    "lock_base",
     "once_per_intent",
 ]
