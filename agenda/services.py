@@ -276,13 +276,48 @@ def appointment_book(
     constraint's verdict becomes VALIDATION, a reference collision is drawn again) and the
     customer's messages. A refusal leaves a caller's transaction usable (`joined`).
     """
+    appointment = _book(
+        company=company,
+        contact=contact,
+        service=service,
+        professional=professional,
+        starts_at=starts_at,
+        created_via=created_via,
+        conversation=conversation,
+        now=now,
+        enforce_customer_rules=enforce_customer_rules,
+        grid=grid,
+        notes=notes,
+    )
+    assert appointment is not None  # nothing stands in its way without `unless_booked`
+    return appointment
+
+
+def _book(
+    *,
+    company: Company,
+    contact: Contact,
+    service: Service,
+    professional: Professional,
+    starts_at: datetime,
+    created_via: str,
+    conversation: Conversation | None = None,
+    now: datetime | None = None,
+    enforce_customer_rules: bool = True,
+    grid: bool = False,
+    notes: str = "",
+    unless_booked: bool = False,
+) -> Appointment | None:
+    """`appointment_book`; with `unless_booked`, None, having checked, booked and sent
+    nothing, when the customer already has this very booking (service, professional, start),
+    which the check's statement looks for after the customer's row is locked."""
     now = now or clock.now()
     NotInCompany.check(
         contact.company_id, company.pk, _("No encontré ese contacto."), code="contact_not_found"
     )
 
     with joined():
-        agenda_settings = slot_lock_and_check(
+        facts = slot_lock_and_check(
             company=company,
             service=service,
             professional=professional,
@@ -291,7 +326,10 @@ def appointment_book(
             enforce_customer_rules=enforce_customer_rules,
             contact_id=contact.pk,
             grid=grid,
+            own_booking=unless_booked,
         )
+        if facts.own_booking_id is not None:
+            return None
         ends_at = starts_at + timedelta(minutes=service.duration_minutes)
         block_from, block_until = blocked_range(service, starts_at)
         appointment = Appointment(
@@ -312,7 +350,7 @@ def appointment_book(
             appointment,
             AppointmentMessage.Kind.BOOKED,
             now=now,
-            reminder_hours=agenda_settings.reminder_hours_before,
+            reminder_hours=facts.settings.reminder_hours_before,
         )
         return appointment
 
@@ -331,7 +369,13 @@ def appointment_book_once(
     """`appointment_book`, once per intent: the customer and the slot (service, professional,
     start). A call that finds that customer already booked there (a model that re-planned with
     a new key) answers that appointment, `already_done`, and books and sends nothing. Another
-    customer, or another professional at the same time, is another intent."""
+    customer, or another professional at the same time, is another intent.
+
+    The intent costs a first booking no statement (core.idempotency.once_per_intent, `held`
+    and `make_looks`): every booking of a customer locks the customer's row before its check
+    (agenda.availability.check.lock_booking), so the calls of one intent run one at a time,
+    and the check's statement, which starts after that lock, also looks for the customer's
+    own appointment of the slot (`slot_lock_and_check`'s `own_booking`)."""
     intent = Intent.of(
         "book_appointment",
         company=company,
@@ -349,7 +393,7 @@ def appointment_book_once(
             professional=professional,
             service=service,
         ),
-        make=lambda: appointment_book(
+        make=lambda: _book(
             company=company,
             contact=contact,
             service=service,
@@ -358,7 +402,10 @@ def appointment_book_once(
             created_via=created_via,
             conversation=conversation,
             now=now,
+            unless_booked=True,
         ),
+        held=True,
+        make_looks=True,
     )
 
 
@@ -431,7 +478,7 @@ def appointment_reschedule(
         moved_to = professional or appointment.professional
         move = Move.of(appointment)  # as it stands, before the transition changes its times
         service = appointment.service
-        agenda_settings = slot_lock_and_check(
+        facts = slot_lock_and_check(
             company=company,
             service=service,
             professional=moved_to,
@@ -463,7 +510,7 @@ def appointment_reschedule(
             appointment,
             AppointmentMessage.Kind.MOVED,
             now=now,
-            reminder_hours=agenda_settings.reminder_hours_before,
+            reminder_hours=facts.settings.reminder_hours_before,
         )
         return appointment
 

@@ -7,7 +7,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import DateTimeField, Exists, Subquery, Value
+from django.db.models import DateTimeField, Exists, IntegerField, Subquery, Value
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -132,6 +132,9 @@ class SlotFacts:
     # The start of the customer's earliest other scheduled appointment overlapping the
     # service's time, if any (None when no customer was named).
     customer_busy_at: datetime | None = None
+    # The customer's own scheduled appointment of this very slot (service, professional,
+    # start), when asked (`own_booking`): what a booking of that intent already made.
+    own_booking_id: int | None = None
 
 
 def slot_facts(
@@ -142,14 +145,16 @@ def slot_facts(
     starts_at: datetime,
     move: Move | None = None,
     contact_id: int | None = None,
+    own_booking: bool = False,
 ) -> SlotFacts:
     """The facts of a slot in one statement (after the lock): the professional's row LEFT JOIN
     their hours and the company's agenda settings, with three EXISTS (gives the service; time
     off; another scheduled appointment, but the one `move` moves) on the same bounded index
     scans as a slot search and, for a customer (`contact_id`), the start of their earliest
-    other scheduled appointment overlapping the service's time. One snapshot, so the check
-    sees one instant. `professional` is refreshed from that row (its name, whether active),
-    so it may come unread.
+    other scheduled appointment overlapping the service's time and, with `own_booking`, their
+    own scheduled appointment of this very slot. One snapshot, so the check sees one instant.
+    `professional` is refreshed from that row (its name, whether active), so it may come
+    unread.
 
     First, in a statement of its own, the professional's row (and the customer's, with
     `contact_id`: `lock_booking`) is locked until the transaction ends. The customer's, so
@@ -191,6 +196,19 @@ def slot_facts(
         if move is not None:
             overlapping = overlapping.exclude(pk=move.appointment_id)
         customer = Subquery(overlapping.order_by("starts_at").values("starts_at")[:1])
+    own: Any = Value(None, output_field=IntegerField())
+    if own_booking:
+        if contact_id is None:
+            raise ValueError("a customer's own booking is looked for with their contact_id")
+        # On the (contact, starts_at) index, as the overlap's look.
+        mine = Appointment.objects.filter(
+            contact_id=contact_id,
+            state=Appointment.State.SCHEDULED,
+            starts_at=starts_at,
+            professional_id=professional.pk,
+            service_id=service.pk,
+        )
+        own = Subquery(mine.values("pk")[:1])
     rows = (
         Professional.objects.filter(company=company, pk=professional.pk)
         .order_by()
@@ -199,6 +217,7 @@ def slot_facts(
             off=Exists(time_off),
             taken=Exists(appointments),
             customer_busy_at=customer,
+            own_booking_id=own,
         )
         .values_list(
             "active",
@@ -207,6 +226,7 @@ def slot_facts(
             "off",
             "taken",
             "customer_busy_at",
+            "own_booking_id",
             "working_hours__weekday",
             "working_hours__start_time",
             "working_hours__end_time",
@@ -216,10 +236,11 @@ def slot_facts(
     weekly: dict[int, list[tuple[time, time]]] = defaultdict(list)
     settings: AgendaSettings | None = None
     bookable = in_time_off = taken = False  # no row: not a professional of this company
-    customer_busy_at = None
+    customer_busy_at = own_booking_id = None
     for row in rows:
-        active, name, gives_service, off, busy, customer_busy_at, weekday, start, end = row[:9]
-        settings_values = row[9:]
+        active, name, gives_service, off, busy, customer_busy_at, own_booking_id = row[:7]
+        weekday, start, end = row[7:10]
+        settings_values = row[10:]
         professional.active, professional.display_name = active, name
         bookable, in_time_off, taken = active and gives_service, off, busy
         if weekday is not None:
@@ -243,6 +264,7 @@ def slot_facts(
         time_off=in_time_off,
         taken=taken,
         customer_busy_at=customer_busy_at,
+        own_booking_id=own_booking_id,
     )
 
 
@@ -368,14 +390,18 @@ def slot_lock_and_check(
     move: Move | None = None,
     contact_id: int | None = None,
     grid: bool = False,
-) -> AgendaSettings:
+    own_booking: bool = False,
+) -> SlotFacts:
     """Check, at the instant, that this professional can take this service at `starts_at`
     (`slot_facts_check` on `slot_facts`: the lock and one statement, and more only to refuse). Call
     inside the booking transaction, right before writing: it locks the professional's row
     (and the customer's, `contact_id`, whose other appointments must not overlap the new
     one) until that transaction ends (`slot_facts`). With `grid`, a start off the slot grid is
-    refused too (staff's bookings, unless they override it on purpose). Returns the company's
-    agenda settings as that statement read them, for the rest of the write."""
+    refused too (staff's bookings, unless they override it on purpose). Returns the facts as
+    that statement read them (the company's agenda settings among them), for the rest of the
+    write. With `own_booking`, the same statement looks for the customer's own scheduled
+    appointment of this very slot (`SlotFacts.own_booking_id`): when there is one, nothing is
+    checked, and the caller answers it (agenda.services.appointment_book_once)."""
     facts = slot_facts(
         company=company,
         service=service,
@@ -383,6 +409,8 @@ def slot_lock_and_check(
         starts_at=starts_at,
         move=move,
         contact_id=contact_id,
+        own_booking=own_booking,
     )
-    slot_facts_check(facts, now=now, enforce_customer_rules=enforce_customer_rules, grid=grid)
-    return facts.settings
+    if facts.own_booking_id is None:
+        slot_facts_check(facts, now=now, enforce_customer_rules=enforce_customer_rules, grid=grid)
+    return facts

@@ -37,25 +37,26 @@ CONVERSATION = "conv-budget"
 # book_appointment (besides BEGIN and COMMIT): the engine's key lookup and claim, the call's
 # conversation and step-up policy, the slot in the ledger and the service it names; then ONE
 # statement locking the professional and the customer, ONE read for the whole check (rules,
-# hours, time off, the professional's and the customer's busy times, the professional's name),
-# the INSERT (a reference collision or an overlap the exclusion constraint refuses writes
-# nothing: no savepoint), the messages, and the ledger with the stored answer (one statement).
+# hours, time off, the professional's and the customer's busy times, the customer's own
+# booking of this slot, the professional's name), the INSERT (a reference collision or an
+# overlap the exclusion constraint refuses writes nothing: no savepoint), the messages, and
+# the ledger with the stored answer (one statement). Issue #45's budget; it sends 11.
 BOOK = Budget(
-    at_most=13,
+    at_most=12,
     includes=(
         "BEGIN",
         "INSERT core_idempotencyrecord",
-        # The customer's booking of this slot, one call at a time, and looked for: a model
-        # that re-planned with a new key is answered with it (core.idempotency.intent).
-        "LOCK intent",
-        "SELECT agenda_appointment",
         # The professional's row and the customer's, locked until the end in one statement:
         # one professional's bookings check and insert one at a time, a change of their
         # schedule in flight commits first (agenda.models.lock_schedules), and one customer's
         # bookings with two professionals check and insert one at a time
-        # (agenda.availability.check.lock_booking).
+        # (agenda.availability.check.lock_booking). The customer's lock also makes the calls
+        # of one intent (the customer and the slot) run one at a time, with no lock of its own
+        # (core.idempotency.intent).
         "SELECT agenda_professional FOR NO KEY UPDATE",
-        "SELECT agenda_professional",  # the check, in a statement after the locks
+        # The check, in a statement after the locks; it also looks for the customer's own
+        # booking of this slot, which a model that re-planned with a new key is answered with.
+        "SELECT agenda_professional",
         "INSERT agenda_appointment",
         "INSERT agenda_appointmentmessage",  # its confirmation and reminder
         # The ledger written with the stored answer, in one statement (core.sql.execute_all).
@@ -193,6 +194,10 @@ def test_a_first_booking_stays_within_its_statement_budget(gateway, ana):
     assert "SAVEPOINT" not in shapes
     (lock,) = [sql for sql in statements if sql.endswith("FOR NO KEY UPDATE")]
     assert '"core_contact"' in lock  # the customer's row, with the professional's
+    # The intent costs no statement: no lock of its own, and its look is in the check's.
+    assert "LOCK intent" not in shapes and "SELECT agenda_appointment" not in shapes
+    (check,) = [sql for sql in statements if shape(sql) == "SELECT agenda_professional"]
+    assert 'AS "own_booking_id"' in check
     booked = Appointment.objects.get(reference=outcome.body["appointment"])
     assert (booked.professional.display_name, booked.starts_at) == ("Marta", local(2026, 12, 8, 9))
 
@@ -289,7 +294,7 @@ def _lose_the_race_at(target, professional, racer_contact, monkeypatch) -> None:
     validate = services.slot_lock_and_check
 
     def validate_then_lose_the_race(**kwargs):
-        settings = validate(**kwargs)
+        facts = validate(**kwargs)
         racer = Appointment(
             company=professional.company,
             service=kwargs["service"],
@@ -300,7 +305,7 @@ def _lose_the_race_at(target, professional, racer_contact, monkeypatch) -> None:
             blocked_until=target + timedelta(minutes=40),
         )
         _overlapping(racer, racer_contact)
-        return settings
+        return facts
 
     monkeypatch.setattr(services, "slot_lock_and_check", validate_then_lose_the_race)
 
