@@ -1,15 +1,19 @@
 """Reads of the support app: cases, their public comments, who to tell, what is due to close."""
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db import connection
+from django.db.models import BooleanField, Count, Exists, OuterRef, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import NotFound
 from core.identity import check_owner
 from core.models import Company, Contact
 from core.references import normalize_reference
+from core.sql import qualified
 from support.models import Case, CaseComment, CaseMessage, SupportSettings
 
 
@@ -29,16 +33,32 @@ def case_open_recent(*, company: Company, contact: Contact, since: datetime) -> 
     """The contact's latest case opened through a conversation (the agent's, whichever one:
     not staff's) since `since` and not resolved yet: what a second case asked for soon after
     may duplicate (core.idempotency.intent), or None."""
+    where, params = case_open_recent_where(company=company, contact=contact, since=since)
     return (
-        Case.objects.filter(
-            company=company,
-            contact=contact,
-            conversation__isnull=False,
-            state__in=(Case.State.OPEN, Case.State.IN_PROGRESS, Case.State.WAITING_CUSTOMER),
-            created_at__gte=since,
-        )
+        Case.objects.filter(RawSQL(where, params, output_field=BooleanField()))
         .order_by("-created_at", "-pk")
         .first()
+    )
+
+
+def case_open_recent_where(
+    *, company: Company, contact: Contact, since: datetime
+) -> tuple[str, list[Any]]:
+    """`case_open_recent`'s rule as an SQL condition on the case table and its parameters,
+    written once for the selector and for the INSERT that opens a case unless one stands
+    (support.services.case_open_once; core.sql.insert_unless_conflict's `unless_exists`)."""
+    states = (Case.State.OPEN, Case.State.IN_PROGRESS, Case.State.WAITING_CUSTOMER)
+    return (
+        f"{qualified(Case, 'company')} = %s AND {qualified(Case, 'contact')} = %s "
+        f"AND {qualified(Case, 'conversation')} IS NOT NULL "
+        f"AND {qualified(Case, 'state')} IN ({', '.join(['%s'] * len(states))}) "
+        f"AND {qualified(Case, 'created_at')} >= %s",
+        [
+            company.pk,
+            contact.pk,
+            *[str(state) for state in states],
+            Case._meta.get_field("created_at").get_db_prep_value(since, connection),
+        ],
     )
 
 

@@ -7,11 +7,12 @@ only on their own cases: each service given a `contact` checks it here, on the r
 """
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.mail import EmailMessage
-from django.db import transaction
+from django.db import connection, transaction
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
@@ -24,13 +25,20 @@ from core.jobs import task_named
 from core.mail import smtp_error_is_transient, smtp_error_summary
 from core.models import Company, Contact, Conversation, StaffMembership
 from core.reasons import reason_checked
-from core.references import insert_unless_reference_taken, insert_with_fresh_reference
+from core.references import (
+    insert_unless_reference_taken,
+    insert_with_fresh_reference,
+    reference_taken,
+    reference_unique_fields,
+)
+from core.sql import insert_unless_conflict
 from core.states import state_shown
 from core.transactions import one_at_a_time
 from support.case_messages import case_message_after
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, CaseMessage, SupportSettings
 from support.selectors import (
     case_open_recent,
+    case_open_recent_where,
     case_staff_recipients,
     case_unanswered_since_resolved,
     support_auto_close_days,
@@ -68,6 +76,42 @@ def case_open(
     savepoint around the whole would guard nothing, and inside a tool call's transaction it
     would cost two statements.
     """
+    case = _case_open(
+        company=company,
+        contact=contact,
+        subject=subject,
+        description=description,
+        channel=channel,
+        priority=priority,
+        related_case=related_case,
+        conversation=conversation,
+        assignee=assignee,
+    )
+    assert case is not None  # nothing stands in its way without `unless_open_since`
+    return case
+
+
+class _CaseStands(Exception):
+    """The INSERT wrote nothing: a case of the customer's intent stands (`_case_open`)."""
+
+
+def _case_open(
+    *,
+    company: Company,
+    contact: Contact,
+    subject: str,
+    description: str,
+    channel: str = Case.Channel.AGENT,
+    priority: str = Case.Priority.NORMAL,
+    related_case: Case | None = None,
+    conversation: Conversation | None = None,
+    assignee: AbstractBaseUser | None = None,
+    unless_open_since: datetime | None = None,
+) -> Case | None:
+    """`case_open`; with `unless_open_since`, None, having written and told nothing, when the
+    contact has a case the agent opened since then that is still open (`case_open_recent`).
+    On PostgreSQL that is looked for by the INSERT itself (WHERE NOT EXISTS), so a first case
+    costs no statement more: call it under the intent's lock (`case_open_once`)."""
     subject, description = subject.strip(), description.strip()
     if not subject:
         raise ValidationFailed(
@@ -99,11 +143,37 @@ def case_open(
         conversation=conversation,
         assignee=assignee,
     )
-    insert_with_fresh_reference(
-        case, prefix=Case.REFERENCE_PREFIX, insert=insert_unless_reference_taken
-    )
+    insert = insert_unless_reference_taken
+    if unless_open_since is not None and connection.vendor != "postgresql":
+        # Write transactions run one at a time there: a look of its own is as good.
+        if case_open_recent(company=company, contact=contact, since=unless_open_since):
+            return None
+    elif unless_open_since is not None:
+        insert = _insert_unless_open_since(company, contact, unless_open_since)
+    try:
+        insert_with_fresh_reference(case, prefix=Case.REFERENCE_PREFIX, insert=insert)
+    except _CaseStands:
+        return None
     _notify_staff_on_commit(case_id=case.pk)
     return case
+
+
+def _insert_unless_open_since(
+    company: Company, contact: Contact, since: datetime
+) -> Callable[[Case], bool]:
+    """An `insert` for `insert_with_fresh_reference` (PostgreSQL) that writes nothing and
+    raises _CaseStands when a case of `case_open_recent` stands, looked for by the INSERT
+    itself; a taken reference writes nothing and is drawn again."""
+    stands = case_open_recent_where(company=company, contact=contact, since=since)
+
+    def insert(case: Case) -> bool:
+        if insert_unless_conflict(case, unique=reference_unique_fields(Case), unless_exists=stands):
+            return True
+        if reference_taken(case):
+            return False
+        raise _CaseStands
+
+    return insert
 
 
 def case_open_once(
@@ -116,6 +186,7 @@ def case_open_once(
     conversation: Conversation | None = None,
     new_case: bool = False,
     now: datetime | None = None,
+    held: bool = False,
 ) -> Case:
     """A customer's case (`case_open`), unless it may duplicate one: free text is never an
     intent, so any case of the same customer opened by the agent (from any conversation)
@@ -124,26 +195,33 @@ def case_open_once(
     opened or told to staff. The agent then adds a
     comment to that case, or says it is another problem with `new_case` (which, like no
     window, opens one every time). One at a time per customer (core.idempotency.intent), so
-    calls at once open one case."""
+    calls at once open one case: under the intent's lock, which the caller says it `held`
+    (the tool API's read of the conversation took it: ctx.customer_intent_held) or which is
+    taken here, the INSERT opens the case unless one stands (no statement of its own)."""
     now = now or timezone.now()
     since = intent_since(company, "open_case", now)
 
-    def make() -> Case:
-        return case_open(
+    def make(unless_open_since: datetime | None) -> Case | None:
+        return _case_open(
             company=company,
             contact=contact,
             subject=subject,
             description=description,
             related_case=related_case,
             conversation=conversation,
+            unless_open_since=unless_open_since,
         )
 
     if since is None or new_case:
-        return make()
+        case = make(None)
+        assert case is not None
+        return case
     done = once_per_intent(
         Intent.of("open_case", company=company, contact=contact),
         find=lambda: case_open_recent(company=company, contact=contact, since=since),
-        make=make,
+        make=lambda: make(since),
+        held=held,
+        make_looks=True,
     )
     if done.already_done:
         raise _possible_duplicate(done.record)

@@ -132,6 +132,7 @@ class CommentedCaseOut(CaseOut):
     write=True,
     identified=True,
     step_up=True,
+    customer_intent=True,  # case_open_once's intent: the customer alone
 )
 def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
     related = _seen_case(ctx, params.related_case) if params.related_case else None
@@ -143,6 +144,7 @@ def open_case(ctx: ToolContext, params: OpenCaseIn) -> dict:
         related_case=related,
         conversation=ctx.conversation,
         new_case=params.new_case,
+        held=ctx.customer_intent_held,
     )
     ctx.show(LedgerKind.CASE, [_ledger_entry(case)])
     return _case_summary(ctx, case) | {"related_case": related.reference if related else None}

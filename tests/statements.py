@@ -43,6 +43,7 @@ def _main_table(sql: str) -> str | None:
     return matches[0].group(1) if matches else None
 
 
+_INTENT_HELD = re.compile(r'^SELECT .* AS intent_bound LEFT JOIN "(\w+)"')
 _WITH_WRITE = re.compile(r'(INSERT INTO|UPDATE|DELETE FROM) "(\w+)"')
 
 
@@ -59,6 +60,9 @@ def shape(sql: str) -> str:
             return control
     if sql.startswith("SELECT pg_advisory_xact_lock("):
         return "LOCK intent"  # core.idempotency.intent_lock: one call of an intent at a time
+    held = _INTENT_HELD.search(sql)
+    if held:  # a read that takes an intent's lock too (core.idempotency.intent_lock_columns)
+        return f"SELECT {held.group(1)} + LOCK intent"
     table = _main_table(sql)
     assert table, f"unexpected statement: {sql[:120]}"
     lock = _LOCK.search(sql)

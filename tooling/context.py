@@ -1,12 +1,20 @@
 """What a tool handler knows about the call it serves, and what it may ask of the platform
 (the identified customer, the step-up check, the exposure ledger)."""
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
 from django.db import connection, transaction
 
+from core.idempotency import (
+    INTENT_BOUND,
+    intent_lock_columns,
+    intent_wait,
+    intent_wait_bound,
+    lock_base,
+)
 from core.identity import contact_for_conversation, require_step_up
 from core.models import Company, Contact, Conversation
 from core.sql import column, insert_unless_conflict, selected
@@ -38,6 +46,11 @@ class ToolContext:
     step_up_action: str | None = None
     # What the handler's answer shows, for the exposure ledger (tooling.ledger.ledger_show).
     shown: list = field(default_factory=list, repr=False)
+    # The operation of the called tool's intent when that intent is its customer alone (a tool
+    # declared `customer_intent=True`): the conversation's read takes its lock.
+    customer_intent: str | None = None
+    # The customer whose intent's lock the conversation's read took, if it took one.
+    _intent_held_for: int | None = field(default=None, init=False, repr=False)
     _conversation_inserted: bool = field(default=False, init=False, repr=False)
     _contact: Contact | None = field(default=None, init=False, repr=False)
     # Whether this call's step-up check ran (a deferred one is held to it: tooling.execution).
@@ -50,7 +63,16 @@ class ToolContext:
         Fetched with its identified contact (every sensitive tool reads it) and handed this
         call's company, so neither costs a query of its own.
         """
-        conversation = _conversation_read(self.company, self.meta.conversation_id)
+        base = None
+        if (
+            self.customer_intent is not None
+            and connection.vendor == "postgresql"
+            and not transaction.get_autocommit()
+        ):
+            base = lock_base(self.customer_intent, self.company.pk, {})
+        conversation = _conversation_read(self.company, self.meta.conversation_id, base)
+        if conversation is not None and base is not None:
+            self._intent_held_for = conversation.contact_id
         if conversation is None:
             conversation, inserted = _conversation_create(self.company, self.meta.conversation_id)
             self._conversation_inserted = inserted and not transaction.get_autocommit()
@@ -94,6 +116,14 @@ class ToolContext:
         self.__dict__["conversation"] = conversation  # `conversation`, cached
         self._conversation_inserted = inserted
         return conversation
+
+    @property
+    def customer_intent_held(self) -> bool:
+        """Whether this call holds the lock of its tool's intent (`customer_intent`) for
+        `contact`, taken by the statement that read the conversation, until the call's
+        transaction ends: the service then takes none (core.idempotency.once_per_intent's
+        `held`). Ask after the identity check (a tool declared `identified=True`)."""
+        return self._intent_held_for is not None and self._intent_held_for == self.contact.pk
 
     @property
     def contact(self) -> Contact:
@@ -151,34 +181,53 @@ class ToolContext:
 
 
 @cache
-def _conversation_sql(vendor: str) -> str:
+def _conversation_sql(vendor: str, intent: bool) -> str:
     """select_related("contact") of the conversation of (company, external id), as SQL built
-    once per process (`vendor` keys the quoting)."""
+    once per process (`vendor` keys the quoting). With `intent`, the statement also takes the
+    lock of an intent of the customer it reads (core.idempotency.intent_lock_columns) and
+    always answers one row, all NULL without the conversation, so that the lock's bound is
+    reset whatever it finds."""
     quote = connection.ops.quote_name
     table, contacts = quote(Conversation._meta.db_table), quote(Contact._meta.db_table)
-    return (
-        f"SELECT {selected(Conversation).columns}, {selected(Contact).columns} FROM {table} "
+    columns = f"{selected(Conversation).columns}, {selected(Contact).columns}"
+    joined = (
         f"LEFT JOIN {contacts} ON {contacts}.{column(Contact, 'id')} "
-        f"= {table}.{column(Conversation, 'contact')} "
-        f"WHERE {table}.{column(Conversation, 'company')} = %s "
+        f"= {table}.{column(Conversation, 'contact')}"
+    )
+    where = (
+        f"{table}.{column(Conversation, 'company')} = %s "
         f"AND {table}.{column(Conversation, 'external_id')} = %s"
     )
+    if not intent:
+        return f"SELECT {columns} FROM {table} {joined} WHERE {where}"
+    lock = intent_lock_columns(f"{table}.{column(Conversation, 'contact')}")
+    return f"SELECT {columns}, {lock} FROM {INTENT_BOUND} LEFT JOIN {table} ON {where} {joined}"
 
 
-def _conversation_read(company: Company, external_id: str) -> Conversation | None:
+def _conversation_read(
+    company: Company, external_id: str, intent_base: int | None = None
+) -> Conversation | None:
     """The conversation with its identified contact, or None. As select_related("contact")
-    would read it, without the ORM compiling the query on every call: its hottest read."""
-    with connection.cursor() as cursor:
-        cursor.execute(_conversation_sql(connection.vendor), [company.pk, external_id])
+    would read it, without the ORM compiling the query on every call: its hottest read.
+    With `intent_base` (an intent's `lock_base`; PostgreSQL, inside a transaction), the read
+    also takes that intent's lock for the conversation's customer, bounded
+    (core.idempotency.intent_wait)."""
+    params: list = [company.pk, external_id]
+    if intent_base is not None:
+        params = [intent_base, intent_wait_bound(), *params]
+    sql = _conversation_sql(connection.vendor, intent_base is not None)
+    waits = intent_wait() if intent_base is not None else contextlib.nullcontext()
+    with waits, connection.cursor() as cursor:
+        cursor.execute(sql, params)
         row = cursor.fetchone()
-    if row is None:
+    if row is None or row[0] is None:
         return None
-    conversation_columns = selected(Conversation)
+    conversation_columns, contact_columns = selected(Conversation), selected(Contact)
     split = len(conversation_columns.fields)
     conversation = conversation_columns.instance(row[:split])
     contact = None
     if conversation.contact_id is not None:
-        contact = selected(Contact).instance(row[split:])
+        contact = contact_columns.instance(row[split : split + len(contact_columns.fields)])
     Conversation.contact.field.set_cached_value(conversation, contact)
     return conversation
 

@@ -137,7 +137,13 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
         write, with its stored answer: core.sql.send_or_keep). A write may run this again from
         the start (core.durable), so each run has a context of its own: nothing read in a
         rolled-back run (the conversation it inserted) is carried over."""
-        ctx = ToolContext(company=company, meta=meta, surface=surface, step_up_action=tool.step_up)
+        ctx = ToolContext(
+            company=company,
+            meta=meta,
+            surface=surface,
+            step_up_action=tool.step_up,
+            customer_intent=tool.name if tool.customer_intent else None,
+        )
         body, text = capped(handler_run_checked(tool, ctx, params))
         ledger_record_shown(ctx, text)
         return body, text

@@ -143,6 +143,11 @@ class Tool:
     # (ctx.require_step_up) where its own order needs, and a call that never did fails.
     step_up: str | None = None
     step_up_deferred: bool = False
+    # A write whose intent is its customer alone (core.idempotency.intent; its operation is
+    # the tool's name): the call's read of the conversation takes that intent's lock for the
+    # customer it names, so the handler's service need not send a statement for it
+    # (ctx.customer_intent_held).
+    customer_intent: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -173,6 +178,9 @@ class Tool:
             raise ValueError(
                 f"tool {self.name!r}: confirms_identity is for identified verification tools"
             )
+        if self.customer_intent and not (self.write and self.identified):
+            # Its lock is held by the write's transaction, for the identified customer.
+            raise ValueError(f"tool {self.name!r}: customer_intent is for identified writes")
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -264,6 +272,7 @@ def tool(
     step_up: bool | str = False,
     step_up_deferred: bool = False,
     confirms_identity: bool = False,
+    customer_intent: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register the decorated function as a tool handler: `handler(ctx, params) -> dict`.
 
@@ -273,7 +282,10 @@ def tool(
     platform after the identity; with `step_up_deferred=True` the handler calls
     `ctx.require_step_up()` itself, for a tool whose checks must come first.
     `confirms_identity=True` (verify_code): in a conversation not identified yet, the platform
-    leaves `identifier` to the handler, which confirms a pending identification with it."""
+    leaves `identifier` to the handler, which confirms a pending identification with it.
+    `customer_intent=True`: a write whose intent (core.idempotency.intent) is its customer
+    alone, under the tool's name; the platform takes the intent's lock as it reads the
+    conversation, and the handler tells its service so (`ctx.customer_intent_held`)."""
 
     def decorator(handler: Handler) -> Handler:
         registry.register(
@@ -292,6 +304,7 @@ def tool(
                 confirms_identity=confirms_identity,
                 step_up=name if step_up is True else step_up or None,
                 step_up_deferred=step_up_deferred,
+                customer_intent=customer_intent,
             )
         )
         return handler

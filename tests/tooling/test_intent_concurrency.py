@@ -1,7 +1,9 @@
 """Above the key, at once (issue 48, item 1): twenty calls of one intent with twenty keys, sent
 together to a multi-worker gunicorn on PostgreSQL, make one effect, and every one of them
-answers with it (core.idempotency.intent: the intent's advisory lock, then the look for what it
-already made)."""
+answers with it (core.idempotency.intent: a lock every call of the intent takes, then a look
+for what it already made in a later statement). The lock is the intent's advisory lock (a
+quote), taken by the statement that reads the conversation (a case), or the customer's row
+that a booking locks anyway."""
 
 import threading
 import uuid
@@ -25,8 +27,9 @@ from core.services import contact_create, gateway_credential_issue
 from sales.models import Quote
 from support.models import Case
 from support.services import case_open_once
-from tests.factories import catalog
+from tests.factories import ANA_DOCUMENT, catalog
 from tests.servers import at_once
+from tests.statements import call_statements, shape
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -160,3 +163,44 @@ def test_a_call_that_waits_for_its_intent_past_the_bound_is_told_to_retry(compan
     # Once the twin is gone the same call goes through.
     case_open_once(company=company, contact=ana, subject="Ruido", description="Ruido.")
     assert Case.objects.count() == 1
+
+
+def test_a_case_whose_intent_is_held_at_the_conversations_read_waits_bounded_too(
+    company, settings, ana
+):
+    """open_case takes its intent's lock in the statement that reads the conversation and
+    its customer (tooling.context): the same key as the service's own lock, and the same
+    bound, CONFLICT request_in_progress past it, nothing made."""
+    settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = 200
+    conversation = Conversation.objects.create(company=company, external_id="conv-held")
+    identify_contact(conversation=conversation, kind="document", value=ANA_DOCUMENT)
+    intent = Intent.of("open_case", company=company, contact=ana)
+    arguments = {"identifier": ANA_DOCUMENT, "subject": "Ruido", "description": "Ruido."}
+    held, release = threading.Event(), threading.Event()
+
+    def twin() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [intent.lock_key])
+                held.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=twin)
+    thread.start()
+    try:
+        assert held.wait(timeout=30)
+        waited, statements = call_statements(
+            company, "open_case", arguments, conversation_id="conv-held"
+        )
+    finally:
+        release.set()
+        thread.join(timeout=30)
+
+    assert waited.is_error and waited.body["code"] == "request_in_progress", waited.body
+    assert "SELECT core_conversation + LOCK intent" in [shape(sql) for sql in statements]
+    assert Case.objects.count() == 0
+    opened, _ = call_statements(company, "open_case", arguments, conversation_id="conv-held")
+    assert opened.is_error is False, opened.body
+    assert Case.objects.get().reference == opened.body["reference"]

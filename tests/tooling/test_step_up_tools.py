@@ -201,6 +201,7 @@ def test_a_tool_that_defers_its_step_up_and_never_asks_it_fails_and_writes_nothi
         ({"identified": True, "verification": True, "step_up": "x"}, "step-up is for"),
         ({"identified": True, "step_up_deferred": True}, "without a step_up action"),
         ({"identified": True, "confirms_identity": True}, "confirms_identity is for"),
+        ({"identified": True, "customer_intent": True}, "customer_intent is for"),
     ],
 )
 def test_a_declaration_the_platform_cannot_enforce_is_refused_at_registration(
@@ -208,7 +209,8 @@ def test_a_declaration_the_platform_cannot_enforce_is_refused_at_registration(
 ):
     """A tool taking an identifier must let the platform check it; a step-up goes with an
     identified customer outside the verification tools; a deferred one needs an action; only
-    a verification tool may confirm an identification itself."""
+    a verification tool may confirm an identification itself; an intent's lock taken for the
+    customer is held by an identified write's transaction only."""
     _served, declare = declared_tool
 
     with pytest.raises(ValueError, match=problem):
