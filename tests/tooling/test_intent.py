@@ -10,7 +10,7 @@ from django.core import mail
 
 from agenda.models import Appointment, AppointmentMessage
 from agenda.services import professional_create
-from core.idempotency import Intent, intent_text
+from core.idempotency import Done, Intent, intent_text, once_per_intent
 from core.models import Company
 from sales.models import Opportunity, Quote
 from support.models import Case
@@ -62,6 +62,33 @@ def test_an_intent_is_its_fields_whatever_their_order_and_always_its_company_and
     ]
     assert len({one.lock_key, *(o.lock_key for o in others)}) == 5
     assert intent_text("  ¡Reforma de la COCINA!  ") == intent_text("reforma de la cocina")
+
+
+def test_a_make_that_looks_itself_is_answered_by_find_only_when_it_made_nothing(company, ana):
+    """`make_looks`: make looks in its own statement and returns None when the intent's
+    record stands; find reads it then. A record make saw but find no longer finds (cancelled
+    or resolved by staff in between, who do not take the intent's lock) stands no more:
+    make runs again."""
+    intent = Intent.of("open_case", company=company, contact=ana)
+    finds: list[str] = []
+
+    def find() -> str | None:
+        finds.append("find")
+        return None
+
+    made = once_per_intent(intent, find=find, make=lambda: "new", held=True, make_looks=True)
+    standing = once_per_intent(
+        intent, find=lambda: "standing", make=lambda: None, held=True, make_looks=True
+    )
+    makes = iter([None, "again"])
+    vanished = once_per_intent(
+        intent, find=find, make=lambda: next(makes), held=True, make_looks=True
+    )
+
+    assert made == Done("new", already_done=False)
+    assert standing == Done("standing", already_done=True)
+    assert vanished == Done("again", already_done=False)
+    assert finds == ["find"]  # the first call never looked: make had made its record
 
 
 # --- book_appointment ----------------------------------------------------------------------------
