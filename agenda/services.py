@@ -125,6 +125,12 @@ def _locked(company: Company, reference: str, *, with_cutoff: bool = False) -> A
         appointments = appointments.annotate(cutoff_minutes=Subquery(cutoff[:1]))
     appointment = appointments.first()
     if appointment is None:
+        # Waiting for the lock of a row a concurrent move gave another professional, the
+        # statement rechecks the new row against the professional it joined before the wait
+        # (READ COMMITTED rereads only the locked rows), and drops it. A second read, after
+        # that move committed, joins the appointment as it stands.
+        appointment = appointments.first()
+    if appointment is None:
         raise NotFound(_("No encontré esa cita."), code="appointment_not_found")
     appointment.company = company
     return appointment

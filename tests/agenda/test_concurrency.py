@@ -14,7 +14,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from agenda.models import Appointment, TimeOff, WorkingHours
-from agenda.services import appointment_book
+from agenda.services import appointment_book, appointment_cancel, professional_create
 from core.errors import ValidationFailed
 from tests.agenda.booking_race import (
     book_all_at_once,
@@ -252,3 +252,43 @@ def test_a_booking_waits_for_a_schedule_change_in_flight_and_decides_on_it(
     assert waiting is not None, booking  # it waited for the change to commit
     assert booking == refused_as
     assert not Appointment.objects.exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_waiting_behind_a_move_to_another_professional_cancels_the_moved_appointment(
+    company, service, marta, ana
+):
+    """The cancel locks the appointment's row and reads its professional in one statement; a
+    move to another professional commits while it waits: the cancel finds the appointment as
+    moved, instead of answering that it does not exist."""
+    lucia = professional_create(
+        company=company,
+        display_name="Lucía",
+        services=[service],
+        weekly_hours=[(day, time(9), time(18)) for day in range(5)],
+    )
+    booked = appointment_book(
+        company=company,
+        contact=ana,
+        service=service,
+        professional=marta,
+        starts_at=local(2026, 12, 8, 10),
+        created_via=Appointment.Via.STAFF,
+        now=MONDAY_8AM,
+    )
+
+    def move_to_lucia() -> None:
+        Appointment.objects.select_for_update().get(pk=booked.pk)
+        Appointment.objects.filter(pk=booked.pk).update(professional=lucia)
+
+    def cancel() -> None:
+        appointment_cancel(company=company, reference=booked.reference, enforce_cutoff=False)
+
+    waiting, outcome = behind_a_transaction(move_to_lucia, cancel)
+
+    # The cancel's locking read (pg_stat_activity keeps its first 1,024 characters).
+    assert waiting is not None and waiting.startswith('SELECT "agenda_appointment"'), waiting
+    assert outcome == "done"
+    cancelled = Appointment.objects.get(pk=booked.pk)
+    assert (cancelled.state, cancelled.professional_id) == (Appointment.State.CANCELLED, lucia.pk)
