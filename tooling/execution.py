@@ -137,7 +137,14 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
         write, with its stored answer: core.sql.send_or_keep). A write may run this again from
         the start (core.durable), so each run has a context of its own: nothing read in a
         rolled-back run (the conversation it inserted) is carried over."""
-        ctx = ToolContext(company=company, meta=meta, surface=surface, step_up_action=tool.step_up)
+        ctx = ToolContext(
+            company=company,
+            meta=meta,
+            surface=surface,
+            step_up_action=tool.step_up,
+            confirmation_action=tool.name if tool.confirmation else None,
+            confirmation_code=getattr(params, "confirmation_code", None),
+        )
         body, text = capped(handler_run_checked(tool, ctx, params))
         ledger_record_shown(ctx, text)
         return body, text
@@ -185,7 +192,9 @@ def handler_run_checked(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, 
     (`identifier` checked, ctx.contact; left to a `confirms_identity` handler while the
     conversation is not identified), then the company's step-up policy for its action.
     A handler that defers the step-up and returns without having asked it is a bug, and
-    fails the call (a write is then rolled back) rather than act unverified."""
+    fails the call (a write is then rolled back) rather than act unverified; so is a tool
+    declared `confirmation=True` whose answer did something (not `already_done`) without
+    asking ctx.confirm."""
     if tool.identified and not (tool.confirms_identity and ctx.conversation.contact_id is None):
         ctx.identify(params.identifier)
     if tool.step_up is not None and not tool.step_up_deferred:
@@ -193,6 +202,9 @@ def handler_run_checked(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, 
     answer = tool.handler(ctx, params)
     if tool.step_up_deferred and not ctx.step_up_checked:
         raise RuntimeError(f"tool {tool.name!r} defers its step-up and never asked it")
+    if tool.confirmation and not ctx.confirmation_checked and not answer.get("already_done"):
+        # It acted without asking the customer's confirmation: never answered as done.
+        raise RuntimeError(f"tool {tool.name!r} acted without asking the confirmation")
     return answer
 
 

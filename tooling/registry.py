@@ -72,6 +72,28 @@ Identifier = Annotated[
     ),
 ]
 
+# The code with which the customer confirms an action their company has them confirm
+# (`@tool(confirmation=True)`, core.verification.confirmation): only the one sent to them for
+# this very action and target, in this conversation, does it.
+ConfirmationCode = Annotated[
+    str | None,
+    Field(
+        default=None,
+        min_length=1,
+        max_length=20,
+        description="Only after this tool answered confirmation_required: the code the "
+        "customer received for this action, as they read it (six digits). Never invent one.",
+        json_schema_extra={"pattern": r"^\s*(\d\s*){6}$"},
+    ),
+]
+
+# What a tool declared `confirmation=True` tells the model, at the end of its description.
+CONFIRMATION_HELP = (
+    "The company may have the customer confirm it: then the answer is the error "
+    "confirmation_required and a code was sent to the customer's own phone or email; ask "
+    "the customer for it and call again with the same arguments plus confirmation_code."
+)
+
 
 class ToolOutput(BaseModel):
     """Base of every tool's success shape, which `tools/list` publishes as its outputSchema.
@@ -143,6 +165,11 @@ class Tool:
     # (ctx.require_step_up) where its own order needs, and a call that never did fails.
     step_up: str | None = None
     step_up_deferred: bool = False
+    # A company's policy may have the customer confirm each effect of this tool with a code of
+    # their own (core.verification.confirmation): its input takes `confirmation_code`, and its
+    # handler asks `ctx.confirm(...)` before the effect; an answer that did something without
+    # asking fails the call (tooling.execution).
+    confirmation: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -169,6 +196,12 @@ class Tool:
             )
         if self.step_up_deferred and self.step_up is None:
             raise ValueError(f"tool {self.name!r}: step_up_deferred without a step_up action")
+        takes_code = "confirmation_code" in self.input.model_fields
+        if self.confirmation and not (self.identified and self.write and takes_code):
+            raise ValueError(
+                f"tool {self.name!r}: confirmation is for identified writes taking the "
+                "toolkit's ConfirmationCode as `confirmation_code`"
+            )
         if self.confirms_identity and not (self.identified and self.verification):
             raise ValueError(
                 f"tool {self.name!r}: confirms_identity is for identified verification tools"
@@ -245,6 +278,11 @@ class ToolRegistry:
         """The actions a company's step-up policy may list: those the tools declare."""
         return {tool.step_up for tool in self._tools.values() if tool.step_up is not None}
 
+    def confirm_actions(self) -> set[str]:
+        """The actions a company's policy may have its customer confirm: the tools declared
+        with `confirmation=True`."""
+        return {tool.name for tool in self._tools.values() if tool.confirmation}
+
 
 registry = ToolRegistry()
 
@@ -264,6 +302,7 @@ def tool(
     step_up: bool | str = False,
     step_up_deferred: bool = False,
     confirms_identity: bool = False,
+    confirmation: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register the decorated function as a tool handler: `handler(ctx, params) -> dict`.
 
@@ -273,7 +312,10 @@ def tool(
     platform after the identity; with `step_up_deferred=True` the handler calls
     `ctx.require_step_up()` itself, for a tool whose checks must come first.
     `confirms_identity=True` (verify_code): in a conversation not identified yet, the platform
-    leaves `identifier` to the handler, which confirms a pending identification with it."""
+    leaves `identifier` to the handler, which confirms a pending identification with it.
+    `confirmation=True`: a company may have its customer confirm each effect with a code of
+    their own; the input takes `confirmation_code: ConfirmationCode` and the handler calls
+    `ctx.confirm(...)` after its guards and before the effect (a service's `authorize`)."""
 
     def decorator(handler: Handler) -> Handler:
         registry.register(
@@ -292,6 +334,7 @@ def tool(
                 confirms_identity=confirms_identity,
                 step_up=name if step_up is True else step_up or None,
                 step_up_deferred=step_up_deferred,
+                confirmation=confirmation,
             )
         )
         return handler
