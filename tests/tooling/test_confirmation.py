@@ -25,6 +25,9 @@ from sales.models import Quote
 from support import services as support_services
 from support.models import Case
 from tests.factories import ANA_DOCUMENT
+from tooling.context import CallMeta, ToolContext
+from tooling.execution import handler_run_checked
+from tooling.registry import Tool, ToolInput, ToolOutput
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -463,3 +466,74 @@ def test_the_sandbox_never_asks_a_confirmation_of_a_tool_the_checks_call(setting
     assert StepUpPolicy.objects.get(company=sandbox).confirm_actions == [
         name for name in CONFIRMABLE if name not in CERTIFIED_UNCONFIRMED
     ]
+
+
+def test_staff_tick_the_actions_their_customers_confirm(client, staff, company):
+    client.force_login(staff)
+
+    form = client.get("/admin/core/stepuppolicy/add/").content.decode()
+    response = client.post(
+        "/admin/core/stepuppolicy/add/",
+        {
+            "company": company.pk,
+            "actions_text": "accept_quote\n",
+            "confirm_actions": ["reject_quote", "cancel_appointment"],
+        },
+    )
+
+    assert all(f'value="{name}"' in form for name in CONFIRMABLE)
+    assert response.status_code == 302
+    policy = StepUpPolicy.objects.get(company=company)
+    assert (policy.actions, policy.confirm_actions) == (
+        ["accept_quote"],
+        ["cancel_appointment", "reject_quote"],
+    )
+
+
+def test_staff_cannot_tick_a_tool_that_asks_no_confirmation(client, staff, company):
+    client.force_login(staff)
+
+    response = client.post(
+        "/admin/core/stepuppolicy/add/",
+        {"company": company.pk, "actions_text": "", "confirm_actions": ["book_appointment"]},
+    )
+
+    assert response.status_code == 200
+    assert "book_appointment" in str(response.context["adminform"].form.errors["confirm_actions"])
+    assert not StepUpPolicy.objects.exists()
+
+
+# --- the platform holds a tool to its declaration ------------------------------------------------
+
+
+class _Nothing(ToolInput):
+    pass
+
+
+def _tool(answer: dict) -> Tool:
+    return Tool(
+        name="test_confirmable",
+        title="t",
+        description="d",
+        input=_Nothing,
+        output=ToolOutput,
+        handler=lambda ctx, params: answer,
+        write=True,
+        confirmation=True,
+    )
+
+
+def test_a_confirmable_tool_that_acted_without_asking_fails_the_call(company):
+    ctx = ToolContext(company=company, meta=CallMeta(conversation_id="c"))
+
+    with pytest.raises(RuntimeError, match="without asking the confirmation"):
+        handler_run_checked(_tool({"state": "cancelled"}), ctx, _Nothing())
+
+    # An answer that did nothing (an intent already done) asks nothing.
+    answer = {"already_done": True}
+    assert handler_run_checked(_tool(answer), ctx, _Nothing()) == answer
+
+
+def test_a_confirmable_tool_must_take_the_code_and_act_for_an_identified_customer():
+    with pytest.raises(ValueError, match="confirmation_code"):
+        _tool({}).check_declaration()
