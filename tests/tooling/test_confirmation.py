@@ -24,7 +24,7 @@ from core.step_up_choices import confirm_choices
 from sales.models import Quote
 from support import services as support_services
 from support.models import Case
-from tests.factories import ANA_DOCUMENT
+from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT
 from tooling.context import CallMeta, ToolContext
 from tooling.execution import handler_run_checked
 from tooling.registry import Tool, ToolInput, ToolOutput
@@ -306,6 +306,21 @@ def test_wrong_confirmation_codes_spend_the_customers_one_budget_of_wrong_codes(
         "request_verification_code", {"identifier": ANA_DOCUMENT, "channel": "sms"}, key=key()
     )
     assert (step_up.status_code, step_up.json()["code"]) == (403, "verification_locked")
+    assert state(reference) == "scheduled"
+
+
+def test_an_identity_alarm_voids_a_pending_confirmation(
+    ana_client, company, bruno, marta, frozen_clock, sms_outbox
+):
+    confirm_on(company, "cancel_appointment")
+    reference, _ = booked(ana_client)
+    cancel(ana_client, reference)
+    switched = ana_client.call("list_my_appointments", {"identifier": BRUNO_DOCUMENT}, key=key())
+    assert switched.status_code == 403
+
+    response = cancel(ana_client, reference, sent_code(sms_outbox))
+
+    assert (response.status_code, response.json()["code"]) == (422, "code_revoked")
     assert state(reference) == "scheduled"
 
 
