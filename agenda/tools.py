@@ -37,6 +37,7 @@ from agenda.services import (
     appointment_to_move,
 )
 from core.identity import identified_contact
+from core.l10n import day_shown, time_shown
 from core.models import Contact
 from core.states import state_filter, state_shown
 from tooling.toolkit import (
@@ -381,7 +382,7 @@ def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) ->
     target = _seen_appointment(ctx, ctx.contact, params.appointment)
     slot = ctx.seen(LedgerKind.SLOT, params.slot)
     professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
-    to = describe_instant(starts_at, ctx.company.tz)
+    tz = ctx.company.tz
     done = appointment_reschedule_once(
         company=ctx.company,
         contact=ctx.contact,
@@ -391,8 +392,12 @@ def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) ->
         # The move confirmed is this appointment to this start with this professional.
         authorize=lambda: ctx.confirm(
             reference=target.reference,
-            summary=_("cambiar su cita %(reference)s al %(weekday)s %(date)s a las %(time)s")
-            % {"reference": target.reference, **to},
+            summary=_("cambiar su cita %(reference)s al %(day)s a las %(time)s")
+            % {
+                "reference": target.reference,
+                "day": day_shown(starts_at, tz),
+                "time": time_shown(starts_at, tz),
+            },
             professional=professional.pk,
             start=starts_at.isoformat(),
         ),
