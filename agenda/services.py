@@ -423,10 +423,12 @@ def appointment_reschedule_once(
     starts_at: datetime,
     professional: Professional,
     now: datetime | None = None,
+    authorize: Callable[[], None] | None = None,
 ) -> Done[Appointment]:
     """`appointment_reschedule` for a customer, once per intent: the appointment and its new
     start (and professional). An appointment already there (moved by an earlier call with
-    another key) is answered as it stands, `already_done`, with no second "moved" message."""
+    another key) is answered as it stands, `already_done`, with no second "moved" message
+    (and `authorize` is not asked: nothing is done)."""
     intent = Intent.of(
         "reschedule_appointment",
         company=company,
@@ -451,6 +453,7 @@ def appointment_reschedule_once(
             professional=professional,
             starts_at=starts_at,
             now=now,
+            authorize=authorize,
         ),
     )
 
@@ -467,11 +470,14 @@ def appointment_reschedule(
     by: Any = None,
     description: str | None = None,
     grid: bool = False,
+    authorize: Callable[[], None] | None = None,
 ) -> Appointment:
     """Move a scheduled appointment to a new start (and optionally professional).
 
     Customers (`contact` given) only move their own, and not after the cut-off. `description`
-    goes to the state history beside `by` (who acted when no staff member did).
+    goes to the state history beside `by` (who acted when no staff member did). `authorize`,
+    if given, runs once the appointment and the new slot passed every check, before the move
+    (the customer's confirmation: a move refused anyway asks none).
     """
     now = now or clock.now()
 
@@ -495,6 +501,8 @@ def appointment_reschedule(
             contact_id=appointment.contact_id,
             grid=grid,
         )
+        if authorize is not None:
+            authorize()
         ends_at = starts_at + timedelta(minutes=service.duration_minutes)
         block_from, block_until = blocked_range(service, starts_at)
 
@@ -531,9 +539,11 @@ def appointment_cancel(
     by: Any = None,
     reason: str = "",
     description: str | None = None,
+    authorize: Callable[[], None] | None = None,
 ) -> Appointment:
     """Cancel a scheduled appointment. Customers (`contact` given) only cancel their own and
-    not after the company's cut-off; staff pass enforce_cutoff=False.
+    not after the company's cut-off; staff pass enforce_cutoff=False. `authorize`, if given,
+    runs after those checks and before the cancellation (the customer's confirmation).
 
     `reason` (plain text, core.reasons; staff give one in the admin) is kept in the history
     and told to the customer in the cancellation message. `description`, as for
@@ -548,6 +558,8 @@ def appointment_cancel(
         _check_scheduled(appointment)
         if enforce_cutoff:
             _check_cutoff(appointment, now, "cancel")
+        if authorize is not None:
+            authorize()
         appointment.cancel(by=by, description=description or reason or None)
         appointment.save()
         appointment_messages_after(

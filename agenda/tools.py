@@ -8,6 +8,7 @@ local date and time, state. Never primary keys, never other customers' data.
 from datetime import timedelta
 from typing import Any
 
+from django.utils.translation import gettext as _
 from pydantic import Field
 
 from agenda import clock
@@ -36,9 +37,12 @@ from agenda.services import (
     appointment_to_move,
 )
 from core.identity import identified_contact
+from core.l10n import day_shown, time_shown
 from core.models import Contact
 from core.states import state_filter, state_shown
 from tooling.toolkit import (
+    CONFIRMATION_HELP,
+    ConfirmationCode,
     Cursor,
     Identifier,
     LedgerEntry,
@@ -353,6 +357,7 @@ class RescheduleAppointmentIn(ToolInput):
     identifier: Identifier
     appointment: str = Field(min_length=1, max_length=60, description=APPOINTMENT_HELP)
     slot: str = Field(min_length=1, max_length=60, description=SLOT_HELP)
+    confirmation_code: ConfirmationCode
 
 
 @tool(
@@ -363,24 +368,39 @@ class RescheduleAppointmentIn(ToolInput):
         "conversation (search them with find_available_slots naming the appointment). Not "
         "possible for cancelled or past appointments, nor within the company's cut-off "
         "before the start. If the appointment is already at that slot (an earlier call moved "
-        "it), the answer says already_done: true and nothing is moved or sent again."
+        "it), the answer says already_done: true and nothing is moved or sent again. "
+        + CONFIRMATION_HELP
     ),
     input=RescheduleAppointmentIn,
     output=AppointmentDoneOut,
     write=True,
     identified=True,
     step_up=True,
+    confirmation=True,
 )
 def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) -> dict:
     target = _seen_appointment(ctx, ctx.contact, params.appointment)
     slot = ctx.seen(LedgerKind.SLOT, params.slot)
     professional, starts_at = slot_from_ledger(company=ctx.company, data=slot.data)
+    tz = ctx.company.tz
     done = appointment_reschedule_once(
         company=ctx.company,
         contact=ctx.contact,
         reference=target.reference,
         professional=professional,
         starts_at=starts_at,
+        # The move confirmed is this appointment to this start with this professional.
+        authorize=lambda: ctx.confirm(
+            reference=target.reference,
+            summary=_("cambiar su cita %(reference)s al %(day)s a las %(time)s")
+            % {
+                "reference": target.reference,
+                "day": day_shown(starts_at, tz),
+                "time": time_shown(starts_at, tz),
+            },
+            professional=professional.pk,
+            start=starts_at.isoformat(),
+        ),
     )
     _show_appointments(ctx, [done.record])
     return _appointment_out(ctx, done.record) | {"already_done": done.already_done}
@@ -389,6 +409,7 @@ def reschedule_appointment(ctx: ToolContext, params: RescheduleAppointmentIn) ->
 class CancelAppointmentIn(ToolInput):
     identifier: Identifier
     appointment: str = Field(min_length=1, max_length=60, description=APPOINTMENT_HELP)
+    confirmation_code: ConfirmationCode
 
 
 @tool(
@@ -396,7 +417,7 @@ class CancelAppointmentIn(ToolInput):
     title="Cancel an appointment",
     description=(
         "Cancels one of the identified customer's scheduled appointments, if the company's "
-        "cut-off before the start has not passed."
+        "cut-off before the start has not passed. " + CONFIRMATION_HELP
     ),
     input=CancelAppointmentIn,
     output=AppointmentOut,
@@ -404,10 +425,17 @@ class CancelAppointmentIn(ToolInput):
     destructive=True,
     identified=True,
     step_up=True,
+    confirmation=True,
 )
 def cancel_appointment(ctx: ToolContext, params: CancelAppointmentIn) -> dict:
     target = _seen_appointment(ctx, ctx.contact, params.appointment)
     appointment = appointment_cancel(
-        company=ctx.company, reference=target.reference, contact=ctx.contact
+        company=ctx.company,
+        reference=target.reference,
+        contact=ctx.contact,
+        authorize=lambda: ctx.confirm(
+            reference=target.reference,
+            summary=_("anular su cita %(reference)s") % {"reference": target.reference},
+        ),
     )
     return _appointment_out(ctx, appointment)

@@ -263,6 +263,9 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "Garante <no-reply@gar
 # Identity and step-up verification (core.identity, core.verification, core.sms).
 # The limits on failed identifications are set per company (Company.identify_*).
 GARANTE_STEP_UP_DEFAULT_ACTIONS = ["accept_quote", "update_contact_details"]
+# The actions a company without a policy row has its customer confirm with a code of their own
+# (core.verification.confirmation): none; each company opts in per action (docs/tools.md).
+GARANTE_CONFIRM_DEFAULT_ACTIONS: list[str] = []
 GARANTE_VERIFICATION_CODE_TTL = timedelta(minutes=10)
 GARANTE_VERIFICATION_MAX_ATTEMPTS = 5
 GARANTE_VERIFICATION_VALID_FOR = timedelta(

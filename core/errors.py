@@ -99,6 +99,18 @@ class PermissionRefused(GaranteError):
     default_code = "permission_denied"
 
 
+class ConfirmationRequired(PermissionRefused):
+    """The company has the customer confirm this action themselves: a code bound to it was
+    sent to their own channel (core.verification.confirmation), and the same call with that
+    code (`confirmation_code`) does it. Extras: `channel`, `sent_to` (masked),
+    `expires_in_minutes`."""
+
+    default_message = _(
+        "Para hacerlo necesito que usted lo confirme con un código que le he enviado."
+    )
+    default_code = "confirmation_required"
+
+
 class Ambiguous(GaranteError):
     error_type = ErrorType.AMBIGUOUS
     default_message = _("Hay varias opciones que coinciden. ¿A cuál se refiere?")

@@ -16,11 +16,11 @@ import re
 # Keys whose values identify a person: shown as their kind and last two characters.
 IDENTIFIER_KEYS = frozenset({"identifier", "document", "document_number", "phone", "email"})
 # Keys whose values are secrets: nothing of them is kept.
-SECRET_KEYS = frozenset({"code", "password", "token", "secret", "pin", "otp"})
+SECRET_KEYS = frozenset({"code", "confirmation_code", "password", "token", "secret", "pin", "otp"})
 # Names of secrets where a text writes `name=value` or `'name': 'value'` (a query string, a
 # dict's repr, a header): their values are hidden.
 _SECRET_NAMES = (
-    r"code|otp|pin|password|passwd|token|secret|signature|sig|api_?key|access_token"
+    r"confirmation_code|code|otp|pin|password|passwd|token|secret|signature|sig|api_?key|access_token"
     r"|refresh_token|sessionid|csrftoken|csrfmiddlewaretoken|authorization"
 )
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"

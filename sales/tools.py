@@ -10,6 +10,7 @@ Amounts travel as strings in the currency's minor units, never as floats.
 from datetime import datetime
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from pydantic import Field
 
 from core.errors import ValidationFailed
@@ -30,6 +31,8 @@ from sales.services.opportunities import opportunity_request_once
 from sales.services.quote_lifecycle import quote_accept, quote_create_once, quote_reject
 from sales.services.quote_pricing import QuoteItem
 from tooling.toolkit import (
+    CONFIRMATION_HELP,
+    ConfirmationCode,
     Cursor,
     Identifier,
     LedgerEntry,
@@ -421,24 +424,34 @@ class RejectQuoteIn(ToolInput):
     identifier: Identifier
     quote: str = QuoteReference
     reason: str = Field(default="", max_length=300, description="Why, in the customer's words.")
+    confirmation_code: ConfirmationCode
 
 
 @tool(
     name="reject_quote",
     title="Reject a quote",
-    description="Rejects one of the customer's quotes shown in this conversation.",
+    description=(
+        "Rejects one of the customer's quotes shown in this conversation. " + CONFIRMATION_HELP
+    ),
     input=RejectQuoteIn,
     output=QuoteSummaryOut,
     write=True,
     identified=True,
     step_up=True,
+    confirmation=True,
 )
 def reject_quote(ctx: ToolContext, params: RejectQuoteIn) -> dict:
+    quote = _quote_seen(ctx, params.quote)
     quote = quote_reject(
-        quote=_quote_seen(ctx, params.quote),
+        quote=quote,
         reason=params.reason,
         contact=ctx.contact,
         locked=True,
+        # The reason is the customer's words, not what they confirm: the quote is.
+        authorize=lambda: ctx.confirm(
+            reference=quote.reference,
+            summary=_("rechazar su presupuesto %(reference)s") % {"reference": quote.reference},
+        ),
     )
     return _quote_summary(quote, timezone.now())
 

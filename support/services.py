@@ -349,14 +349,19 @@ def case_close(
     by: AbstractBaseUser | None = None,
     contact: Contact | None = None,
     reason: str = "",
+    authorize: Callable[[], None] | None = None,
 ) -> Case:
     """resolved -> closed: the customer (`contact`) confirmed the fix, or staff close it,
     giving a `reason` (plain text, core.reasons) kept in the history. A close by staff (the
     admin, the integration API) is told to the customer with the reason
-    (support.case_messages); the customer closing it themselves is told nothing more."""
+    (support.case_messages); the customer closing it themselves is told nothing more.
+    `authorize`, if given, runs once the case may be closed, before it is (the customer's
+    confirmation)."""
     reason = reason_checked(reason)
     description = "customer confirmed the fix" if contact is not None else reason or None
-    case = _transition(case, "close", by=by, contact=contact, description=description)
+    case = _transition(
+        case, "close", by=by, contact=contact, description=description, authorize=authorize
+    )
     if contact is None:
         case_message_after(case, CaseMessage.Kind.CLOSED, reason=reason)
     return case
@@ -515,8 +520,10 @@ def _transition(
     by: AbstractBaseUser | None,
     contact: Contact | None = None,
     description: str | None = None,
+    authorize: Callable[[], None] | None = None,
 ) -> Case:
-    """Lock, check owner and that the transition is allowed now, apply it, stamp, save."""
+    """Lock, check owner and that the transition is allowed now, `authorize` it if given,
+    apply it, stamp, save."""
     case = _lock(case)
     if contact is not None:
         check_owner(contact=contact, owner_id=case.contact_id)
@@ -531,6 +538,8 @@ def _transition(
             code="invalid_transition",
             **shown,
         )
+    if authorize is not None:
+        authorize()
     method(by=by, description=description)
     now = timezone.now()
     if case.state == Case.State.RESOLVED:

@@ -19,6 +19,8 @@ from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
 from support.selectors import case_get, case_list, case_owner_id, case_public_comments
 from support.services import case_close, case_comment_add, case_open_once, case_reopen
 from tooling.toolkit import (
+    CONFIRMATION_HELP,
+    ConfirmationCode,
     Cursor,
     Identifier,
     LedgerEntry,
@@ -74,6 +76,10 @@ class ListMyCasesIn(ToolInput):
 class CaseIn(ToolInput):
     identifier: Identifier
     case: str = CaseReference
+
+
+class ConfirmCaseResolvedIn(CaseIn):
+    confirmation_code: ConfirmationCode
 
 
 class CaseMessageIn(CaseIn):
@@ -225,16 +231,28 @@ def add_case_comment(ctx: ToolContext, params: CaseMessageIn) -> dict:
 @tool(
     name="confirm_case_resolved",
     title="Confirm a support case is solved",
-    description="The customer confirms a resolved case is solved; the case is closed for good.",
-    input=CaseIn,
+    description=(
+        "The customer confirms a resolved case is solved; the case is closed for good. "
+        + CONFIRMATION_HELP
+    ),
+    input=ConfirmCaseResolvedIn,
     output=CaseOut,
     write=True,
     destructive=True,
     identified=True,
     step_up=True,
+    confirmation=True,
 )
-def confirm_case_resolved(ctx: ToolContext, params: CaseIn) -> dict:
-    case = case_close(case=_seen_case(ctx, params.case), contact=ctx.contact)
+def confirm_case_resolved(ctx: ToolContext, params: ConfirmCaseResolvedIn) -> dict:
+    case = _seen_case(ctx, params.case)
+    case = case_close(
+        case=case,
+        contact=ctx.contact,
+        authorize=lambda: ctx.confirm(
+            reference=case.reference,
+            summary=_("cerrar su caso %(reference)s") % {"reference": case.reference},
+        ),
+    )
     return _case_summary(ctx, case)
 
 

@@ -18,6 +18,7 @@ from core.idempotency import (
 from core.identity import contact_for_conversation, require_step_up
 from core.models import Company, Contact, Conversation
 from core.sql import column, insert_unless_conflict, selected
+from core.verification import ConfirmedAction, confirmation_require
 from tooling.ledger import (
     LedgerEntry,
     LedgerKind,
@@ -55,6 +56,11 @@ class ToolContext:
     _contact: Contact | None = field(default=None, init=False, repr=False)
     # Whether this call's step-up check ran (a deferred one is held to it: tooling.execution).
     step_up_checked: bool = field(default=False, init=False, repr=False)
+    # A tool declared `confirmation=True`: its name (the action a policy may list) and the
+    # code the call brought; whether the handler asked the confirmation (tooling.execution).
+    confirmation_action: str | None = None
+    confirmation_code: str | None = field(default=None, repr=False)
+    confirmation_checked: bool = field(default=False, init=False, repr=False)
 
     @cached_property
     def conversation(self) -> Conversation:
@@ -151,6 +157,29 @@ class ToolContext:
             raise RuntimeError("ctx.require_step_up is for tools declared with step_up")
         self.step_up_checked = True
         require_step_up(conversation=self.conversation, action=self.step_up_action)
+
+    def confirm(self, *, reference: str, summary: str, **arguments: str | int) -> None:
+        """The customer's own confirmation of this tool's action on `reference` (with the
+        `arguments` that make it this action, e.g. a move's new start), when the company's
+        policy asks it: the answered confirmation is used up, or the call's code checked and
+        used, or a code is sent and PERMISSION `confirmation_required` raised
+        (core.verification.confirmation). `summary` is what the customer's message says they
+        confirm, in the company's language. Call it after the action's own guards and before
+        its effect, inside the call's transaction (a service's `authorize`)."""
+        if self.confirmation_action is None:
+            raise RuntimeError("ctx.confirm is for tools declared with confirmation=True")
+        self.confirmation_checked = True
+        confirmation_require(
+            conversation=self.conversation,
+            contact=self.contact,
+            target=ConfirmedAction(
+                action=self.confirmation_action,
+                reference=reference,
+                summary=summary,
+                arguments=arguments,
+            ),
+            code=self.confirmation_code,
+        )
 
     def show(self, kind: LedgerKind, entries: Iterable[LedgerEntry]) -> None:
         """Say that the answer shows these references: those still in it once capped become

@@ -143,6 +143,8 @@ def _run(tool: Tool, *, company: Company, params: Any, meta: CallMeta, surface: 
             surface=surface,
             step_up_action=tool.step_up,
             customer_intent=tool.name if tool.customer_intent else None,
+            confirmation_action=tool.name if tool.confirmation else None,
+            confirmation_code=getattr(params, "confirmation_code", None),
         )
         body, text = capped(handler_run_checked(tool, ctx, params))
         ledger_record_shown(ctx, text)
@@ -191,7 +193,9 @@ def handler_run_checked(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, 
     (`identifier` checked, ctx.contact; left to a `confirms_identity` handler while the
     conversation is not identified), then the company's step-up policy for its action.
     A handler that defers the step-up and returns without having asked it is a bug, and
-    fails the call (a write is then rolled back) rather than act unverified."""
+    fails the call (a write is then rolled back) rather than act unverified; so is a tool
+    declared `confirmation=True` whose answer did something (not `already_done`) without
+    asking ctx.confirm."""
     if tool.identified and not (tool.confirms_identity and ctx.conversation.contact_id is None):
         ctx.identify(params.identifier)
     if tool.step_up is not None and not tool.step_up_deferred:
@@ -199,6 +203,9 @@ def handler_run_checked(tool: Tool, ctx: ToolContext, params: Any) -> dict[str, 
     answer = tool.handler(ctx, params)
     if tool.step_up_deferred and not ctx.step_up_checked:
         raise RuntimeError(f"tool {tool.name!r} defers its step-up and never asked it")
+    if tool.confirmation and not ctx.confirmation_checked and not answer.get("already_done"):
+        # It acted without asking the customer's confirmation: never answered as done.
+        raise RuntimeError(f"tool {tool.name!r} acted without asking the confirmation")
     return answer
 
 

@@ -72,6 +72,28 @@ Identifier = Annotated[
     ),
 ]
 
+# The code with which the customer confirms an action their company has them confirm
+# (`@tool(confirmation=True)`, core.verification.confirmation): only the one sent to them for
+# this very action and target, in this conversation, does it.
+ConfirmationCode = Annotated[
+    str | None,
+    Field(
+        default=None,
+        min_length=1,
+        max_length=20,
+        description="Only after this tool answered confirmation_required: the code the "
+        "customer received for this action, as they read it (six digits). Never invent one.",
+        json_schema_extra={"pattern": r"^\s*(\d\s*){6}$"},
+    ),
+]
+
+# What a tool declared `confirmation=True` tells the model, at the end of its description.
+CONFIRMATION_HELP = (
+    "The company may have the customer confirm it: then the answer is the error "
+    "confirmation_required and a code was sent to the customer's own phone or email; ask "
+    "the customer for it and call again with the same arguments plus confirmation_code."
+)
+
 
 class ToolOutput(BaseModel):
     """Base of every tool's success shape, which `tools/list` publishes as its outputSchema.
@@ -148,6 +170,11 @@ class Tool:
     # customer it names, so the handler's service need not send a statement for it
     # (ctx.customer_intent_held).
     customer_intent: bool = False
+    # A company's policy may have the customer confirm each effect of this tool with a code of
+    # their own (core.verification.confirmation): its input takes `confirmation_code`, and its
+    # handler asks `ctx.confirm(...)` before the effect; an answer that did something without
+    # asking fails the call (tooling.execution).
+    confirmation: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -174,6 +201,12 @@ class Tool:
             )
         if self.step_up_deferred and self.step_up is None:
             raise ValueError(f"tool {self.name!r}: step_up_deferred without a step_up action")
+        takes_code = "confirmation_code" in self.input.model_fields
+        if self.confirmation and not (self.identified and self.write and takes_code):
+            raise ValueError(
+                f"tool {self.name!r}: confirmation is for identified writes taking the "
+                "toolkit's ConfirmationCode as `confirmation_code`"
+            )
         if self.confirms_identity and not (self.identified and self.verification):
             raise ValueError(
                 f"tool {self.name!r}: confirms_identity is for identified verification tools"
@@ -253,6 +286,11 @@ class ToolRegistry:
         """The actions a company's step-up policy may list: those the tools declare."""
         return {tool.step_up for tool in self._tools.values() if tool.step_up is not None}
 
+    def confirm_actions(self) -> set[str]:
+        """The actions a company's policy may have its customer confirm: the tools declared
+        with `confirmation=True`."""
+        return {tool.name for tool in self._tools.values() if tool.confirmation}
+
 
 registry = ToolRegistry()
 
@@ -273,6 +311,7 @@ def tool(
     step_up_deferred: bool = False,
     confirms_identity: bool = False,
     customer_intent: bool = False,
+    confirmation: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register the decorated function as a tool handler: `handler(ctx, params) -> dict`.
 
@@ -285,7 +324,10 @@ def tool(
     leaves `identifier` to the handler, which confirms a pending identification with it.
     `customer_intent=True`: a write whose intent (core.idempotency.intent) is its customer
     alone, under the tool's name; the platform takes the intent's lock as it reads the
-    conversation, and the handler tells its service so (`ctx.customer_intent_held`)."""
+    conversation, and the handler tells its service so (`ctx.customer_intent_held`).
+    `confirmation=True`: a company may have its customer confirm each effect with a code of
+    their own; the input takes `confirmation_code: ConfirmationCode` and the handler calls
+    `ctx.confirm(...)` after its guards and before the effect (a service's `authorize`)."""
 
     def decorator(handler: Handler) -> Handler:
         registry.register(
@@ -305,6 +347,7 @@ def tool(
                 step_up=name if step_up is True else step_up or None,
                 step_up_deferred=step_up_deferred,
                 customer_intent=customer_intent,
+                confirmation=confirmation,
             )
         )
         return handler

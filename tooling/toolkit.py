@@ -16,7 +16,8 @@ A tool is a function in its app's `tools.py`, declared with `@tool` and autodisc
         return {...}
 
 The platform validates the arguments, runs writes once per idempotency key in a transaction,
-checks what the tool declares (identity, then step-up) before the handler, caps the answer,
+checks what the tool declares (identity, then step-up) before the handler, holds a tool
+declared `confirmation=True` to asking `ctx.confirm(...)` before it acts, caps the answer,
 records what it shows and maps errors (core.errors) to results. docs/tools.md says more.
 """
 
@@ -24,9 +25,18 @@ from core.outcome import dumps
 from tooling.context import ToolContext
 from tooling.ledger import LedgerEntry, LedgerKind
 from tooling.output import Cursor, ListOutput, PagedListOutput, listing, page
-from tooling.registry import Identifier, ToolInput, ToolOutput, tool
+from tooling.registry import (
+    CONFIRMATION_HELP,
+    ConfirmationCode,
+    Identifier,
+    ToolInput,
+    ToolOutput,
+    tool,
+)
 
 __all__ = [
+    "CONFIRMATION_HELP",
+    "ConfirmationCode",
     "Cursor",
     "Identifier",
     "LedgerEntry",

@@ -19,11 +19,12 @@ from core.models import (
     Conversation,
     StepUpPolicy,
     VerificationChallenge,
+    default_confirm_actions,
     default_step_up_actions,
 )
 from core.process_cache import change_seen_everywhere
 from core.sms_policy import sms_phone_normalize
-from core.step_up_choices import step_up_choices
+from core.step_up_choices import confirm_choices, step_up_choices
 from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
 
 
@@ -163,6 +164,16 @@ class StepUpPolicyForm(forms.ModelForm):
         help_text=_("One tool name per line, e.g. accept_quote or update_contact_details."),
     )
 
+    confirm_actions = forms.MultipleChoiceField(
+        label=_("Actions the customer confirms with a code"),
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text=_(
+            "Each time, a code is sent to the customer's own phone (else email) for that very "
+            "action, and nothing is done until they give it back in the same conversation."
+        ),
+    )
+
     class Meta:
         model = StepUpPolicy
         fields = ["company"]
@@ -171,6 +182,11 @@ class StepUpPolicyForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         actions = self.instance.actions if self.instance.pk else default_step_up_actions()
         self.fields["actions_text"].initial = "\n".join(actions)
+        # The tools that ask it (tooling registers them), read now: tools register at start-up.
+        confirmable = confirm_choices()
+        self.fields["confirm_actions"].choices = [(name, name) for name in confirmable]
+        confirmed = self.instance.confirm_actions if self.instance.pk else default_confirm_actions()
+        self.fields["confirm_actions"].initial = [n for n in confirmed if n in confirmable]
 
     def clean_actions_text(self) -> list[str]:
         names = [line.strip() for line in self.cleaned_data["actions_text"].splitlines()]
@@ -195,6 +211,7 @@ class StepUpPolicyForm(forms.ModelForm):
 
     def save(self, commit: bool = True) -> StepUpPolicy:
         self.instance.actions = self.cleaned_data["actions_text"]
+        self.instance.confirm_actions = sorted(self.cleaned_data["confirm_actions"])
         return super().save(commit=commit)
 
 
@@ -204,7 +221,7 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 @admin.register(StepUpPolicy)
 class StepUpPolicyAdmin(CompanyScopedAdmin):
     form = StepUpPolicyForm
-    list_display = ["company", "actions", "updated_at"]
+    list_display = ["company", "actions", "confirm_actions", "updated_at"]
 
     def save_model(self, request: HttpRequest, obj, form, change: bool) -> None:
         super().save_model(request, obj, form, change)
@@ -278,6 +295,8 @@ class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
         "purpose",
         "credential",
         "identifier_kind",
+        "action",
+        "action_summary",
         "channel",
         "masked_destination",
         "status",
@@ -285,6 +304,7 @@ class VerificationChallengeAdmin(RecordRulesAdmin, CompanyScopedAdmin):
         "created_at",
         "expires_at",
         "verified_at",
+        "consumed_at",
         "delivery_status",
         "delivery_attempts",
         "delivery_error_shown",

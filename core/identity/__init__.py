@@ -15,6 +15,7 @@ that defines them.
 from core.identity.binding import identify_contact
 from core.identity.ownership import check_owner, contact_for_conversation, identified_contact
 from core.identity.step_up import (
+    confirm_actions,
     conversation_is_verified,
     require_step_up,
     security_event_record,
@@ -25,6 +26,7 @@ from core.identity.verified_mode import identification_confirm
 
 __all__ = [
     "check_owner",
+    "confirm_actions",
     "contact_for_conversation",
     "conversation_is_verified",
     "identification_confirm",

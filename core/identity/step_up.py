@@ -102,28 +102,44 @@ def conversation_is_verified(conversation: Conversation, *, now: datetime | None
     ).exists()
 
 
-# company id -> the tool names of its StepUpPolicy row, or None when it has none (then the
-# settings' defaults apply, read at each call). Tagged with the company id: core.signals
-# forgets a company's entry whenever its policy is saved or deleted.
+# company id -> its StepUpPolicy row's (step-up actions, confirmed actions), or None when it
+# has none (then the settings' defaults apply, read at each call). Tagged with the company id:
+# core.signals forgets a company's entry whenever its policy is saved or deleted.
 step_up_policies = ProcessCache("step-up policies")
+
+_Policy = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def _policy(company_id: int) -> _Policy | None:
+    """Read by every sensitive write and changed rarely, by staff, so kept in the process
+    cache (core.process_cache) like the company of a gateway token: a change takes effect at
+    once in the process that makes it, and in the others within GARANTE_PROCESS_CACHE_SECONDS.
+    One read gives both lists, so a call asking both costs one query at most."""
+    return step_up_policies.get(company_id, lambda: _step_up_policy_read(company_id))
 
 
 def step_up_actions(*, company_id: int) -> list[str]:
-    """The tools this company protects with a verification code.
-
-    Read by every sensitive write and changed rarely, by staff, so kept in the process cache
-    (core.process_cache) like the company of a gateway token: a change takes effect at once in
-    the process that makes it, and in the others within GARANTE_PROCESS_CACHE_SECONDS.
-    """
-    actions = step_up_policies.get(company_id, lambda: _step_up_policy_read(company_id))
-    if actions is None:
+    """The tools this company protects with a verified conversation."""
+    policy = _policy(company_id)
+    if policy is None:
         return list(settings.GARANTE_STEP_UP_DEFAULT_ACTIONS)
-    return list(actions)
+    return list(policy[0])
 
 
-def _step_up_policy_read(company_id: int) -> tuple[int, tuple[str, ...] | None]:
+def confirm_actions(*, company_id: int) -> list[str]:
+    """The tools whose every effect this company has its customer confirm with a code of
+    their own, bound to that very action (core.verification.confirmation)."""
+    policy = _policy(company_id)
+    if policy is None:
+        return list(settings.GARANTE_CONFIRM_DEFAULT_ACTIONS)
+    return list(policy[1])
+
+
+def _step_up_policy_read(company_id: int) -> tuple[int, _Policy | None]:
     policy = StepUpPolicy.objects.filter(company_id=company_id).first()
-    return company_id, None if policy is None else tuple(policy.actions or [])
+    if policy is None:
+        return company_id, None
+    return company_id, (tuple(policy.actions or []), tuple(policy.confirm_actions or []))
 
 
 def require_step_up(*, conversation: Conversation, action: str) -> None:

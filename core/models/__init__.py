@@ -9,6 +9,7 @@ from core.models.identity import (
     SecurityEvent,
     StepUpPolicy,
     VerificationChallenge,
+    default_confirm_actions,
     default_step_up_actions,
 )
 from core.models.outbound import OutboxMessage, SmsSend
@@ -33,6 +34,7 @@ __all__ = [
     "StaffMembership",
     "StepUpPolicy",
     "VerificationChallenge",
+    "default_confirm_actions",
     "default_step_up_actions",
     "sms_country_codes",
     "validate_sms_countries",

@@ -16,10 +16,17 @@ def default_step_up_actions() -> list[str]:
     return list(settings.GARANTE_STEP_UP_DEFAULT_ACTIONS)
 
 
-class StepUpPolicy(models.Model):
-    """Which tools need a fresh one-time code before they act, per company.
+def default_confirm_actions() -> list[str]:
+    return list(settings.GARANTE_CONFIRM_DEFAULT_ACTIONS)
 
-    A company without a policy row gets settings.GARANTE_STEP_UP_DEFAULT_ACTIONS.
+
+class StepUpPolicy(models.Model):
+    """Which tools need a fresh one-time code before they act, per company: a verified
+    conversation (`actions`), or the customer's own confirmation of that very action
+    (`confirm_actions`, core.verification.confirmation).
+
+    A company without a policy row gets settings.GARANTE_STEP_UP_DEFAULT_ACTIONS and
+    settings.GARANTE_CONFIRM_DEFAULT_ACTIONS.
     """
 
     company = models.OneToOneField(
@@ -30,6 +37,15 @@ class StepUpPolicy(models.Model):
         default=default_step_up_actions,
         blank=True,
         help_text=_("Tool names, e.g. accept_quote, update_contact_details."),
+    )
+    confirm_actions = models.JSONField(
+        _("actions the customer confirms with a code"),
+        default=default_confirm_actions,
+        blank=True,
+        help_text=_(
+            "Tool names, e.g. cancel_appointment: each call needs a code sent to the "
+            "customer's own phone or email for that very action."
+        ),
     )
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 
@@ -198,6 +214,7 @@ class VerificationChallenge(models.Model):
         STEP_UP = "step_up", _("Verify the customer")
         CONTACT_CHANGE = "contact_change", _("Confirm a new phone or email")
         IDENTIFICATION = "identification", _("Identification in verified mode")
+        CONFIRMATION = "confirmation", _("Confirm an action")
 
     class Delivery(models.TextChoices):
         QUEUED = "queued", _("Queued")
@@ -281,6 +298,14 @@ class VerificationChallenge(models.Model):
         related_name="+",
         verbose_name=_("issued by staff"),
     )
+    # A confirmation (purpose `confirmation`): the action (a tool name) and the digest of its
+    # exact target (core.verification.confirmation.ConfirmedAction), which the code is good
+    # for and nothing else; what the customer is told it confirms; when the action used it.
+    # Answered (verified) by the code or a tap, it is used once, by the action's own call.
+    action = models.CharField(_("action"), max_length=64, blank=True, editable=False)
+    action_digest = models.CharField(_("action digest"), max_length=64, blank=True, editable=False)
+    action_summary = models.CharField(_("confirms"), max_length=200, blank=True, editable=False)
+    consumed_at = models.DateTimeField(_("used by the action"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta:

@@ -7,14 +7,16 @@ travels to the Celery worker sealed with a one-time pad derived the same way, so
 broker nor a log line ever holds it in clear; only the message to the customer does.
 
 Issuing (core.verification.issue), checking (core.verification.check) and delivering
-(core.verification.delivery) each have their module. Every write that must survive the
-failing call that caused it (an attempt counted, a lock, a challenge marked not sent) goes
-through core.durable. Callers outside core import these names from here; core's own modules
-import them from the module that defines them.
+(core.verification.delivery) each have their module; a customer's confirmation of one action
+(core.verification.confirmation) is a code of its own purpose, bound to that action. Every
+write that must survive the failing call that caused it (an attempt counted, a lock, a
+challenge marked not sent) goes through core.durable. Callers outside core import these
+names from here; core's own modules import them from the module that defines them.
 """
 
 from core.verification.check import challenge_verify
 from core.verification.codes import seal_code
+from core.verification.confirmation import ConfirmedAction, confirmation_require
 from core.verification.delivery import (
     DELIVERY_SETTLE_GRACE,
     DeliveryOutcome,
@@ -27,6 +29,7 @@ from core.verification.issue import challenge_issue, challenge_resend, challenge
 
 __all__ = [
     "DELIVERY_SETTLE_GRACE",
+    "ConfirmedAction",
     "DeliveryOutcome",
     "SentUnrecorded",
     "challenge_deliver_once",
@@ -36,5 +39,6 @@ __all__ = [
     "challenge_resend",
     "challenge_revoke",
     "challenge_verify",
+    "confirmation_require",
     "seal_code",
 ]

@@ -56,6 +56,20 @@ def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str
                     "ha pedido usted, ignore este mensaje: no se cambiará nada."
                 )
             return subject, body % values
+        if challenge.purpose == VerificationChallenge.Purpose.CONFIRMATION:
+            # Says what the code does, in the words stored when it was issued: the customer
+            # gives it only for what they asked, whatever the conversation tells them.
+            values["action"] = challenge.action_summary
+            subject = _g("Confirme su operación en %(company)s") % values
+            body = (
+                _g(
+                    "%(company)s: para confirmar que quiere %(action)s, su código es %(code)s. "
+                    "Caduca en %(minutes)d minutos. Si no lo ha pedido usted, no lo comparta: "
+                    "no se hará nada."
+                )
+                % values
+            )
+            return subject, body
         subject = _g("Su código de verificación de %(company)s") % values
         body = (
             _g(

@@ -188,6 +188,48 @@ def contact_change_challenge_issue(
     )
 
 
+def confirmation_challenge_issue(
+    *,
+    contact: Contact,
+    conversation: Conversation,
+    action: str,
+    action_digest: str,
+    action_summary: str,
+) -> VerificationChallenge:
+    """Create a code with which `contact` confirms one action (a tool name) on one exact
+    target (`action_digest`, core.verification.confirmation), told to them as
+    `action_summary`, and hand it to the delivery task; to their registered phone, else their
+    registered email (ValidationFailed `confirmation_unavailable` with neither).
+
+    The same send limits as every code apply (per contact, per conversation, the wrong-code
+    budget). It supersedes the conversation's earlier code for that same action and target
+    only: a code for another of the customer's requests keeps working. Broker failures as
+    challenge_issue."""
+    channel = Channel.SMS if contact.phone else Channel.EMAIL
+    destination = _destination(contact, channel)
+    if not destination:
+        raise ValidationFailed(
+            _(
+                "No tenemos un teléfono ni un correo suyos registrados para que confirme esta "
+                "operación. Una persona del equipo puede hacerla por usted."
+            ),
+            code="confirmation_unavailable",
+        )
+    return _issue(
+        contact=contact,
+        channel=channel,
+        destination=destination,
+        purpose=Purpose.CONFIRMATION,
+        conversation=conversation,
+        issued_by=None,
+        binding={
+            "action": action,
+            "action_digest": action_digest,
+            "action_summary": action_summary,
+        },
+    )
+
+
 def _issue(
     *,
     contact: Contact,
@@ -196,7 +238,9 @@ def _issue(
     purpose: str,
     conversation: Conversation | None,
     issued_by,
+    binding: dict[str, str] | None = None,
 ) -> VerificationChallenge:
+    binding = binding or {}
     now = timezone.now()
     # Drawn once per call: the call runs again once the challenge is committed (core.durable),
     # and what it does then (revoking the challenge the broker never got) needs the same ones.
@@ -215,6 +259,8 @@ def _issue(
         )
         if conversation is not None:
             earlier = earlier.filter(conversation=conversation)
+        if purpose == Purpose.CONFIRMATION:
+            earlier = earlier.filter(action_digest=binding["action_digest"])
         earlier.update(status=Status.SUPERSEDED)
         challenge = VerificationChallenge.objects.create(
             company_id=contact.company_id,
@@ -229,6 +275,7 @@ def _issue(
             expires_at=now + settings.GARANTE_VERIFICATION_CODE_TTL,
             issued_by=issued_by,
             created_at=now,
+            **binding,
         )
         # Runs once the challenge is committed; a failure surfaces from durably() below.
         transaction.on_commit(lambda: _publish(challenge.pk, seal_code(code, nonce)))
@@ -272,12 +319,22 @@ def challenge_resend(*, challenge: VerificationChallenge, issued_by=None) -> Ver
     """A fresh code to the same contact and channel (the old one cannot be read, and stops
     working); a change's code to the same new phone or email. Not for an identification in
     verified mode: its conversation is bound by its own code only, which the customer gets
-    again by identifying again."""
+    again by identifying again; nor for a confirmation, which the customer's own request in
+    the conversation asks for again."""
     if challenge.purpose == Purpose.IDENTIFICATION:
         raise ValidationFailed(
             _(
                 "Ese código era de una identificación: para recibir otro, el cliente vuelve a "
                 "identificarse en la conversación."
+            ),
+            code="not_resendable",
+        )
+    if challenge.purpose == Purpose.CONFIRMATION:
+        # Bound to one request of one conversation: the customer asks for it again there.
+        raise ValidationFailed(
+            _(
+                "Ese código confirmaba una operación del cliente: para recibir otro, el cliente "
+                "vuelve a pedirla en la conversación."
             ),
             code="not_resendable",
         )

@@ -328,8 +328,10 @@ def quote_reject(
     by: Any = None,
     now: datetime | None = None,
     locked: bool = False,
+    authorize: Callable[[], None] | None = None,
 ) -> Quote:
-    """Reject a sent, still valid quote. `contact` and `locked` as in quote_accept. The
+    """Reject a sent, still valid quote. `contact`, `locked` and `authorize` (the customer's
+    confirmation, asked once the quote can be rejected) as in quote_accept. The
     `reason` (plain text, core.reasons) is kept on the quote and in its history. Staff
     recording the customer's rejection (no `contact`) tell the customer, with the reason
     (sales.quote_messages); the customer rejecting it themselves is told nothing more."""
@@ -340,6 +342,8 @@ def quote_reject(
         current = quote if locked else quote_lock(quote)
         _check_owner(contact, current)
         quote_guard(current, current.reject, now)
+        if authorize is not None:
+            authorize()
         current.reject(by=by, description=reason or None)
         current.rejection_reason = reason
         current.resolved_at = now

@@ -66,8 +66,13 @@ OVERSIZED: dict[str, Callable[[Any, Any], dict]] = {
 
 def oversized(tool: Tool, handler: Callable[[Any, Any], dict]) -> Tool:
     """The tool answering `handler`'s result, without arguments (so without an identifier
-    to check or a step-up to ask: the cap is what is under test)."""
-    undeclared = {"identified": False, "step_up": None, "step_up_deferred": False}
+    to check, a step-up or a confirmation to ask: the cap is what is under test)."""
+    undeclared = {
+        "identified": False,
+        "step_up": None,
+        "step_up_deferred": False,
+        "confirmation": False,
+    }
     return dataclasses.replace(tool, input=NoArguments, handler=handler, **undeclared)
 
 

@@ -13,11 +13,24 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from core.models import Company, GatewayCredential, StaffMembership
+from core.models import (
+    Company,
+    GatewayCredential,
+    StaffMembership,
+    StepUpPolicy,
+    default_confirm_actions,
+    default_step_up_actions,
+)
 from core.services import contact_create, gateway_credential_issue, gateway_credential_revoke
 
 SANDBOX_SLUG = "sandbox"
 SANDBOX_CREDENTIAL = "sandbox gateway"
+# The tools the certification's checks (tooling/certification) call that a company may have
+# its customer confirm: each check makes its call once and reads the answer, so a confirmation
+# asked of the customer would fail checks that pass. The sandbox never asks it for them,
+# whatever the defaults or an earlier policy say; tests/tooling/test_confirmation.py holds
+# this list to the checks' calls.
+CERTIFIED_UNCONFIRMED = ("cancel_appointment", "reject_quote", "reschedule_appointment")
 CONTACTS = [
     {
         "first_name": "Ana",
@@ -87,6 +100,7 @@ class Command(BaseCommand):
         StaffMembership.objects.get_or_create(
             user=user, company=company, defaults={"role": StaffMembership.Role.ADMIN}
         )
+        _confirmation_off_for_the_checks(company)
         for app in apps.get_app_configs():
             module_name = f"{app.name}.sandbox"
             if importlib.util.find_spec(module_name) is not None:
@@ -116,3 +130,18 @@ class Command(BaseCommand):
                 ]
             )
         )
+
+
+def _confirmation_off_for_the_checks(company: Company) -> None:
+    """Keep the certified tools out of the sandbox's confirmation policy, leaving the rest of
+    it as staff set it. A company without a policy row follows the settings' defaults, so a
+    row is written only when those would ask a confirmation of a certified tool."""
+    policy = StepUpPolicy.objects.filter(company=company).first()
+    confirmed = policy.confirm_actions if policy is not None else default_confirm_actions()
+    kept = [action for action in confirmed if action not in CERTIFIED_UNCONFIRMED]
+    if kept == list(confirmed):
+        return
+    if policy is None:
+        policy = StepUpPolicy(company=company, actions=default_step_up_actions())
+    policy.confirm_actions = kept
+    policy.save()
