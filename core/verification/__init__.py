@@ -6,6 +6,10 @@ contact) is stored, and compared in constant time (core.verification.codes). The
 travels to the Celery worker sealed with a one-time pad derived the same way, so neither the
 broker nor a log line ever holds it in clear; only the message to the customer does.
 
+A company may send a one-tap link instead of the code, or beside it, per channel
+(core.verification.links): tapping it answers the challenge as its right code would
+(core.verification.check.challenge_answer_by_link), so no secret passes through the chat.
+
 Issuing (core.verification.issue), checking (core.verification.check) and delivering
 (core.verification.delivery) each have their module. Every write that must survive the
 failing call that caused it (an attempt counted, a lock, a challenge marked not sent) goes
@@ -13,7 +17,12 @@ through core.durable. Callers outside core import these names from here; core's 
 import them from the module that defines them.
 """
 
-from core.verification.check import challenge_verify
+from core.verification.check import (
+    LinkAnswer,
+    challenge_answer_by_link,
+    challenge_verify,
+    link_answer_register,
+)
 from core.verification.codes import seal_code
 from core.verification.delivery import (
     DELIVERY_SETTLE_GRACE,
@@ -24,11 +33,14 @@ from core.verification.delivery import (
     challenge_delivery_record_sent,
 )
 from core.verification.issue import challenge_issue, challenge_resend, challenge_revoke
+from core.verification.links import verification_link_url
 
 __all__ = [
     "DELIVERY_SETTLE_GRACE",
     "DeliveryOutcome",
+    "LinkAnswer",
     "SentUnrecorded",
+    "challenge_answer_by_link",
     "challenge_deliver_once",
     "challenge_deliveries_settle",
     "challenge_delivery_record_sent",
@@ -36,5 +48,7 @@ __all__ = [
     "challenge_resend",
     "challenge_revoke",
     "challenge_verify",
+    "link_answer_register",
     "seal_code",
+    "verification_link_url",
 ]

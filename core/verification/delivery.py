@@ -11,7 +11,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
 
 from core.metrics import CODES_DELIVERY_FAILED, CODES_SENT
-from core.models import VerificationChallenge
+from core.models import Company, VerificationChallenge
 from core.outbound import (
     OutboundRefused,
     OutboundTransient,
@@ -20,11 +20,13 @@ from core.outbound import (
 )
 from core.verification.codes import unseal_code
 from core.verification.issue import identification_code_admit
+from core.verification.links import verification_link_url
 
 logger = logging.getLogger("garante.verification")
 
 Status = VerificationChallenge.Status
 Delivery = VerificationChallenge.Delivery
+Form = Company.VerificationForm
 
 
 class DeliveryOutcome(StrEnum):
@@ -56,6 +58,27 @@ def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str
                     "ha pedido usted, ignore este mensaje: no se cambiará nada."
                 )
             return subject, body % values
+        url = "" if challenge.sent_as == Form.CODE else verification_link_url(challenge)
+        if url:
+            # The URL stands apart, with spaces around it, so that no message app takes the
+            # text's punctuation into the link.
+            values["url"] = url
+            subject = _g("Confirme que es usted en %(company)s") % values
+            if challenge.sent_as == Form.LINK:
+                body = _g(
+                    "%(company)s: para confirmar que es usted, abra este enlace y pulse el "
+                    "botón: %(url)s  Caduca en %(minutes)d minutos. Si no lo ha pedido usted, "
+                    "ignore este mensaje."
+                )
+            else:
+                body = _g(
+                    "%(company)s: su código de verificación es %(code)s. También puede "
+                    "confirmar que es usted abriendo este enlace: %(url)s  Caduca en "
+                    "%(minutes)d minutos. Si no lo ha pedido usted, ignore este mensaje."
+                )
+            return subject, body % values
+        # No public address any more (removed after the code was issued): the code, which
+        # every challenge has, goes instead.
         subject = _g("Su código de verificación de %(company)s") % values
         body = (
             _g(

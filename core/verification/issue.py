@@ -26,12 +26,13 @@ from core.durable import decided_once, durably
 from core.errors import PermissionRefused, SystemUnavailable, ValidationFailed
 from core.jobs import task_named
 from core.metrics import CODES_ISSUED
-from core.models import Contact, Conversation, VerificationChallenge
+from core.models import Company, Contact, Conversation, VerificationChallenge
 from core.normalize import mask_email, mask_phone
 from core.transactions import int32
 from core.verification.budget import wrong_codes_retry_after
 from core.verification.check import verification_locked
 from core.verification.codes import CODE_DIGITS, MODULUS, code_hmac, seal_code
+from core.verification.links import verification_link_digest, verification_link_key
 
 logger = logging.getLogger("garante.verification")
 
@@ -39,7 +40,7 @@ Channel = VerificationChallenge.Channel
 Purpose = VerificationChallenge.Purpose
 Status = VerificationChallenge.Status
 Delivery = VerificationChallenge.Delivery
-Purpose = VerificationChallenge.Purpose
+Form = Company.VerificationForm
 
 # Errors of the broker connection when publishing: the code cannot be on its way.
 BROKER_ERRORS = (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
@@ -118,6 +119,10 @@ def _check_send_limits(
             )
 
 
+def _link_digest(nonce: str) -> str:
+    return verification_link_digest(verification_link_key(nonce))
+
+
 def _publish(challenge_id: int, sealed: str) -> None:
     try:
         task_named("core.challenge_deliver").apply_async(
@@ -158,7 +163,26 @@ def challenge_issue(
         purpose=Purpose.STEP_UP,
         conversation=conversation,
         issued_by=issued_by,
+        sent_as=_sent_as(contact.company, channel, conversation),
     )
+
+
+def _sent_as(company, channel: str, conversation: Conversation | None) -> str:
+    """What a step-up message carries: the company's choice for the channel, or the code
+    where a link cannot work: without the site's public address (no URL to send), or without
+    a conversation to verify (staff's resend of a code of none)."""
+    form = company.verification_form(channel)
+    if form == Form.CODE:
+        return form
+    if conversation is None:
+        return Form.CODE
+    if not settings.GARANTE_PUBLIC_URL:
+        logger.warning(
+            "verification by link is on for %s but GARANTE_PUBLIC_URL is not set: code sent",
+            channel,
+        )
+        return Form.CODE
+    return form
 
 
 def contact_change_challenge_issue(
@@ -196,6 +220,7 @@ def _issue(
     purpose: str,
     conversation: Conversation | None,
     issued_by,
+    sent_as: str = Company.VerificationForm.CODE,
 ) -> VerificationChallenge:
     now = timezone.now()
     # Drawn once per call: the call runs again once the challenge is committed (core.durable),
@@ -226,6 +251,8 @@ def _issue(
             masked_destination=_mask(channel, destination, contact.company.language),
             nonce=nonce,
             code_hmac=code_hmac(nonce=nonce, contact_id=contact.pk, code=code),
+            sent_as=sent_as,
+            link_digest="" if sent_as == Form.CODE else _link_digest(nonce),
             expires_at=now + settings.GARANTE_VERIFICATION_CODE_TTL,
             issued_by=issued_by,
             created_at=now,
