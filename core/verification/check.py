@@ -50,16 +50,22 @@ def pending_identification_challenge(conversation: Conversation) -> Verification
     )
 
 
-def _voided_by_an_alarm(challenge: VerificationChallenge, conversation: Conversation) -> bool:
-    """Whether an identity alarm of the conversation came after the code was issued (and so,
-    as for a verification, the code no longer counts): durable events, which the refused
-    call's rollback leaves, decide it; the code is then marked revoked, durably."""
-    voided = SecurityEvent.objects.filter(
+def _alarm_since(challenge: VerificationChallenge, conversation: Conversation) -> bool:
+    """Whether an identity alarm of the conversation came after the challenge was issued
+    (durable events, which the refused call's rollback leaves). Reads only."""
+    return SecurityEvent.objects.filter(
         company_id=conversation.company_id,
         conversation_key=conversation.external_id,
         kind__in=SecurityEvent.VERIFICATION_DROPPING,
         created_at__gte=challenge.created_at,
     ).exists()
+
+
+def _voided_by_an_alarm(challenge: VerificationChallenge, conversation: Conversation) -> bool:
+    """Whether an identity alarm of the conversation came after the code was issued (and so,
+    as for a verification, the code no longer counts); the code is then marked revoked,
+    durably."""
+    voided = _alarm_since(challenge, conversation)
     if voided:
         durably(
             lambda: VerificationChallenge.objects.filter(
@@ -340,10 +346,21 @@ def _link_refused(status: str, *, expired: bool) -> Exception:
     return verification_locked()
 
 
-def challenge_link_refusal(challenge: VerificationChallenge, *, now: datetime) -> Exception | None:
-    """Why this challenge's link takes no tap now, read only (a GET's page), or None."""
+def _link_state_refusal(challenge: VerificationChallenge, now: datetime) -> Exception | None:
     if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
         return _link_refused(challenge.status, expired=challenge.expires_at <= now)
+    return None
+
+
+def challenge_link_refusal(challenge: VerificationChallenge, *, now: datetime) -> Exception | None:
+    """Why this challenge's link takes no tap now, or None; reads only (a GET's page: an alarm
+    is told here, and the challenge revoked by the tap that finds it)."""
+    refusal = _link_state_refusal(challenge, now)
+    if refusal is not None:
+        return refusal
+    conversation = challenge.conversation
+    if conversation is not None and _alarm_since(challenge, conversation):
+        return _link_refused(Status.REVOKED, expired=False)
     return None
 
 
@@ -374,7 +391,7 @@ def challenge_answer_by_link(*, challenge: VerificationChallenge) -> Verificatio
     # Its state as of now, locked: a second tap (another tab, a double submit under another
     # form) waits here and then finds it used.
     current = VerificationChallenge.objects.select_for_update().get(pk=challenge.pk)
-    refusal = challenge_link_refusal(current, now=now)
+    refusal = _link_state_refusal(current, now)
     if refusal is not None:
         raise refusal
     if _voided_by_an_alarm(current, conversation):

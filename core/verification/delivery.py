@@ -77,8 +77,6 @@ def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str
                     "%(minutes)d minutos. Si no lo ha pedido usted, ignore este mensaje."
                 )
             return subject, body % values
-        # No public address any more (removed after the code was issued): the code, which
-        # every challenge has, goes instead.
         subject = _g("Su código de verificación de %(company)s") % values
         body = (
             _g(
@@ -106,6 +104,15 @@ def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: boo
         # Gone, or the code of an identification of nobody: published only so that it is
         # published alike, settled when it was written.
         return DeliveryOutcome.SKIPPED
+    if challenge.sent_as != Form.CODE and not verification_link_url(challenge):
+        # The site's public address was removed after the link was issued: no link can be
+        # written, so its code goes instead, and verify_code takes it (it refuses a code of a
+        # challenge sent as a link only).
+        logger.warning("verification %s: no public address for its link; code sent", challenge_id)
+        VerificationChallenge.objects.filter(pk=challenge_id).update(
+            sent_as=Form.CODE, link_digest=""
+        )
+        challenge.sent_as, challenge.link_digest = Form.CODE, ""
     subject, body = _message_text(challenge, unseal_code(sealed_code, challenge.nonce))
     claimable = VerificationChallenge.objects.filter(
         pk=challenge_id, delivery_status__in=[Delivery.QUEUED, Delivery.RETRYING]

@@ -22,7 +22,13 @@ from core.identity import (
     require_step_up,
 )
 from core.models import Company, SecurityEvent, VerificationChallenge
-from core.verification import challenge_answer_by_link, challenge_issue, challenge_verify
+from core.verification import (
+    challenge_answer_by_link,
+    challenge_deliver_once,
+    challenge_issue,
+    challenge_verify,
+    seal_code,
+)
 from core.verification.links import verification_link_key
 from tests.customer_links import PUBLIC_URL, form_token, visible_text
 from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE, BRUNO_EMAIL
@@ -58,6 +64,10 @@ def link_in(text: str) -> str:
 
 def code_in(text: str) -> str:
     return re.search(r"\b(\d{6})\b", text).group(1)
+
+
+def wrong(code: str) -> str:
+    return f"{(int(code) + 1) % 1_000_000:06d}"
 
 
 def send(contact, conversation, channel="sms") -> VerificationChallenge:
@@ -268,6 +278,10 @@ def test_an_identity_alarm_voids_a_pending_link(by_link, ana, bruno, ana_conv, s
         identify_contact(conversation=ana_conv, kind="email", value=BRUNO_EMAIL)
     assert SecurityEvent.objects.filter(kind=SecurityEvent.Kind.IDENTITY_SWITCH).exists()
 
+    opened = Client().get(path)
+    challenge.refresh_from_db()
+    assert opened.status_code == 410 and "se anuló" in visible_text(opened.content.decode())
+    assert challenge.status == Status.ACTIVE  # the GET told it, and wrote nothing
     pressed = Client().post(path, {"form_token": form_token(page.content.decode())})
 
     assert pressed.status_code == 410
@@ -354,3 +368,33 @@ def test_the_status_tells_what_is_pending_and_then_verified(by_link, ana, ana_co
     assert (pending.verified, pending.awaiting) == (False, "link")
     assert (after.verified, after.awaiting) == (True, None)
     assert 0 < after.valid_for_minutes <= 15
+
+
+def test_a_link_that_can_no_longer_be_written_goes_as_its_code(
+    by_link, settings, ana, ana_conv, sms_outbox
+):
+    """The site's public address removed between the request and the delivery: the message
+    carries the challenge's code, and verify_code takes codes for it again."""
+    challenge = send(ana, ana_conv)
+    sms_outbox.clear()
+    VerificationChallenge.objects.filter(pk=challenge.pk).update(
+        delivery_status=VerificationChallenge.Delivery.QUEUED
+    )
+    settings.GARANTE_PUBLIC_URL = ""
+
+    outcome = challenge_deliver_once(
+        challenge_id=challenge.pk, sealed_code=seal_code("000000", challenge.nonce), last_try=True
+    )
+
+    assert outcome == "sent"
+    (sms,) = sms_outbox
+    assert "/v/" not in sms.body and re.search(r"\b\d{6}\b", sms.body)
+    challenge.refresh_from_db()
+    assert (challenge.sent_as, challenge.link_digest) == (Form.CODE, "")
+    with pytest.raises(ValidationFailed) as refused:
+        keeping_evidence(
+            lambda: challenge_verify(
+                conversation=ana_conv, contact=ana, code=wrong(code_in(sms.body))
+            )
+        )
+    assert refused.value.code == "wrong_code"
