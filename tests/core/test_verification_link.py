@@ -23,13 +23,15 @@ from core.identity import (
 )
 from core.models import Company, SecurityEvent, VerificationChallenge
 from core.verification import (
+    LinkAnswer,
     challenge_answer_by_link,
     challenge_deliver_once,
     challenge_issue,
     challenge_verify,
+    check,
     seal_code,
 )
-from core.verification.links import verification_link_key
+from core.verification.links import verification_link_digest, verification_link_key
 from tests.customer_links import PUBLIC_URL, form_token, visible_text
 from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE, BRUNO_EMAIL
 
@@ -398,3 +400,46 @@ def test_a_link_that_can_no_longer_be_written_goes_as_its_code(
             )
         )
     assert refused.value.code == "wrong_code"
+
+
+def test_another_purpose_registers_its_answer_and_the_same_page_serves_it(
+    monkeypatch, by_link, ana, ana_conv
+):
+    """The page is the purpose's: a confirmation of another kind (here a contact change's
+    challenge, standing in for an action to confirm) says its own words and runs its own
+    effect, with the same checks and the same single use as a step-up."""
+    done = []
+    answer = LinkAnswer(
+        effect=lambda challenge, conversation, now: done.append((challenge.pk, conversation.pk)),
+        heading="Confirme la cancelación",
+        text="Pulse para cancelar su cita con %(company)s.",
+        button="Sí, cancelarla",
+        done="Cita cancelada.",
+    )
+    monkeypatch.setitem(check._LINK_ANSWERS, VerificationChallenge.Purpose.CONTACT_CHANGE, answer)
+    nonce = "f" * 32
+    challenge = VerificationChallenge.objects.create(
+        company=by_link,
+        contact=ana,
+        conversation=ana_conv,
+        purpose=VerificationChallenge.Purpose.CONTACT_CHANGE,
+        channel="sms",
+        destination=ANA_PHONE,
+        masked_destination="teléfono terminado en 22",
+        nonce=nonce,
+        code_hmac="0" * 64,
+        sent_as=Form.LINK,
+        link_digest=verification_link_digest(verification_link_key(nonce)),
+        expires_at=timezone.now() + timedelta(minutes=10),
+    )
+    path = "/v/" + link_token(verification_link_key(nonce), "verification")
+
+    page, tapped = tap(Client(), path)
+    again = Client().get(path)
+
+    assert "Confirme la cancelación" in visible_text(page.content.decode())
+    assert "Sí, cancelarla" in visible_text(page.content.decode())
+    assert "Cita cancelada." in visible_text(tapped.content.decode())
+    assert done == [(challenge.pk, ana_conv.pk)]
+    assert not verified(ana_conv)  # its effect, not a step-up's
+    assert again.status_code == 410
