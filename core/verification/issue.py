@@ -22,6 +22,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.customer_links import LINK_CONVERSATION_VIA
 from core.durable import decided_once, durably
 from core.errors import PermissionRefused, SystemUnavailable, ValidationFailed
 from core.jobs import task_named
@@ -146,7 +147,9 @@ def challenge_issue(
     that commit, inside this call, so a broker that cannot be reached is known here: the
     challenge is then marked not sent (a late worker will not deliver it) and SystemUnavailable
     is raised.
-    Earlier active codes of the same conversation stop working.
+    Earlier active codes of the same conversation stop working. The message carries the code,
+    a one-tap link or both, as the company chose for the channel (`_sent_as`,
+    core.verification.links); the challenge says which (`sent_as`).
     """
     if channel not in Channel.values:
         raise ValidationFailed(_("Puedo enviar el código por SMS o por correo."), code="channel")
@@ -167,14 +170,16 @@ def challenge_issue(
     )
 
 
-def _sent_as(company, channel: str, conversation: Conversation | None) -> str:
+def _sent_as(company: Company, channel: str, conversation: Conversation | None) -> str:
     """What a step-up message carries: the company's choice for the channel, or the code
-    where a link cannot work: without the site's public address (no URL to send), or without
-    a conversation to verify (staff's resend of a code of none)."""
+    where a link cannot work: without the site's public address (no URL to send), without a
+    conversation to verify (staff's resend of a code of none), or for a customer page's own
+    conversation (core.customer_links.link_conversation), whose page asks for the code in its
+    own form."""
     form = company.verification_form(channel)
     if form == Form.CODE:
         return form
-    if conversation is None:
+    if conversation is None or conversation.identified_via == LINK_CONVERSATION_VIA:
         return Form.CODE
     if not settings.GARANTE_PUBLIC_URL:
         logger.warning(

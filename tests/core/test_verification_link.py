@@ -12,7 +12,7 @@ from django.core.cache import caches
 from django.test import Client
 from django.utils import timezone
 
-from core.customer_links import link_token
+from core.customer_links import link_conversation, link_token
 from core.durable import keeping_evidence
 from core.errors import PermissionRefused, ValidationFailed
 from core.identity import (
@@ -443,3 +443,13 @@ def test_another_purpose_registers_its_answer_and_the_same_page_serves_it(
     assert done == [(challenge.pk, ana_conv.pk)]
     assert not verified(ana_conv)  # its effect, not a step-up's
     assert again.status_code == 410
+
+
+def test_a_customer_pages_own_code_stays_a_code(by_link, ana, sms_outbox):
+    """The quote page asks for its step-up code in its own form: its conversation gets a code
+    whatever the company sends in the chat."""
+    conversation = link_conversation(company=by_link, contact=ana, key="k" * 24)
+
+    challenge = send(ana, conversation)
+
+    assert challenge.sent_as == Form.CODE and code_in(sms_outbox[0].body)
