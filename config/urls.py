@@ -18,6 +18,7 @@ from agenda.views import appointment_messages_opt_out, calendar_feed
 from core.boundary import error_response
 from core.metrics import metrics_view
 from core.middleware import api_of
+from core.verification.link_views import verification_link_page
 from sales.quote_views import (
     quote_page,
     quote_page_accept_view,
@@ -48,6 +49,7 @@ urlpatterns = [
     path("q/<str:token>/accept", quote_page_accept_view, name="quote_page_accept"),
     path("q/<str:token>/reject", quote_page_reject_view, name="quote_page_reject"),
     path("q/<str:token>/code", quote_page_code_view, name="quote_page_code"),
+    path("v/<str:token>", verification_link_page, name="verification_link"),
 ]
 
 

@@ -193,6 +193,10 @@ def page_headers(response: HttpResponse) -> HttpResponse:
 
 # --- Step-up codes from a page ----------------------------------------------------------------
 
+# A link page's conversation's `identified_via`: its page asks for a step-up code in its own
+# form, so the code goes to it whatever else the company sends (core.verification.issue).
+LINK_CONVERSATION_VIA = "link"
+
 
 def link_conversation(*, company: Company, contact: Contact, key: str) -> Conversation:
     """The conversation of a link's page, created on first need: the step-up services
@@ -204,7 +208,7 @@ def link_conversation(*, company: Company, contact: Contact, key: str) -> Conver
         external_id="link:" + link_digest(key),
         defaults={
             "contact": contact,
-            "identified_via": "link",
+            "identified_via": LINK_CONVERSATION_VIA,
             "identified_at": timezone.now(),
         },
     )

@@ -10,7 +10,11 @@ from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from pydantic import Field, model_validator
 
-from core.identity import identification_confirm, identify_contact
+from core.identity import (
+    conversation_verification_status,
+    identification_confirm,
+    identify_contact,
+)
 from core.normalize import mask_email, mask_phone
 from core.services import contact_change_confirm, contact_change_request
 from core.verification import challenge_issue, challenge_verify
@@ -139,6 +143,13 @@ class CodeSentOut(ToolOutput):
     sent: bool
     channel: Literal["sms", "email"]
     sent_to: str = Field(description="The registered destination, masked.")
+    sent_as: Literal["code", "link", "both"] = Field(
+        description=(
+            "What the message carries: a 6-digit code (ask for it, then verify_code), a "
+            "one-tap link (ask the customer to open it and press its button; no code to ask "
+            "for), or both (either works)."
+        )
+    )
     expires_in_minutes: int
 
 
@@ -146,9 +157,12 @@ class CodeSentOut(ToolOutput):
     name="request_verification_code",
     title="Send a verification code",
     description=(
-        "Sends a 6-digit code to the customer's OWN registered phone (sms) or email, never "
+        "Sends a verification to the customer's OWN registered phone (sms) or email, never "
         "to a number or address given in the chat. Needed before actions that answer "
-        "verification_required. Then ask the customer for the code and call verify_code."
+        "verification_required. sent_as says what the message carries, as the company "
+        "chose: a 6-digit code (ask the customer for it and call verify_code), a one-tap "
+        "link (ask them to open it and press its button, then call verification_status or "
+        "retry the action: the link itself never passes through the chat), or both."
     ),
     input=RequestVerificationCodeIn,
     output=CodeSentOut,
@@ -165,7 +179,47 @@ def request_verification_code(ctx: ToolContext, params: RequestVerificationCodeI
         "sent": True,
         "channel": challenge.channel,
         "sent_to": challenge.masked_destination,
+        "sent_as": challenge.sent_as,
         "expires_in_minutes": minutes,
+    }
+
+
+class VerificationStatusIn(ToolInput):
+    identifier: Identifier
+
+
+class VerificationStatusOut(ToolOutput):
+    verified: bool = Field(description="Whether protected actions may proceed now.")
+    valid_for_minutes: int | None = Field(
+        description="While verified: the minutes the verification still holds."
+    )
+    awaiting: Literal["code", "link", "both"] | None = Field(
+        description=(
+            "What the customer was last sent and has not used yet (a code to read back, a "
+            "link to tap, or both); null when nothing is pending."
+        )
+    )
+
+
+@tool(
+    name="verification_status",
+    title="Is the customer verified?",
+    description=(
+        "Tells whether the conversation is verified right now (for example after the "
+        "customer tapped the link request_verification_code sent), for how long, and what "
+        "the customer still has pending. Reads only; sends nothing."
+    ),
+    input=VerificationStatusIn,
+    output=VerificationStatusOut,
+    verification=True,
+    identified=True,
+)
+def verification_status(ctx: ToolContext, params: VerificationStatusIn) -> dict:
+    status = conversation_verification_status(conversation=ctx.conversation, contact=ctx.contact)
+    return {
+        "verified": status.verified,
+        "valid_for_minutes": status.valid_for_minutes,
+        "awaiting": status.awaiting,
     }
 
 

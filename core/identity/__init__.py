@@ -15,8 +15,10 @@ that defines them.
 from core.identity.binding import identify_contact
 from core.identity.ownership import check_owner, contact_for_conversation, identified_contact
 from core.identity.step_up import (
+    VerificationStatus,
     confirm_actions,
     conversation_is_verified,
+    conversation_verification_status,
     require_step_up,
     security_event_record,
     step_up_actions,
@@ -25,10 +27,12 @@ from core.identity.step_up import (
 from core.identity.verified_mode import identification_confirm
 
 __all__ = [
+    "VerificationStatus",
     "check_owner",
     "confirm_actions",
     "contact_for_conversation",
     "conversation_is_verified",
+    "conversation_verification_status",
     "identification_confirm",
     "identified_contact",
     "identify_contact",

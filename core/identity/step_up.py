@@ -4,8 +4,10 @@ A verification is voided by the security events of an identity alarm; which tool
 is the company's StepUpPolicy (core.step_up_choices lists the tools that can ask for a code).
 """
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +20,7 @@ from core.errors import PermissionRefused
 from core.identity.limits import TooManyAttempts
 from core.models import Contact, Conversation, SecurityEvent, StepUpPolicy, VerificationChallenge
 from core.process_cache import ProcessCache
+from core.verification.check import step_up_pending
 
 
 def security_event_record(
@@ -100,6 +103,28 @@ def conversation_is_verified(conversation: Conversation, *, now: datetime | None
         created_at__gte=conversation.verified_at
         or conversation.verified_until - settings.GARANTE_VERIFICATION_VALID_FOR,
     ).exists()
+
+
+@dataclass(frozen=True)
+class VerificationStatus:
+    verified: bool
+    valid_for_minutes: int | None  # while verified, rounded up
+    awaiting: str | None  # what the pending challenge was sent as (code, link, both), if any
+
+
+def conversation_verification_status(
+    *, conversation: Conversation, contact: Contact
+) -> VerificationStatus:
+    """Whether the conversation is verified now, and what the customer still may answer:
+    what the agent reads after asking the customer to tap a link, with no secret in it."""
+    now = timezone.now()
+    conversation.refresh_from_db(fields=["verified_at", "verified_until"])
+    verified = conversation_is_verified(conversation, now=now)
+    minutes = None
+    if verified:
+        minutes = max(1, math.ceil((conversation.verified_until - now).total_seconds() / 60))
+    pending = step_up_pending(conversation, contact)
+    return VerificationStatus(verified, minutes, pending.sent_as if pending else None)
 
 
 # company id -> its StepUpPolicy row's (step-up actions, confirmed actions), or None when it

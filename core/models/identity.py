@@ -276,6 +276,17 @@ class VerificationChallenge(models.Model):
     masked_destination = models.CharField(_("sent to"), max_length=254, editable=False)
     nonce = models.CharField(max_length=32, editable=False, verbose_name=_("nonce"))
     code_hmac = models.CharField(max_length=64, editable=False, verbose_name=_("code hmac"))
+    # What the message carried: the code, a one-tap link (core.verification.links), or both.
+    # With a link, `link_digest` names it: a SHA-256 of the link's key, which is derived from
+    # the nonce with SECRET_KEY, so that neither a row nor a backup holds a working link.
+    sent_as = models.CharField(
+        _("sent as"),
+        max_length=8,
+        choices=Company.VerificationForm.choices,
+        default=Company.VerificationForm.CODE,
+        editable=False,
+    )
+    link_digest = models.CharField(max_length=64, blank=True, editable=False)
     status = models.CharField(
         _("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE
     )
@@ -320,6 +331,10 @@ class VerificationChallenge(models.Model):
                 fields=["credential", "created_at"],
                 name="challenge_credential_sends",
                 condition=Q(purpose="identification"),
+            ),
+            # A tapped link finds its challenge (only challenges sent with a link have one).
+            models.Index(
+                fields=["link_digest"], name="challenge_link", condition=~Q(link_digest="")
             ),
             # The deliveries still under way: few, whatever the table's size (the sweep's).
             models.Index(

@@ -39,6 +39,15 @@ class Company(models.Model):
         PRODUCTION = "production", _("Production")
         SANDBOX = "sandbox", _("Sandbox")
 
+    class VerificationForm(models.TextChoices):
+        """What a step-up verification sends to the customer's channel: the six-digit code
+        they read back into the chat, a one-tap link that verifies the conversation without
+        the code passing through the agent (core.verification.links), or both."""
+
+        CODE = "code", _("A code to type in the chat")
+        LINK = "link", _("A link to tap")
+        BOTH = "both", _("A code and a link")
+
     name = models.CharField(_("name"), max_length=200)
     slug = models.SlugField(_("slug"), unique=True)
     timezone = models.CharField(
@@ -104,6 +113,24 @@ class Company(models.Model):
         default=5,
         validators=[MinValueValidator(1)],
         help_text=_("Every code sent to one customer in an hour, whatever asked for it."),
+    )
+    # The code by default: the agent platform's checks (certification) and every customer
+    # used to typing a code keep working; a company turns the link on per channel
+    # (docs/identity-limits.md, "Verification by link").
+    verification_form_sms = models.CharField(
+        _("verification by SMS"),
+        max_length=8,
+        choices=VerificationForm.choices,
+        default=VerificationForm.CODE,
+        help_text=_(
+            "A link lets the customer verify with one tap, so that no code passes through the chat."
+        ),
+    )
+    verification_form_email = models.CharField(
+        _("verification by email"),
+        max_length=8,
+        choices=VerificationForm.choices,
+        default=VerificationForm.CODE,
     )
     # Whom the company texts, and how many texts an hour (core.sms_policy): every SMS a
     # stranger can make it send costs it money, and premium-rate or far-away numbers the most
@@ -178,6 +205,10 @@ class Company(models.Model):
     @property
     def is_sandbox(self) -> bool:
         return self.environment == self.Environment.SANDBOX
+
+    def verification_form(self, channel: str) -> str:
+        """What a step-up verification sends by `channel` ("sms" or "email")."""
+        return self.verification_form_sms if channel == "sms" else self.verification_form_email
 
     @property
     def sms_regions(self) -> frozenset[str]:

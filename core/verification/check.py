@@ -1,6 +1,9 @@
-"""Checking a code: one attempt taken per guess, durably, and the challenge locked at the last."""
+"""Checking a code: one attempt taken per guess, durably, and the challenge locked at the last;
+and answering a challenge by its one-tap link, with the same checks and effect as its code."""
 
 import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -11,13 +14,14 @@ from django.utils.translation import gettext_lazy as _
 from core.durable import decided_once, durably, keeps_evidence
 from core.errors import PermissionRefused, ValidationFailed
 from core.metrics import CODES_LOCKED, CODES_VERIFIED, CODES_WRONG
-from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
+from core.models import Company, Contact, Conversation, SecurityEvent, VerificationChallenge
 from core.verification.budget import wrong_codes_budget_close, wrong_codes_spent
 from core.verification.codes import CODE_DIGITS, code_hmac
 
 Purpose = VerificationChallenge.Purpose
 Status = VerificationChallenge.Status
 Delivery = VerificationChallenge.Delivery
+Form = Company.VerificationForm
 
 
 def _latest_challenge(
@@ -46,16 +50,22 @@ def pending_identification_challenge(conversation: Conversation) -> Verification
     )
 
 
-def _voided_by_an_alarm(challenge: VerificationChallenge, conversation: Conversation) -> bool:
-    """Whether an identity alarm of the conversation came after the code was issued (and so,
-    as for a verification, the code no longer counts): durable events, which the refused
-    call's rollback leaves, decide it; the code is then marked revoked, durably."""
-    voided = SecurityEvent.objects.filter(
+def _alarm_since(challenge: VerificationChallenge, conversation: Conversation) -> bool:
+    """Whether an identity alarm of the conversation came after the challenge was issued
+    (durable events, which the refused call's rollback leaves). Reads only."""
+    return SecurityEvent.objects.filter(
         company_id=conversation.company_id,
         conversation_key=conversation.external_id,
         kind__in=SecurityEvent.VERIFICATION_DROPPING,
         created_at__gte=challenge.created_at,
     ).exists()
+
+
+def _voided_by_an_alarm(challenge: VerificationChallenge, conversation: Conversation) -> bool:
+    """Whether an identity alarm of the conversation came after the code was issued (and so,
+    as for a verification, the code no longer counts); the code is then marked revoked,
+    durably."""
+    voided = _alarm_since(challenge, conversation)
     if voided:
         durably(
             lambda: VerificationChallenge.objects.filter(
@@ -237,13 +247,174 @@ def challenge_verify(
             _("No hay ningún código pendiente. Primero tengo que enviarle uno."),
             code="no_code_pending",
         )
+    if challenge.sent_as == Form.LINK:
+        # No code went out: every guess would be wrong, and the customer has a link to tap.
+        raise ValidationFailed(
+            _(
+                "Le enviamos un enlace, no un código: ábralo en su teléfono o correo y pulse "
+                "el botón. Después podemos seguir."
+            ),
+            code="link_sent",
+        )
     now = timezone.now()
     _code_accept(challenge, conversation, code, now)
     _challenge_use(challenge, now)
+    _conversation_verify(challenge, conversation, now)
+    CODES_VERIFIED.inc()
+    return challenge
+
+
+def _conversation_verify(
+    challenge: VerificationChallenge, conversation: Conversation, now: datetime
+) -> None:
+    """What a step-up challenge answered does: the conversation verified for a short time."""
     conversation.verified_at = now
     conversation.verified_until = now + settings.GARANTE_VERIFICATION_VALID_FOR
     conversation.save(update_fields=["verified_at", "verified_until"])
+
+
+# --- Answering by link ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkAnswer:
+    """What tapping the link of a challenge of one purpose does, and what its page says.
+
+    `effect(challenge, conversation, now)` runs in the tap's transaction once the challenge
+    is used, as the right code's effect runs after verify_code: it raises a typed error to
+    refuse (then nothing of the tap stays, the challenge included). The texts are lazy:
+    the page shows them in the company's language."""
+
+    effect: Callable[[VerificationChallenge, Conversation, datetime], None]
+    heading: str
+    text: str
+    button: str
+    done: str
+
+
+_LINK_ANSWERS: dict[str, LinkAnswer] = {
+    Purpose.STEP_UP: LinkAnswer(
+        effect=_conversation_verify,
+        heading=_("Confirme que es usted"),
+        text=_(
+            "Pulse el botón para confirmar que es usted quien habla con %(company)s. Si no lo "
+            "ha pedido usted, cierre esta página: no se hará nada."
+        ),
+        button=_("Sí, soy yo"),
+        done=_("Listo, ya está confirmado. Vuelva a la conversación para seguir."),
+    ),
+}
+
+
+def link_answer_register(purpose: str, answer: LinkAnswer) -> None:
+    """Let the challenges of `purpose` be answered by link (an app's AppConfig.ready():
+    a confirmation of an action, say), with the same checks as a step-up's."""
+    _LINK_ANSWERS[purpose] = answer
+
+
+def link_answer(purpose: str) -> LinkAnswer | None:
+    """What tapping a link of `purpose` does (None: such challenges take no link)."""
+    return _LINK_ANSWERS.get(purpose)
+
+
+def _link_refused(status: str, *, expired: bool) -> Exception:
+    """Why a challenge in this state takes no tap: the link's words for `_refused`'s."""
+    if status == Status.LOCKED:
+        return verification_locked()
+    if status == Status.VERIFIED:
+        return ValidationFailed(
+            _("Este enlace ya se usó: solo sirve una vez."), code="link_used", state=status
+        )
+    if status == Status.SUPERSEDED:
+        return ValidationFailed(
+            _("Este enlace se sustituyó por otro más reciente. Abra el del último mensaje."),
+            code="link_superseded",
+            state=status,
+        )
+    if status == Status.REVOKED:
+        return ValidationFailed(
+            _("Este enlace se anuló por seguridad. Si lo necesita, pida otro en la conversación."),
+            code="link_revoked",
+            state=status,
+        )
+    if expired:
+        return ValidationFailed(
+            _("Este enlace caducó. Si lo necesita, pida otro en la conversación."),
+            code="link_expired",
+            state="expired",
+        )
+    return verification_locked()
+
+
+def _link_state_refusal(challenge: VerificationChallenge, now: datetime) -> Exception | None:
+    if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
+        return _link_refused(challenge.status, expired=challenge.expires_at <= now)
+    return None
+
+
+def challenge_link_refusal(challenge: VerificationChallenge, *, now: datetime) -> Exception | None:
+    """Why this challenge's link takes no tap now, or None; reads only (a GET's page: an alarm
+    is told here, and the challenge revoked by the tap that finds it)."""
+    refusal = _link_state_refusal(challenge, now)
+    if refusal is not None:
+        return refusal
+    conversation = challenge.conversation
+    if conversation is not None and _alarm_since(challenge, conversation):
+        return _link_refused(Status.REVOKED, expired=False)
+    return None
+
+
+@keeps_evidence
+def challenge_answer_by_link(*, challenge: VerificationChallenge) -> VerificationChallenge:
+    """Answer `challenge` by its link, exactly as its right code would be: the same checks
+    (active, not expired, not voided by an identity alarm of its conversation:
+    `_voided_by_an_alarm`), the same status change (`_challenge_use`) and the same effect,
+    its purpose's (`LinkAnswer`; a step-up verifies the conversation). Single use: a second
+    tap finds it used. Nothing is guessed here (the link's HMAC tag was checked before the
+    challenge was read), so no attempt is taken.
+
+    Bound to the challenge's own conversation, and to its contact: a conversation that has
+    since been bound to somebody else, or lost, is not verified by it."""
+    answer = _LINK_ANSWERS.get(challenge.purpose)
+    conversation = challenge.conversation
+    if (
+        answer is None
+        or challenge.sent_as == Form.CODE
+        or conversation is None
+        or conversation.contact_id != challenge.contact_id
+    ):
+        raise ValidationFailed(
+            _("Este enlace no sirve para confirmar nada. Pida otro en la conversación."),
+            code="link_invalid",
+        )
+    now = timezone.now()
+    # Its state as of now, locked: a second tap (another tab, a double submit under another
+    # form) waits here and then finds it used.
+    current = VerificationChallenge.objects.select_for_update().get(pk=challenge.pk)
+    refusal = _link_state_refusal(current, now)
+    if refusal is not None:
+        raise refusal
+    if _voided_by_an_alarm(current, conversation):
+        raise _link_refused(Status.REVOKED, expired=False)
+    try:
+        _challenge_use(current, now)
+    except ValidationFailed:
+        raise _link_refused(Status.VERIFIED, expired=False) from None
+    answer.effect(current, conversation, now)
     CODES_VERIFIED.inc()
+    return current
+
+
+def step_up_pending(conversation: Conversation, contact: Contact) -> VerificationChallenge | None:
+    """The conversation's step-up challenge the customer may still answer (by code or by
+    link), or None."""
+    challenge = _latest_challenge(conversation, contact, Purpose.STEP_UP)
+    if (
+        challenge is None
+        or challenge.status != Status.ACTIVE
+        or challenge.expires_at <= timezone.now()
+    ):
+        return None
     return challenge
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _g
 
 from core.metrics import CODES_DELIVERY_FAILED, CODES_SENT
-from core.models import VerificationChallenge
+from core.models import Company, VerificationChallenge
 from core.outbound import (
     OutboundRefused,
     OutboundTransient,
@@ -20,11 +20,13 @@ from core.outbound import (
 )
 from core.verification.codes import unseal_code
 from core.verification.issue import identification_code_admit
+from core.verification.links import verification_link_url
 
 logger = logging.getLogger("garante.verification")
 
 Status = VerificationChallenge.Status
 Delivery = VerificationChallenge.Delivery
+Form = Company.VerificationForm
 
 
 class DeliveryOutcome(StrEnum):
@@ -70,6 +72,25 @@ def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str
                 % values
             )
             return subject, body
+        url = "" if challenge.sent_as == Form.CODE else verification_link_url(challenge)
+        if url:
+            # The URL stands apart, with spaces around it, so that no message app takes the
+            # text's punctuation into the link.
+            values["url"] = url
+            subject = _g("Confirme que es usted en %(company)s") % values
+            if challenge.sent_as == Form.LINK:
+                body = _g(
+                    "%(company)s: para confirmar que es usted, abra este enlace y pulse el "
+                    "botón: %(url)s  Caduca en %(minutes)d minutos. Si no lo ha pedido usted, "
+                    "ignore este mensaje."
+                )
+            else:
+                body = _g(
+                    "%(company)s: su código de verificación es %(code)s. También puede "
+                    "confirmar que es usted abriendo este enlace: %(url)s  Caduca en "
+                    "%(minutes)d minutos. Si no lo ha pedido usted, ignore este mensaje."
+                )
+            return subject, body % values
         subject = _g("Su código de verificación de %(company)s") % values
         body = (
             _g(
@@ -97,6 +118,15 @@ def challenge_deliver_once(*, challenge_id: int, sealed_code: str, last_try: boo
         # Gone, or the code of an identification of nobody: published only so that it is
         # published alike, settled when it was written.
         return DeliveryOutcome.SKIPPED
+    if challenge.sent_as != Form.CODE and not verification_link_url(challenge):
+        # The site's public address was removed after the link was issued: no link can be
+        # written, so its code goes instead, and verify_code takes it (it refuses a code of a
+        # challenge sent as a link only).
+        logger.warning("verification %s: no public address for its link; code sent", challenge_id)
+        VerificationChallenge.objects.filter(pk=challenge_id).update(
+            sent_as=Form.CODE, link_digest=""
+        )
+        challenge.sent_as, challenge.link_digest = Form.CODE, ""
     subject, body = _message_text(challenge, unseal_code(sealed_code, challenge.nonce))
     claimable = VerificationChallenge.objects.filter(
         pk=challenge_id, delivery_status__in=[Delivery.QUEUED, Delivery.RETRYING]

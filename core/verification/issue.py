@@ -22,16 +22,18 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.customer_links import LINK_CONVERSATION_VIA
 from core.durable import decided_once, durably
 from core.errors import PermissionRefused, SystemUnavailable, ValidationFailed
 from core.jobs import task_named
 from core.metrics import CODES_ISSUED
-from core.models import Contact, Conversation, VerificationChallenge
+from core.models import Company, Contact, Conversation, VerificationChallenge
 from core.normalize import mask_email, mask_phone
 from core.transactions import int32
 from core.verification.budget import wrong_codes_retry_after
 from core.verification.check import verification_locked
 from core.verification.codes import CODE_DIGITS, MODULUS, code_hmac, seal_code
+from core.verification.links import verification_link_digest, verification_link_key
 
 logger = logging.getLogger("garante.verification")
 
@@ -39,7 +41,7 @@ Channel = VerificationChallenge.Channel
 Purpose = VerificationChallenge.Purpose
 Status = VerificationChallenge.Status
 Delivery = VerificationChallenge.Delivery
-Purpose = VerificationChallenge.Purpose
+Form = Company.VerificationForm
 
 # Errors of the broker connection when publishing: the code cannot be on its way.
 BROKER_ERRORS = (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
@@ -118,6 +120,10 @@ def _check_send_limits(
             )
 
 
+def _link_digest(nonce: str) -> str:
+    return verification_link_digest(verification_link_key(nonce))
+
+
 def _publish(challenge_id: int, sealed: str) -> None:
     try:
         task_named("core.challenge_deliver").apply_async(
@@ -141,7 +147,9 @@ def challenge_issue(
     that commit, inside this call, so a broker that cannot be reached is known here: the
     challenge is then marked not sent (a late worker will not deliver it) and SystemUnavailable
     is raised.
-    Earlier active codes of the same conversation stop working.
+    Earlier active codes of the same conversation stop working. The message carries the code,
+    a one-tap link or both, as the company chose for the channel (`_sent_as`,
+    core.verification.links); the challenge says which (`sent_as`).
     """
     if channel not in Channel.values:
         raise ValidationFailed(_("Puedo enviar el código por SMS o por correo."), code="channel")
@@ -158,7 +166,28 @@ def challenge_issue(
         purpose=Purpose.STEP_UP,
         conversation=conversation,
         issued_by=issued_by,
+        sent_as=_sent_as(contact.company, channel, conversation),
     )
+
+
+def _sent_as(company: Company, channel: str, conversation: Conversation | None) -> str:
+    """What a step-up message carries: the company's choice for the channel, or the code
+    where a link cannot work: without the site's public address (no URL to send), without a
+    conversation to verify (staff's resend of a code of none), or for a customer page's own
+    conversation (core.customer_links.link_conversation), whose page asks for the code in its
+    own form."""
+    form = company.verification_form(channel)
+    if form == Form.CODE:
+        return form
+    if conversation is None or conversation.identified_via == LINK_CONVERSATION_VIA:
+        return Form.CODE
+    if not settings.GARANTE_PUBLIC_URL:
+        logger.warning(
+            "verification by link is on for %s but GARANTE_PUBLIC_URL is not set: code sent",
+            channel,
+        )
+        return Form.CODE
+    return form
 
 
 def contact_change_challenge_issue(
@@ -239,6 +268,7 @@ def _issue(
     conversation: Conversation | None,
     issued_by,
     binding: dict[str, str] | None = None,
+    sent_as: str = Company.VerificationForm.CODE,
 ) -> VerificationChallenge:
     binding = binding or {}
     now = timezone.now()
@@ -272,6 +302,8 @@ def _issue(
             masked_destination=_mask(channel, destination, contact.company.language),
             nonce=nonce,
             code_hmac=code_hmac(nonce=nonce, contact_id=contact.pk, code=code),
+            sent_as=sent_as,
+            link_digest="" if sent_as == Form.CODE else _link_digest(nonce),
             expires_at=now + settings.GARANTE_VERIFICATION_CODE_TTL,
             issued_by=issued_by,
             created_at=now,

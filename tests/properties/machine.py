@@ -79,6 +79,7 @@ READS = {
     "get_quote",
     "list_my_cases",
     "get_case",
+    "verification_status",
 }
 REFERENCE_ARGUMENT = {
     "book_appointment": [("slot", "SL")],

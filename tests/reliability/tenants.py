@@ -60,6 +60,7 @@ def arguments_for(identifier: str, refs: dict[str, str]) -> dict[str, dict[str, 
         "search_products": {"query": "Café"},
         "update_contact_details": {"identifier": identifier, "email": "nuevo@example.com"},
         "verify_code": {"identifier": identifier, "code": "123456"},
+        "verification_status": {"identifier": identifier},
     }
 
 

@@ -115,6 +115,7 @@ def test_step_up_by_sms_from_request_to_verified(tool_client, ana, sms_outbox):
         "sent": True,
         "channel": "sms",
         "sent_to": "teléfono terminado en 22",
+        "sent_as": "code",  # a new company's default
         "expires_in_minutes": 10,
     }
     assert code not in sent.text

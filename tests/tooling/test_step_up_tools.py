@@ -70,6 +70,7 @@ def test_every_tool_a_policy_may_list_asks_for_the_code_before_it_acts():
         "search_products",
         "request_verification_code",
         "verify_code",
+        "verification_status",
     }
     actions = sorted({registry.get(name).step_up for name in listed})
     StepUpPolicy.objects.update_or_create(company=company, defaults={"actions": actions})

@@ -344,6 +344,7 @@ def test_every_tool_answers_what_its_output_schema_says(live_server, sandbox, mo
         await call("identify_contact", {"document": ana})
         await call("request_verification_code", {**me, "channel": "sms"})
         await call("verify_code", {**me, "code": await anyio_to_thread(_code)})
+        await call("verification_status", me)
         await call("list_services", {"limit": 2})
         slots = await call("find_available_slots", {"service": "Corte de pelo", "from": day})
         booked = await call(
