@@ -15,3 +15,11 @@ class CoreConfig(AppConfig):
         # (`dashboard`, core.dashboard) and sections of the customer's file (`contact_file`,
         # core.contact_file), found the way the admin finds `admin` modules.
         autodiscover_modules("roles", "dashboard", "contact_file")
+
+        # A customer's confirmation of an action is answered by its one-tap link too
+        # (core.verification.confirmation); the step-up's answer is check.py's own.
+        from core.models import VerificationChallenge
+        from core.verification.check import link_answer_register
+        from core.verification.confirmation import CONFIRMATION_LINK_ANSWER
+
+        link_answer_register(VerificationChallenge.Purpose.CONFIRMATION, CONFIRMATION_LINK_ANSWER)

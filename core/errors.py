@@ -102,8 +102,9 @@ class PermissionRefused(GaranteError):
 class ConfirmationRequired(PermissionRefused):
     """The company has the customer confirm this action themselves: a code bound to it was
     sent to their own channel (core.verification.confirmation), and the same call with that
-    code (`confirmation_code`) does it. Extras: `channel`, `sent_to` (masked),
-    `expires_in_minutes`."""
+    code (`confirmation_code`) does it; or a one-tap link went, and the same call without a
+    code does it once the customer tapped it. Extras: `channel`, `sent_to` (masked),
+    `sent_as` (`code`, `link` or `both`), `expires_in_minutes`."""
 
     default_message = _(
         "Para hacerlo necesito que usted lo confirme con un código que le he enviado."

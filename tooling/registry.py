@@ -90,8 +90,10 @@ ConfirmationCode = Annotated[
 # What a tool declared `confirmation=True` tells the model, at the end of its description.
 CONFIRMATION_HELP = (
     "The company may have the customer confirm it: then the answer is the error "
-    "confirmation_required and a code was sent to the customer's own phone or email; ask "
-    "the customer for it and call again with the same arguments plus confirmation_code."
+    "confirmation_required and a code (sent_as code), a link (link) or both were sent to the "
+    "customer's own phone or email; ask the customer for the code and call again with the "
+    "same arguments plus confirmation_code, or, for a link, once the customer says they "
+    "tapped it, call again with the same arguments and no code."
 )
 
 

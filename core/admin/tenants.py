@@ -74,10 +74,11 @@ class CompanyAdmin(CompanyScopedAdmin):
             _("How customers verify"),
             {
                 "description": _(
-                    "What a verification sends to the customer's own phone or email: a code "
-                    "they read back to the agent, a link they tap on their phone (no code "
-                    "passes through the chat; needs the site's public address), or both. "
-                    "The same limits of codes apply to links."
+                    "What a verification, or a customer's confirmation of an action, sends "
+                    "to the customer's own phone or email: a code they read back to the "
+                    "agent, a link they tap on their phone (no code passes through the chat; "
+                    "needs the site's public address), or both. The same limits of codes "
+                    "apply to links."
                 ),
                 "fields": ["verification_form_sms", "verification_form_email"],
             },

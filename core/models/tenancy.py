@@ -207,7 +207,8 @@ class Company(models.Model):
         return self.environment == self.Environment.SANDBOX
 
     def verification_form(self, channel: str) -> str:
-        """What a step-up verification sends by `channel` ("sms" or "email")."""
+        """What a step-up verification, or a confirmation of an action, sends by `channel`
+        ("sms" or "email")."""
         return self.verification_form_sms if channel == "sms" else self.verification_form_email
 
     @property

@@ -162,7 +162,7 @@ def code_well_formed(code: str) -> str:
     return code
 
 
-def _code_accept(
+def code_accept(
     challenge: VerificationChallenge,
     conversation: Conversation,
     code: str,
@@ -172,7 +172,7 @@ def _code_accept(
     the challenge's code and the challenge still takes guesses. The last wrong one locks it,
     and so does the wrong guess that spends the contact's budget of wrong codes
     (core.verification.budget), after which the code takes no guess. The challenge is not
-    used up here (`_challenge_use`). A code issued before an identity alarm of the
+    used up here (`challenge_use`). A code issued before an identity alarm of the
     conversation takes no guess (`code_revoked`). A challenge of nobody (an identification in
     verified mode) goes through every step alike and never matches."""
     if challenge.status != Status.ACTIVE or challenge.expires_at <= now:
@@ -211,7 +211,7 @@ def _code_accept(
         )
 
 
-def _challenge_use(challenge: VerificationChallenge, now: datetime) -> None:
+def challenge_use(challenge: VerificationChallenge, now: datetime) -> None:
     """Mark the challenge used, in the caller's transaction; raise if it no longer may be."""
     # Conditional: a concurrent last wrong guess may have locked it, or a twin call used it.
     used = VerificationChallenge.objects.filter(
@@ -257,8 +257,8 @@ def challenge_verify(
             code="link_sent",
         )
     now = timezone.now()
-    _code_accept(challenge, conversation, code, now)
-    _challenge_use(challenge, now)
+    code_accept(challenge, conversation, code, now)
+    challenge_use(challenge, now)
     _conversation_verify(challenge, conversation, now)
     CODES_VERIFIED.inc()
     return challenge
@@ -368,7 +368,7 @@ def challenge_link_refusal(challenge: VerificationChallenge, *, now: datetime) -
 def challenge_answer_by_link(*, challenge: VerificationChallenge) -> VerificationChallenge:
     """Answer `challenge` by its link, exactly as its right code would be: the same checks
     (active, not expired, not voided by an identity alarm of its conversation:
-    `_voided_by_an_alarm`), the same status change (`_challenge_use`) and the same effect,
+    `_voided_by_an_alarm`), the same status change (`challenge_use`) and the same effect,
     its purpose's (`LinkAnswer`; a step-up verifies the conversation). Single use: a second
     tap finds it used. Nothing is guessed here (the link's HMAC tag was checked before the
     challenge was read), so no attempt is taken.
@@ -397,7 +397,7 @@ def challenge_answer_by_link(*, challenge: VerificationChallenge) -> Verificatio
     if _voided_by_an_alarm(current, conversation):
         raise _link_refused(Status.REVOKED, expired=False)
     try:
-        _challenge_use(current, now)
+        challenge_use(current, now)
     except ValidationFailed:
         raise _link_refused(Status.VERIFIED, expired=False) from None
     answer.effect(current, conversation, now)
@@ -446,7 +446,7 @@ def contact_change_code_check(
         )
     now = timezone.now()
     try:
-        _code_accept(challenge, conversation, code, now)
+        code_accept(challenge, conversation, code, now)
     except ValidationFailed as wrong:
         if wrong.code == "wrong_code" and _is_used_step_up_code(conversation, contact, code):
             raise ValidationFailed(
@@ -481,7 +481,7 @@ def _is_used_step_up_code(conversation: Conversation, contact: Contact, code: st
 
 def contact_change_code_use(challenge: VerificationChallenge) -> None:
     """Use up a change's code in the caller's transaction (the change commits with it)."""
-    _challenge_use(challenge, timezone.now())
+    challenge_use(challenge, timezone.now())
     CODES_VERIFIED.inc()
 
 
@@ -505,7 +505,7 @@ def identification_challenge_verify(
     (`pending_identification_challenge`), as `challenge_verify` checks a step-up code; the
     caller binds the conversation to the challenge's contact when it is right."""
     now = timezone.now()
-    _code_accept(challenge, conversation, code_well_formed(code), now)
-    _challenge_use(challenge, now)
+    code_accept(challenge, conversation, code_well_formed(code), now)
+    challenge_use(challenge, now)
     CODES_VERIFIED.inc()
     return challenge

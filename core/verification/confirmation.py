@@ -15,6 +15,14 @@ customer confirms. Such a tool's service calls `confirmation_require` after its 
 - else a code is sent (core.verification.issue.confirmation_challenge_issue, within the send
   limits) and ConfirmationRequired is raised, naming the masked channel.
 
+The message carries the code, a one-tap link or both, as the company chose for the channel
+(Company.VerificationForm, the step-up's setting). Tapping the link answers the challenge
+(`CONFIRMATION_LINK_ANSWER`, registered by core's AppConfig) and does nothing else: neither
+the action, which the model's next call with the same arguments does by finding the answered
+challenge above, nor a verification of the conversation. A link still waiting for its tap is
+not sent again by a call without a code: a new one would replace the one the customer is
+about to tap.
+
 What the model can set (the code) only answers the challenge; nothing skips it. The use
 commits with the effect, so an effect that fails leaves the confirmation for its retry, and a
 replay of the call under its idempotency key never reaches here.
@@ -36,13 +44,14 @@ from core.durable import decided_once, keeps_evidence
 from core.errors import ConfirmationRequired, ValidationFailed
 from core.identity.step_up import confirm_actions
 from core.metrics import CODES_VERIFIED
-from core.models import Contact, Conversation, SecurityEvent, VerificationChallenge
-from core.verification.check import _challenge_use, _code_accept, code_well_formed
+from core.models import Company, Contact, Conversation, SecurityEvent, VerificationChallenge
+from core.verification.check import LinkAnswer, challenge_use, code_accept, code_well_formed
 from core.verification.issue import confirmation_challenge_issue
 
 Purpose = VerificationChallenge.Purpose
 Status = VerificationChallenge.Status
 Delivery = VerificationChallenge.Delivery
+Form = Company.VerificationForm
 
 SUMMARY_MAX_LENGTH = VerificationChallenge._meta.get_field("action_summary").max_length
 
@@ -109,9 +118,6 @@ def _confirmed(
         _refuse_if_voided(answered, conversation)
         _use(answered, now)
         return
-    if code is None:
-        _ask(conversation=conversation, contact=contact, target=target)
-    code = code_well_formed(code)
     # As the call first found it: its later runs (core.durable) see the attempt it took.
     pending = decided_once(
         lambda: (
@@ -120,6 +126,11 @@ def _confirmed(
             .first()
         )
     )
+    if code is None:
+        if pending is not None and _awaiting_tap(pending, now):
+            _remind(pending)
+        _ask(conversation=conversation, contact=contact, target=target)
+    code = code_well_formed(code)
     if pending is None:
         # A code sent for another request, another conversation, or none at all: nothing here
         # takes it, and nothing is guessed at.
@@ -130,8 +141,17 @@ def _confirmed(
             ),
             code="no_confirmation_pending",
         )
-    _code_accept(pending, conversation, code, now)
-    _challenge_use(pending, now)
+    if pending.sent_as == Form.LINK:
+        # No code went out: every guess would be wrong, and none takes an attempt.
+        raise ValidationFailed(
+            _(
+                "Le enviamos un enlace, no un código: cuando lo haya abierto y pulsado el "
+                "botón, vuelva a pedirlo sin código."
+            ),
+            code="link_sent",
+        )
+    code_accept(pending, conversation, code, now)
+    challenge_use(pending, now)
     _use(pending, now)
     CODES_VERIFIED.inc()
 
@@ -177,8 +197,18 @@ def _use(challenge: VerificationChallenge, now: datetime) -> None:
         )
 
 
+def _awaiting_tap(challenge: VerificationChallenge, now: datetime) -> bool:
+    """Whether the customer has a link of this action still to tap."""
+    return (
+        challenge.sent_as != Form.CODE
+        and challenge.status == Status.ACTIVE
+        and challenge.expires_at > now
+    )
+
+
 def _ask(*, conversation: Conversation, contact: Contact, target: ConfirmedAction) -> None:
-    """Send the customer a code for this action and raise ConfirmationRequired."""
+    """Send the customer a code, a link or both for this action and raise
+    ConfirmationRequired."""
     challenge = confirmation_challenge_issue(
         contact=contact,
         conversation=conversation,
@@ -187,14 +217,44 @@ def _ask(*, conversation: Conversation, contact: Contact, target: ConfirmedActio
         action_summary=target.summary[:SUMMARY_MAX_LENGTH],
     )
     minutes = int(settings.GARANTE_VERIFICATION_CODE_TTL.total_seconds() // 60)
-    raise ConfirmationRequired(
-        _(
-            "Para hacerlo necesito que usted lo confirme: le he enviado un código a su "
-            "%(sent_to)s. Cuando lo reciba, dígamelo (caduca en %(minutes)d minutos)."
-        )
-        % {"sent_to": _sent_to(challenge), "minutes": minutes},
+    raise _required(challenge, _SENT[challenge.sent_as], minutes)
+
+
+def _remind(challenge: VerificationChallenge) -> None:
+    """Raise ConfirmationRequired for the link already sent, sending nothing."""
+    left = int((challenge.expires_at - timezone.now()).total_seconds() // 60)
+    raise _required(challenge, _AWAITING, max(1, left))
+
+
+# What the model is told it waits for, per form of the message sent.
+_SENT = {
+    Form.CODE: _(
+        "Para hacerlo necesito que usted lo confirme: le he enviado un código a su "
+        "%(sent_to)s. Cuando lo reciba, dígamelo (caduca en %(minutes)d minutos)."
+    ),
+    Form.LINK: _(
+        "Para hacerlo necesito que usted lo confirme: le he enviado un enlace a su "
+        "%(sent_to)s. Ábralo, pulse el botón y dígamelo cuando esté (caduca en %(minutes)d "
+        "minutos)."
+    ),
+    Form.BOTH: _(
+        "Para hacerlo necesito que usted lo confirme: le he enviado un código y un enlace a "
+        "su %(sent_to)s. Dígame el código, o pulse el botón del enlace y dígamelo cuando "
+        "esté (caduca en %(minutes)d minutos)."
+    ),
+}
+_AWAITING = _(
+    "Aún no se ha confirmado: el enlace que le envié a su %(sent_to)s sigue sin pulsarse. "
+    "Ábralo, pulse el botón y dígamelo cuando esté (caduca en %(minutes)d minutos)."
+)
+
+
+def _required(challenge: VerificationChallenge, text, minutes: int) -> ConfirmationRequired:
+    return ConfirmationRequired(
+        text % {"sent_to": _sent_to(challenge), "minutes": minutes},
         channel=challenge.channel,
         sent_to=challenge.masked_destination,
+        sent_as=challenge.sent_as,
         expires_in_minutes=minutes,
     )
 
@@ -203,3 +263,28 @@ def _sent_to(challenge: VerificationChallenge) -> str:
     if challenge.channel == VerificationChallenge.Channel.SMS:
         return challenge.masked_destination  # "teléfono terminado en 42", in its language
     return str(_("correo %(email)s") % {"email": challenge.masked_destination})
+
+
+def _confirmation_answered(
+    challenge: VerificationChallenge, conversation: Conversation, now: datetime
+) -> None:
+    """What a tapped confirmation link does besides marking its challenge answered (done by
+    challenge_answer_by_link): nothing. The action waits for the model's next call, which
+    runs the tool's guards against the record as it is then, and the conversation is not
+    verified: the customer confirmed one action, not who is talking."""
+
+
+# The page of a confirmation's link, in the words stored on its challenge (`%(action)s`).
+CONFIRMATION_LINK_ANSWER = LinkAnswer(
+    effect=_confirmation_answered,
+    heading=_("Confirme su operación"),
+    text=_(
+        "Pulse el botón para confirmar que quiere %(action)s con %(company)s. Si no lo ha "
+        "pedido usted, cierre esta página: no se hará nada."
+    ),
+    button=_("Sí, lo confirmo"),
+    done=_(
+        "Listo, queda confirmado. Vuelva a la conversación y dígalo: allí se hará, y se lo "
+        "confirmaremos."
+    ),
+)

@@ -63,15 +63,27 @@ def _message_text(challenge: VerificationChallenge, code: str) -> tuple[str, str
             # gives it only for what they asked, whatever the conversation tells them.
             values["action"] = challenge.action_summary
             subject = _g("Confirme su operación en %(company)s") % values
-            body = (
-                _g(
+            link = challenge.sent_as != Form.CODE
+            values["url"] = verification_link_url(challenge) if link else ""
+            if not values["url"]:
+                body = _g(
                     "%(company)s: para confirmar que quiere %(action)s, su código es %(code)s. "
                     "Caduca en %(minutes)d minutos. Si no lo ha pedido usted, no lo comparta: "
                     "no se hará nada."
                 )
-                % values
-            )
-            return subject, body
+            elif challenge.sent_as == Form.LINK:
+                body = _g(
+                    "%(company)s: para confirmar que quiere %(action)s, abra este enlace y "
+                    "pulse el botón: %(url)s  Caduca en %(minutes)d minutos. Si no lo ha "
+                    "pedido usted, no lo abra: no se hará nada."
+                )
+            else:
+                body = _g(
+                    "%(company)s: para confirmar que quiere %(action)s, su código es %(code)s; "
+                    "o abra este enlace y pulse el botón: %(url)s  Caduca en %(minutes)d "
+                    "minutos. Si no lo ha pedido usted, no lo comparta: no se hará nada."
+                )
+            return subject, body % values
         url = "" if challenge.sent_as == Form.CODE else verification_link_url(challenge)
         if url:
             # The URL stands apart, with spaces around it, so that no message app takes the

@@ -171,11 +171,11 @@ def challenge_issue(
 
 
 def _sent_as(company: Company, channel: str, conversation: Conversation | None) -> str:
-    """What a step-up message carries: the company's choice for the channel, or the code
-    where a link cannot work: without the site's public address (no URL to send), without a
-    conversation to verify (staff's resend of a code of none), or for a customer page's own
-    conversation (core.customer_links.link_conversation), whose page asks for the code in its
-    own form."""
+    """What a step-up's or a confirmation's message carries: the company's choice for the
+    channel, or the code where a link cannot work: without the site's public address (no URL
+    to send), without a conversation to answer in (staff's resend of a code of none), or for a
+    customer page's own conversation (core.customer_links.link_conversation), whose page asks
+    for the code in its own form."""
     form = company.verification_form(channel)
     if form == Form.CODE:
         return form
@@ -228,7 +228,9 @@ def confirmation_challenge_issue(
     """Create a code with which `contact` confirms one action (a tool name) on one exact
     target (`action_digest`, core.verification.confirmation), told to them as
     `action_summary`, and hand it to the delivery task; to their registered phone, else their
-    registered email (ValidationFailed `confirmation_unavailable` with neither).
+    registered email (ValidationFailed `confirmation_unavailable` with neither). The message
+    carries the code, a one-tap link or both, as the company chose for that channel, the same
+    setting as a step-up's (`_sent_as`): tapping the link answers the confirmation.
 
     The same send limits as every code apply (per contact, per conversation, the wrong-code
     budget). It supersedes the conversation's earlier code for that same action and target
@@ -251,6 +253,7 @@ def confirmation_challenge_issue(
         purpose=Purpose.CONFIRMATION,
         conversation=conversation,
         issued_by=None,
+        sent_as=_sent_as(contact.company, channel, conversation),
         binding={
             "action": action,
             "action_digest": action_digest,

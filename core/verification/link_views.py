@@ -77,7 +77,8 @@ def _page(
         "company": company.name,
         "first_name": challenge.contact.first_name if challenge.contact else "",
         "heading": str(answer.heading),
-        "text": str(answer.text) % {"company": company.name},
+        # A confirmation's page says what the tap confirms, in the words its message used.
+        "text": str(answer.text) % {"company": company.name, "action": challenge.action_summary},
         "button": str(answer.button),
         "action": reverse("verification_link", args=[token]),
         "form_token": form_token_new(key),
