@@ -31,6 +31,7 @@ from core.verification import (
     check,
     seal_code,
 )
+from core.verification.issue import confirmation_challenge_issue
 from core.verification.links import verification_link_digest, verification_link_key
 from tests.customer_links import PUBLIC_URL, form_token, visible_text
 from tests.factories import ANA_DOCUMENT, ANA_EMAIL, ANA_PHONE, BRUNO_EMAIL
@@ -453,3 +454,35 @@ def test_a_customer_pages_own_code_stays_a_code(by_link, ana, sms_outbox):
     challenge = send(ana, conversation)
 
     assert challenge.sent_as == Form.CODE and code_in(sms_outbox[0].body)
+
+
+def test_a_confirmations_link_states_the_action_in_the_companys_language_and_only_answers_it(
+    by_link, ana, ana_conv, sms_outbox
+):
+    """A confirmation of an action goes as a link too (the company's setting): its page says
+    what the tap confirms in the words stored on the challenge, a GET changes nothing, and
+    the tap marks the challenge answered without verifying the conversation."""
+    by_link.language = "en"
+    by_link.save()
+    challenge = confirmation_challenge_issue(
+        contact=ana,
+        conversation=ana_conv,
+        action="cancel_appointment",
+        action_digest="d" * 64,
+        action_summary="cancel your appointment AP-7K2F9Q",
+    )
+    body = sms_outbox[-1].body
+    assert "to confirm that you want to cancel your appointment AP-7K2F9Q" in body
+    assert not re.search(r"\b\d{6}\b", body)
+
+    page, tapped = tap(Client(), link_in(body))
+
+    text = visible_text(page.content.decode())
+    assert "Hello, Ana." in text and "cancel your appointment AP-7K2F9Q" in text
+    assert page.content.decode().count("<button") == 1
+    assert "García" not in text and ANA_PHONE not in text
+    assert tapped.status_code == 200
+    challenge.refresh_from_db()
+    assert challenge.sent_as == Form.LINK
+    assert (challenge.status, challenge.consumed_at) == (Status.VERIFIED, None)
+    assert not verified(ana_conv)

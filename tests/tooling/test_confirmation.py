@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
+from django.core.cache import caches
 from django.core.management import call_command
+from django.test import Client
 from django.utils import timezone
 from django_fsm_log.models import StateLog
 
@@ -24,6 +26,7 @@ from core.step_up_choices import confirm_choices
 from sales.models import Quote
 from support import services as support_services
 from support.models import Case
+from tests.customer_links import PUBLIC_URL, form_token, visible_text
 from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT
 from tooling.context import CallMeta, ToolContext
 from tooling.execution import handler_run_checked
@@ -111,6 +114,7 @@ def test_a_cancellation_waits_for_the_code_sent_to_the_customers_phone(
         "code": "confirmation_required",
         "channel": "sms",
         "sent_to": "teléfono terminado en 22",
+        "sent_as": "code",
         "expires_in_minutes": 10,
     }
     assert state(reference) == "scheduled"
@@ -443,6 +447,210 @@ def test_a_confirmation_answered_without_a_typed_code_lets_the_next_call_act_onc
 
     assert (done.status_code, done.json()["state"]) == (200, "cancelled")
     assert VerificationChallenge.objects.get().consumed_at is not None
+
+
+# --- the one-tap link --------------------------------------------------------------------------
+
+LINK = re.compile(re.escape(PUBLIC_URL) + r"(/v/[A-Za-z0-9_-]{40})")
+
+
+@pytest.fixture
+def by_link(company, settings):
+    """The company sends its customers a one-tap link for texts (its step-up's setting)."""
+    settings.GARANTE_PUBLIC_URL = PUBLIC_URL
+    company.verification_form_sms = Company.VerificationForm.LINK
+    company.save()
+    caches["shared"].clear()  # the link pages' rate limits
+    yield company
+    caches["shared"].clear()
+
+
+def link_sent(outbox) -> str:
+    match = LINK.search(outbox[-1].body)
+    assert match, outbox[-1].body
+    return match.group(1)
+
+
+def tap(path: str):
+    """Open the link's page, then press its one button: (the GET's answer, the POST's)."""
+    client = Client()
+    page = client.get(path)
+    return page, client.post(path, {"form_token": form_token(page.content.decode())})
+
+
+def test_with_the_company_set_to_link_the_tap_then_the_next_call_cancels(
+    ana_client, by_link, marta, frozen_clock, sms_outbox
+):
+    confirm_on(by_link, "cancel_appointment")
+    reference, _ = booked(ana_client)
+
+    asked = cancel(ana_client, reference)
+
+    assert (asked.status_code, asked.json()["code"], asked.json()["sent_as"]) == (
+        403,
+        "confirmation_required",
+        "link",
+    )
+    assert "le he enviado un enlace" in asked.json()["user_message"]
+    body = sms_outbox[-1].body
+    assert f"para confirmar que quiere anular su cita {reference}, abra este enlace" in body
+    assert "su código es" not in body and not re.search(r"\b\d{6}\b", body)
+    path = link_sent(sms_outbox)
+    messages = len(sms_outbox)
+
+    # Asked again before the tap: the link already sent stays the one to tap, none is sent.
+    waiting = cancel(ana_client, reference)
+    # A scanner (or the customer) opening the page does nothing either.
+    page = Client().get(path)
+
+    assert (waiting.status_code, waiting.json()["code"]) == (403, "confirmation_required")
+    assert "sigue sin pulsarse" in waiting.json()["user_message"]
+    assert len(sms_outbox) == messages
+    text = visible_text(page.content.decode())
+    assert page.status_code == 200 and "Hola, Ana." in text
+    assert f"confirmar que quiere anular su cita {reference}" in text
+    assert page.content.decode().count("<button") == 1 and "García" not in text
+    assert VerificationChallenge.objects.get().status == Status.ACTIVE
+    assert state(reference) == "scheduled"
+
+    _page, tapped = tap(path)
+
+    assert tapped.status_code == 200
+    assert "Listo, queda confirmado" in visible_text(tapped.content.decode())
+    assert state(reference) == "scheduled"  # the tap answers; the model's next call acts
+    done = cancel(ana_client, reference)
+    assert (done.status_code, done.json()["state"]) == (200, "cancelled")
+    challenge = VerificationChallenge.objects.get()
+    assert (challenge.status, challenge.sent_as) == (Status.VERIFIED, "link")
+    assert challenge.consumed_at is not None
+    again = Client().get(path)
+    assert again.status_code == 410 and "ya se usó" in visible_text(again.content.decode())
+
+
+def test_a_tapped_confirmation_does_not_verify_the_conversation(
+    ana_client, by_link, marta, frozen_clock, sms_outbox
+):
+    StepUpPolicy.objects.update_or_create(
+        company=by_link,
+        defaults={"actions": ["update_contact_details"], "confirm_actions": ["cancel_appointment"]},
+    )
+    reference, _ = booked(ana_client)
+    cancel(ana_client, reference)
+
+    tap(link_sent(sms_outbox))
+
+    status = ana_client.call("verification_status", {"identifier": ANA_DOCUMENT})
+    assert status.status_code == 200 and status.json()["verified"] is False
+    challenge = VerificationChallenge.objects.get()
+    assert challenge.status == Status.VERIFIED
+    assert challenge.conversation.verified_until is None
+    # A step-up tool still asks for its own verification.
+    change = ana_client.call(
+        "update_contact_details",
+        {"identifier": ANA_DOCUMENT, "email": "ana.nueva@example.org"},
+        key=key(),
+    )
+    assert change.json()["code"] == "verification_required"
+
+
+def test_with_both_the_message_carries_code_and_link_and_either_confirms_once(
+    ana_client, by_link, marta, frozen_clock, sms_outbox
+):
+    by_link.verification_form_sms = Company.VerificationForm.BOTH
+    by_link.save()
+    confirm_on(by_link, "cancel_appointment", "reschedule_appointment")
+    reference, slots = booked(ana_client)
+    move = {"identifier": ANA_DOCUMENT, "appointment": reference, "slot": slots[3]["slot"]}
+
+    asked = ana_client.call("reschedule_appointment", move, key=key())
+
+    assert asked.json()["sent_as"] == "both"
+    assert "un código y un enlace" in asked.json()["user_message"]
+    body = sms_outbox[-1].body
+    assert "su código es" in body and LINK.search(body)
+    path = link_sent(sms_outbox)
+    _page, tapped = tap(path)
+    assert tapped.status_code == 200
+    done = ana_client.call("reschedule_appointment", move, key=key())
+    assert (done.status_code, done.json()["time"]) == (200, "10:30")
+
+    # The cancellation's code, typed: its link then finds the challenge used.
+    cancel(ana_client, reference)
+    path = link_sent(sms_outbox)
+    assert cancel(ana_client, reference, sent_code(sms_outbox)).status_code == 200
+    assert Client().get(path).status_code == 410
+    assert state(reference) == "cancelled"
+
+
+def test_a_code_given_for_a_link_is_refused_and_takes_no_attempt(
+    ana_client, by_link, marta, frozen_clock, sms_outbox
+):
+    confirm_on(by_link, "cancel_appointment")
+    reference, _ = booked(ana_client)
+    cancel(ana_client, reference)
+
+    response = cancel(ana_client, reference, "123456")
+
+    assert (response.status_code, response.json()["code"]) == (422, "link_sent")
+    challenge = VerificationChallenge.objects.get()
+    assert (challenge.status, challenge.attempts) == (Status.ACTIVE, 0)
+    assert state(reference) == "scheduled"
+
+
+def test_a_tap_confirms_in_its_own_conversation_only(
+    ana_client, ana, by_link, marta, frozen_clock, sms_outbox, make_identified
+):
+    confirm_on(by_link, "cancel_appointment")
+    reference, _ = booked(ana_client)
+    cancel(ana_client, reference)
+    tap(link_sent(sms_outbox))
+    other = f"conv-{uuid.uuid4().hex[:8]}"
+    make_identified(ana, other)
+    ana_client.call("list_my_appointments", {"identifier": ANA_DOCUMENT}, conversation_id=other)
+
+    elsewhere = cancel(ana_client, reference, conv=other)
+
+    assert (elsewhere.status_code, elsewhere.json()["code"]) == (403, "confirmation_required")
+    assert state(reference) == "scheduled"
+    # The tapped confirmation still does it in the conversation it was asked in.
+    assert cancel(ana_client, reference).status_code == 200
+
+
+def test_a_record_changed_after_the_tap_answers_its_state_and_keeps_the_confirmation(
+    ana_client, company, by_link, marta, frozen_clock, sms_outbox
+):
+    confirm_on(by_link, "cancel_appointment")
+    reference, _ = booked(ana_client)
+    cancel(ana_client, reference)
+    tap(link_sent(sms_outbox))
+    appointment_cancel(company=company, reference=reference, enforce_cutoff=False)
+
+    response = cancel(ana_client, reference)
+
+    assert (response.status_code, response.json()["code"]) == (422, "invalid_transition")
+    assert response.json()["state"] == "cancelled"
+    challenge = VerificationChallenge.objects.get()
+    assert (challenge.status, challenge.consumed_at) == (Status.VERIFIED, None)
+
+
+def test_an_expired_link_confirms_nothing_and_the_next_call_sends_a_new_one(
+    ana_client, by_link, marta, frozen_clock, sms_outbox
+):
+    confirm_on(by_link, "cancel_appointment")
+    reference, _ = booked(ana_client)
+    cancel(ana_client, reference)
+    path = link_sent(sms_outbox)
+    page = Client().get(path)
+    VerificationChallenge.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    pressed = Client().post(path, {"form_token": form_token(page.content.decode())})
+    asked = cancel(ana_client, reference)
+
+    assert pressed.status_code == 410
+    assert "Este enlace caducó" in visible_text(pressed.content.decode())
+    assert asked.json()["code"] == "confirmation_required"
+    assert link_sent(sms_outbox) != path
+    assert state(reference) == "scheduled"
 
 
 # --- the policy off, and the sandbox -------------------------------------------------------------
