@@ -183,6 +183,19 @@ class ConfirmedTransitionsAdmin:
     each becomes a list action with the same page for the selected records."""
 
     fsm_confirmations: ClassVar[dict[str, Confirmation]] = {}
+    # A transition the model allows from more states than staff may take it from here (a
+    # quote's expiry: the sweep lapses drafts, but staff withdraw only a quote the customer
+    # has): name -> the states its button shows on. Not named: every state the model allows.
+    fsm_offered_from: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def offered_from(self, state: str, name: str) -> bool:
+        """Whether staff are offered transition `name` from `state`."""
+        states = self.fsm_offered_from.get(name)
+        return states is None or state in states
+
+    def can_offer(self, obj: Model, name: str) -> bool:
+        """Whether transition `name` can apply to `obj` now and is staff's to take from here."""
+        return can_proceed(getattr(obj, name)) and self.offered_from(obj.state, name)
 
     def confirmed(self, name: str | None) -> Confirmation | None:
         if name in self.fsm_services:
@@ -219,7 +232,7 @@ class ConfirmedTransitionsAdmin:
             obj, user=request.user
         ):
             raise PermissionDenied
-        if not can_proceed(getattr(obj, transition_name)):
+        if not self.can_offer(obj, transition_name):
             self.message_user(request, self._not_now(obj, transition_name), messages.ERROR)
             return HttpResponseRedirect(change_url)
         posted = request.method == "POST"
@@ -395,7 +408,7 @@ class ConfirmedTransitionsAdmin:
         transition = self.fsm_transition(obj, name)
         if not transition.has_perm(obj, user=request.user):
             return str(_("Your role does not allow this here."))
-        if not can_proceed(getattr(obj, name)):
+        if not self.can_offer(obj, name):
             return self._not_now(obj, name)
         return ""
 

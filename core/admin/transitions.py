@@ -146,7 +146,9 @@ class ServiceTransitionsAdmin(ConfirmedTransitionsAdmin, RecordRulesAdmin, FSMAd
             leaving = [
                 t
                 for t in field.get_all_transitions(type(obj))
-                if t.name in self.fsm_services and t.source in (state, "*", "+")
+                if t.name in self.fsm_services
+                and t.source in (state, "*", "+")
+                and self.offered_from(state, t.name)
             ]
             if leaving:
                 return False
@@ -162,8 +164,15 @@ class ServiceTransitionsAdmin(ConfirmedTransitionsAdmin, RecordRulesAdmin, FSMAd
     # django-fsm-2's extension points -----------------------------------------------------------
 
     def is_fsm_transition_visible(self, transition: Transition) -> bool:
-        return transition.name in self.fsm_services and super().is_fsm_transition_visible(
-            transition
+        # django-fsm-2 asks once per (source, name): a source staff are not offered it from
+        # shows no button.
+        return (
+            transition.name in self.fsm_services
+            and (
+                transition.source in ("*", "+")
+                or self.offered_from(transition.source, transition.name)
+            )
+            and super().is_fsm_transition_visible(transition)
         )
 
     @staticmethod

@@ -174,6 +174,9 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
         "deliver": lambda q, user: quote_deliver(quote=q, by=user),
         "cancel": lambda q, user, reason: quote_cancel(quote=q, by=user, reason=reason),
     }
+    # The beat task lapses a draft past its validity, but a draft never reached the customer:
+    # there is nothing to withdraw from them, so staff are offered "Expire" on a sent quote only.
+    fsm_offered_from = {"expire": (Quote.State.SENT,)}
     fsm_confirmations = {
         "send": Confirmation(
             reasons=[],

@@ -166,7 +166,8 @@ def test_staff_create_a_draft_priced_by_the_system_and_send_it(
     assert response.status_code == 302
     quote = Quote.objects.get()
     assert (quote.state, quote.total) == (Quote.State.DRAFT, Decimal("41.25"))
-    assert transition_buttons(admin_client.get(change_url(quote))) == {"send", "expire"}
+    # A draft never reached the customer: nothing to withdraw, so no "Vencer" on it.
+    assert transition_buttons(admin_client.get(change_url(quote))) == {"send"}
 
     press(admin_client, quote, "send")  # it emails the customer: a confirmation page first
     quote.refresh_from_db()
@@ -177,6 +178,31 @@ def test_staff_create_a_draft_priced_by_the_system_and_send_it(
     quote.refresh_from_db()
     assert quote.state == Quote.State.SENT
     assert [m.to for m in mail.outbox] == [[ANA_EMAIL]]
+    assert transition_buttons(admin_client.get(change_url(quote))) == {
+        "accept",
+        "reject",
+        "expire",
+    }
+
+
+def test_a_drafts_expiry_typed_as_a_url_is_refused_and_changes_nothing(
+    admin_client, company, ana, catalog
+):
+    admin_client.post(
+        reverse("admin:sales_quote_add"), quote_form_data(company, ana, [("CAF-001", 1)])
+    )
+    quote = Quote.objects.get(state=Quote.State.DRAFT)
+    url = reverse("admin:sales_quote_transition", args=[quote.pk, "expire"])
+
+    response = admin_client.post(
+        url, {"reason": "no_answer", "details": "", "token": "x"}, follow=True
+    )
+
+    quote.refresh_from_db()
+    assert quote.state == Quote.State.DRAFT
+    assert "ahora no se le puede aplicar «Vencer»" in " ".join(
+        str(m) for m in response.context["messages"]
+    )
 
 
 def test_the_quote_form_shows_every_problem_at_once_in_staffs_words(
