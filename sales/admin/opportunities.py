@@ -83,6 +83,17 @@ class OpportunityForm(forms.ModelForm):
         model = Opportunity
         fields = ["company", "contact", "title", "notes", "amount", "currency", "owner"]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None and "amount" in self.fields:
+            # The column keeps three decimals for every currency; staff type and read the
+            # amount with its own currency's ("1077.23", never "1077.230").
+            currency = self.instance.currency
+            self.initial["amount"] = money.quantize(self.instance.amount, currency)
+            self.fields["amount"].widget.attrs["step"] = str(
+                Decimal(1).scaleb(-money.minor_units(currency))
+            )
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         company, contact = data.get("company"), data.get("contact")
@@ -269,6 +280,9 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         fields = ["company", "contact", "title", "notes", "amount", "currency", "owner"]
         if obj is None:
             return fields
+        if obj.is_closed:
+            # Read-only once closed: shown by the money formatter, not as the stored decimal.
+            fields[fields.index("amount")] = "amount_shown"
         return [
             "reference",
             "state",
@@ -288,7 +302,8 @@ class OpportunityAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdm
         readonly = super().get_readonly_fields(request, obj)
         if obj is None:
             return readonly
-        closed = CLOSED_READ_ONLY if obj.is_closed else ()  # what it closed at
+        # What it closed at; the amount is read as amount_shown (get_fields).
+        closed = (*CLOSED_READ_ONLY, "amount_shown") if obj.is_closed else ()
         return (*readonly, *self.readonly_on_change, *closed)
 
     def get_form(self, request: HttpRequest, obj: Opportunity | None = None, **kwargs: Any):

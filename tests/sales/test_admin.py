@@ -9,10 +9,12 @@ from django.contrib.auth.models import Permission
 from django.core import mail
 from django.db.models.signals import pre_save
 from django.urls import reverse
+from django.utils import translation
 from django_fsm_log.models import StateLog
 
 from core.models import StaffMembership
 from core.services import contact_create
+from sales import money
 from sales.models import Opportunity, PriceList, Product, Quote
 from sales.services.catalog import price_list_create
 from sales.services.opportunities import opportunity_create, opportunity_win
@@ -618,3 +620,30 @@ def test_a_reservation_made_while_the_stock_form_saves_undoes_the_whole_save(
     mug.refresh_from_db()
     assert mug.name != "Taza grande"
     assert not LogEntry.objects.filter(object_id=str(mug.pk)).exists()
+
+
+def test_an_opportunitys_amount_is_shown_by_the_money_formatter_on_every_admin_page(
+    admin_client, company, ana
+):
+    """Never the model's three stored decimals ("1077,230"): the list, the open
+    opportunity's form and the closed one's read-only amount all go through core.l10n."""
+    opportunity = opportunity_create(
+        company=company, contact=ana, title="Reforma", amount=Decimal("1077.23")
+    )
+    pages = [
+        admin_client.get(reverse("admin:sales_opportunity_changelist")),
+        admin_client.get(change_url(opportunity)),
+    ]
+    opportunity_win(opportunity=opportunity)
+    pages.append(admin_client.get(change_url(opportunity)))
+
+    for page in pages:
+        html = page.content.decode()
+        assert "1077,230" not in html and "1077.230" not in html and "1.077,230" not in html
+    with translation.override("es"):
+        shown = money.shown(Decimal("1077.23"), "EUR")  # "1.077,23 €"
+    assert shown in pages[0].content.decode()  # the list
+    assert 'value="1077.23"' in pages[1].content.decode()  # the open one's field
+    closed = pages[2].content.decode()
+    assert shown in closed
+    assert 'name="amount"' not in closed  # read-only once closed
