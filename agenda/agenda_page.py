@@ -29,16 +29,14 @@ def day_start(day: date, company: Company) -> datetime:
 
 
 def service_for(company: Company, professional: Professional | None, chosen: str) -> Service | None:
-    """The service whose free slots are shown: the one chosen, else the first the professional
-    (or the company) gives."""
-    services = Service.objects.filter(company=company, active=True).order_by("name")
-    if professional is not None:
-        services = services.filter(professionals=professional)
-    if chosen.isdigit():
-        picked = services.filter(pk=int(chosen)).first()
-        if picked is not None:
-            return picked
-    return services.first()
+    """The service whose free slots are shown, if one was chosen (of those the professional,
+    or the company, gives). None: each professional's free slots of every service they give,
+    as the team's calendar shows every professional's free time by default, never one
+    service picked for all (a column would say "no free slots" on a day its professional has
+    room for their own services)."""
+    if not chosen.isdigit():
+        return None
+    return next((s for s in services_offered(company, professional) if s.pk == int(chosen)), None)
 
 
 def services_offered(company: Company, professional: Professional | None) -> list[Service]:
@@ -122,11 +120,23 @@ def columns(
         booked[(a.professional_id, a.starts_at.astimezone(company.tz).date())].append(a)
     free: dict[tuple[int, date], list] = defaultdict(list)
     now = clock.now()
-    if service is not None:
-        one = professionals[0] if len(professionals) == 1 else None
+    one = professionals[0] if len(professionals) == 1 else None
+    if moving is not None:
+        searched = [moving.service]
+    elif service is not None:
+        searched = [service]
+    else:
+        # Every service the professionals shown give, each searched once: a professional's
+        # slots come only for the services they give (the search's own rule).
+        searched = list(
+            Service.objects.filter(company=company, active=True, professionals__in=ids)
+            .distinct()
+            .order_by("name")
+        )
+    for each in searched:
         for slot in slots_available(
             company=company,
-            service=service,
+            service=each,
             starts_at=first,
             ends_at=last,
             now=now,
@@ -135,10 +145,12 @@ def columns(
         ):
             key = (slot.professional.pk, slot.starts_at.astimezone(company.tz).date())
             if moving is None:
-                url = _booking_url(company, service, slot.professional.pk, slot.starts_at)
+                url = _booking_url(company, each, slot.professional.pk, slot.starts_at)
             else:
                 url = _move_url(moving, company, slot.professional.pk, slot.starts_at)
-            free[key].append({"time": _hhmm(slot.starts_at, company), "url": url})
+            free[key].append(
+                {"time": _hhmm(slot.starts_at, company), "url": url, "service": each.name}
+            )
     result = []
     for professional in professionals:
         for day in days:

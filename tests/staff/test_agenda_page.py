@@ -248,3 +248,45 @@ def test_a_cancelled_or_another_companys_appointment_is_not_moved(client, sol_da
     assert Appointment.objects.get(pk=sol_day.appointment.pk).state == "cancelled"
     assert "moving" not in moving_theirs.context
     assert moving_theirs.context["company"] == sol_day.company
+
+
+def test_each_professionals_column_shows_the_free_slots_of_the_services_they_give(
+    client, sol_day, agent
+):
+    """Not the company's first service in alphabetical order for everyone: a professional who
+    does not give it still shows their own free slots, as the team's calendar does."""
+    from datetime import time
+
+    from agenda.models import Service
+    from agenda.services import professional_create
+
+    first_by_name = Service.objects.create(
+        company=sol_day.company, name="Alisado", duration_minutes=60
+    )
+    other = professional_create(
+        company=sol_day.company,
+        display_name="Marta",
+        services=[first_by_name],
+        weekly_hours=[(d, time(0), time(23, 59)) for d in range(7)],
+    )
+    client.force_login(agent)
+
+    page = agenda(client)
+
+    by_professional = {column["professional"].pk: column["free"] for column in page.context["grid"]}
+    assert page.context["service"] is None  # each professional's own services
+    assert by_professional[sol_day.professional.pk]
+    assert {s["service"] for s in by_professional[sol_day.professional.pk]} == {"Consulta"}
+    assert {s["service"] for s in by_professional[other.pk]} == {"Alisado"}
+    slot = by_professional[sol_day.professional.pk][0]
+    assert parse_qs(urlparse(slot["url"]).query)["service"] == [str(sol_day.service.pk)]
+    html = page.content.decode()
+    assert "No hay huecos libres." not in html
+    # Choosing one service still narrows every column to it.
+    narrowed = agenda(client, service=first_by_name.pk)
+    assert not [
+        s
+        for column in narrowed.context["grid"]
+        if column["professional"].pk == sol_day.professional.pk
+        for s in column["free"]
+    ]
