@@ -11,14 +11,19 @@ The calendar is written with the `icalendar` library. Each event is one appointm
 window agenda.selectors.appointments_for_feed reads (30 days back, a year ahead, bounded):
 its UID is the appointment's public reference at the company, so a client updates the same
 event when it moves; SEQUENCE is the appointment's revision, bumped by each move and by the
-cancellation (RFC 5545 3.8.7.4, what makes clients take the change); DTSTART and DTEND are in
-UTC, which every client shows in the viewer's zone. A cancelled appointment stays in the feed
+cancellation (RFC 5545 3.8.7.4, what makes clients take the change). DTSTART and DTEND are the
+company's wall-clock times qualified by its TZID, with the VTIMEZONE that defines it (RFC 5545
+3.6.5, built by icalendar from the zone database over the years of the window): a client shows
+them in the viewer's zone as UTC would, and besides keeps the event's own zone, so a
+professional abroad sees "10:00 (Madrid)" in the event, as Google and Apple Calendar show an
+invitation made there. DTSTAMP, CREATED and LAST-MODIFIED stay in UTC, as 3.8.7 requires. A
+cancelled appointment stays in the feed
 with STATUS:CANCELLED (and transparent), so a subscribed calendar drops or strikes it rather
 than keep a stale copy. The customer is named by first name only; their phone and email
 are added only when the company's agenda settings say so (`feed_shows_contact_details`).
 """
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -29,7 +34,7 @@ from django.utils.translation import gettext_lazy
 from icalendar import Calendar, Event
 
 from agenda.models import CUSTOMER_STATE_LABELS, Appointment, CalendarFeed, Professional
-from agenda.selectors import agenda_settings_for, appointments_for_feed
+from agenda.selectors import FEED_AHEAD, FEED_PAST, agenda_settings_for, appointments_for_feed
 from core.credentials.services import credential_issue, credential_revoke, credential_rotate
 from core.errors import NotInCompany
 from core.models import Company
@@ -110,6 +115,12 @@ def calendar_feed_ics(*, feed: CalendarFeed, now: datetime) -> bytes:
                     contact_details=contact_details,
                 )
             )
+        # The zone's rules from the window's first year to past its last: the same all year,
+        # so the feed's bytes (and its ETag) change only when an appointment does.
+        calendar.add_missing_timezones(
+            first_date=date((now - FEED_PAST).year, 1, 1),
+            last_date=date((now + FEED_AHEAD).year + 1, 1, 1),
+        )
     return calendar.to_ical()
 
 
@@ -144,8 +155,8 @@ def _event(
     event.add("created", appointment.created_at)
     event.add("last-modified", appointment.updated_at)
     event.add("sequence", appointment.sequence)
-    event.add("dtstart", appointment.starts_at)
-    event.add("dtend", appointment.ends_at)
+    event.add("dtstart", appointment.starts_at.astimezone(company.tz))
+    event.add("dtend", appointment.ends_at.astimezone(company.tz))
     event.add("summary", summary)
     event.add("description", "\n".join(lines))
     event.add("status", "CANCELLED" if cancelled else "CONFIRMED")

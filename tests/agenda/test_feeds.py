@@ -43,19 +43,26 @@ def fetch(client, token: str):
 def parsed(response) -> Calendar:
     """The feed as a calendar client reads it, checked against RFC 5545's required
     properties: VERSION and PRODID once in the calendar; UID, DTSTAMP and DTSTART once in each
-    event (3.6.1), DTEND after DTSTART."""
+    event (3.6.1), DTEND after DTSTART; DTSTART and DTEND in the company's zone by a TZID that
+    a VTIMEZONE of the calendar defines (3.2.19, 3.6.5), DTSTAMP in UTC (3.8.7.2)."""
     assert response.status_code == 200
     assert response["Content-Type"] == "text/calendar; charset=utf-8"
     calendar = Calendar.from_ical(response.content)
     assert calendar.name == "VCALENDAR"
     assert str(calendar["VERSION"]) == "2.0"
     assert str(calendar["PRODID"]) == PRODID
+    zones = {str(zone["TZID"]): zone for zone in calendar.walk("VTIMEZONE")}
+    for zone in zones.values():
+        assert zone.walk("STANDARD") or zone.walk("DAYLIGHT")  # one rule at least
     for event in calendar.walk("VEVENT"):
         for required in ("UID", "DTSTAMP", "DTSTART"):
             assert required in event, required
             assert not isinstance(event[required], list), f"{required} appears twice"
         start, end = event.decoded("DTSTART"), event.decoded("DTEND")
-        assert start.utcoffset() == timedelta(0) and end > start
+        assert end > start
+        for name in ("DTSTART", "DTEND"):
+            assert event[name].params["TZID"] == str(calendar["X-WR-TIMEZONE"])
+            assert event[name].params["TZID"] in zones
         assert event.decoded("DTSTAMP").utcoffset() == timedelta(0)
     return calendar
 
@@ -102,6 +109,8 @@ def test_a_professionals_feed_holds_their_appointments_with_first_names_only(
     event = events[uid(monday["ana"])]
     assert event.decoded("DTSTART") == monday["ana"].starts_at
     assert event.decoded("DTEND") == monday["ana"].ends_at
+    # The company's wall clock, with its zone: 10:00 in Madrid, wherever it is read.
+    assert "DTSTART;TZID=Europe/Madrid:20261207T100000" in response.content.decode()
     assert str(event["SUMMARY"]) == "Corte de pelo · Ana"
     assert str(event["STATUS"]) == "CONFIRMED"
     assert event.decoded("SEQUENCE") == 0
@@ -275,3 +284,46 @@ def test_a_feed_answers_only_reads(client, company, marta):
 
     assert client.post(f"/calendar/{token}.ics").status_code == 405
     assert client.head(f"/calendar/{token}.ics").status_code == 200
+
+
+def test_an_unchanged_feed_answers_304_to_its_etag_and_a_changed_one_the_new_calendar(
+    client, company, marta, monday
+):
+    """Calendar apps poll every few minutes: what they hold is not sent again."""
+    _feed, token = calendar_feed_issue(company=company, professional=marta)
+    first = fetch(client, token)
+    etag = first["ETag"]
+
+    unchanged = client.get(f"/calendar/{token}.ics", headers={"if-none-match": etag})
+    appointment_reschedule(
+        company=company,
+        reference=monday["ana"].reference,
+        starts_at=local(2026, 12, 7, 12),
+        enforce_customer_rules=False,
+    )
+    changed = client.get(f"/calendar/{token}.ics", headers={"if-none-match": etag})
+
+    assert etag.startswith('"') and "Last-Modified" not in first
+    assert unchanged.status_code == 304 and unchanged.content == b""
+    assert unchanged["ETag"] == etag
+    assert changed["ETag"] != etag
+    (event,) = events_by_uid(parsed(changed)).values()
+    assert event.decoded("DTSTART") == local(2026, 12, 7, 12)
+
+
+def test_if_modified_since_alone_gets_the_whole_calendar_and_dead_feeds_ignore_etags(
+    client, company, marta, monday
+):
+    """No timestamp records a renamed customer or service, so the feed claims no
+    Last-Modified: a client that asks by date alone always gets the current calendar."""
+    feed, token = calendar_feed_issue(company=company, professional=marta)
+    etag = fetch(client, token)["ETag"]
+
+    by_date = client.get(
+        f"/calendar/{token}.ics", headers={"if-modified-since": "Tue, 01 Jan 2030 00:00:00 GMT"}
+    )
+    calendar_feed_revoke(feed=feed)
+    revoked = client.get(f"/calendar/{token}.ics", headers={"if-none-match": etag})
+
+    assert by_date.status_code == 200 and uid(monday["ana"]) in by_date.content.decode()
+    assert revoked.status_code == 410
