@@ -115,7 +115,10 @@ class Grid:
 
     def style(self) -> str:
         """The CSS grid: a column of times, then one per professional and day."""
-        minimum = "6.5rem" if len(self.days) > 1 else "9rem"
+        # A week's columns (7 per professional) share the width left beside the admin's
+        # sidebar: 3rem holds a free cell's "09:00", so a team of three fits at 1440 px with
+        # the sidebar open; only a larger team scrolls, inside the grid's box.
+        minimum = "3rem" if len(self.days) > 1 else "9rem"
         return (
             f"grid-template-columns: 3.25rem repeat({max(1, len(self.columns))}, "
             f"minmax({minimum}, 1fr)); grid-template-rows: repeat({self.head_rows}, auto) "

@@ -274,3 +274,36 @@ def test_the_calendar_works_at_phone_width(phone_browser, live_server, sol_day, 
     assert width[0] <= width[1], width
     assert_accessible(phone_browser, axe)
     shot(phone_browser, "calendar-book-phone")
+
+
+def test_a_teams_week_fits_at_1440_wide_with_the_sidebar_open(
+    chromium, live_server, sol_day, agent
+):
+    """Two professionals' week (14 columns) beside the admin's open sidebar: the last day is
+    on screen, the grid never scrolls sideways."""
+    from tests.browser import _driver
+
+    team_day(sol_day)
+    driver = _driver(chromium, (1440, 900), mobile=False)
+    try:
+        log_in(driver, live_server.url, agent.username)
+        driver.get(f"{live_server.url}{CALENDAR}?view=week")
+        wait_for(driver, "#cal-grid")
+        sidebar = driver.find_element(By.ID, "nav-sidebar")
+        assert sidebar.is_displayed() and sidebar.size["width"] > 0  # the sidebar is open
+
+        sizes = driver.execute_script(
+            "const box = document.getElementById('cal-grid').parentElement;"
+            "const grid = document.getElementById('cal-grid');"
+            "const heads = document.querySelectorAll('.cal-head.cal-day');"
+            "const last = heads[heads.length - 1].getBoundingClientRect();"
+            "return {grid: grid.scrollWidth, box: box.clientWidth, page: "
+            "document.documentElement.scrollWidth, window: window.innerWidth, "
+            "days: heads.length, lastRight: last.right};"
+        )
+        assert sizes["days"] == 7, sizes
+        assert sizes["grid"] <= sizes["box"], sizes  # no horizontal overflow of the grid
+        assert sizes["page"] <= sizes["window"], sizes
+        assert sizes["lastRight"] <= sizes["window"], sizes  # the last day is in view
+    finally:
+        driver.quit()
