@@ -7,13 +7,30 @@ there, non-empty and in the company's language (not its exact words).
 """
 
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.utils import translation
 
-from core.errors import ValidationFailed
+from core.errors import NotFound, PermissionRefused, ValidationFailed
+from core.identity.ownership import (
+    check_owner,
+    contact_for_conversation,
+    identification_required,
+    identified_contact,
+    identity_changed,
+)
 from core.models import Company, Contact, Conversation
+from sales.money import STORED_AMOUNT_LIMIT
+from sales.services.catalog import price_list_item_set, product_create
+from sales.services.quote_pricing import (
+    MAX_LINE_QUANTITY,
+    MAX_QUOTE_LINES,
+    QuoteItem,
+    check_expected_total,
+    quote_total_compute,
+)
 from support.models import Case, CaseComment
 from support.services import case_open
 from tests import factories
@@ -144,3 +161,134 @@ def test_an_ending_or_label_seen_only_in_another_conversation_resolves_nothing(c
 
     assert refused.value.code == "reference_not_seen"
     assert ledger_resolve(elsewhere, "case", given).reference == "CS-OWNAA2"
+
+
+# --- the owner check and the other refusals of ownership ---
+
+
+def told_in_its_own_words(error: Any) -> None:
+    """A refusal's message: there in both languages, translated (an English company reads
+    English), and its own rather than its type's generic one. Its words are not pinned."""
+    worded = {lang: message_of(error.user_message, lang) for lang in ("es", "en")}
+    generic = {lang: message_of(type(error).default_message, lang) for lang in ("es", "en")}
+    assert worded["es"].strip() and worded["en"].strip()
+    assert worded["es"] != worded["en"]
+    assert worded["es"] != generic["es"]
+
+
+@pytest.mark.parametrize(
+    ("refusal", "code"),
+    [
+        (identification_required, "identification_required"),
+        (identity_changed, "identity_switch"),
+    ],
+)
+def test_the_refusals_of_identity_say_why_in_the_companys_language(refusal, code):
+    error = refusal()
+
+    assert (error.error_type, error.code) == ("PERMISSION", code)
+    told_in_its_own_words(error)
+
+
+@pytest.mark.parametrize("owner", ["another", "nobody"])
+def test_the_owner_check_refuses_what_is_not_the_speakers(ana, bruno, owner):
+    owner_id = bruno.pk if owner == "another" else None
+
+    with pytest.raises(PermissionRefused) as refused:
+        check_owner(contact=ana, owner_id=owner_id)
+
+    assert (refused.value.error_type, refused.value.code) == ("PERMISSION", "not_owner")
+    assert refused.value.extras == {}  # nothing about whose it is
+    told_in_its_own_words(refused.value)
+    check_owner(contact=ana, owner_id=ana.pk)  # the speaker's own passes
+
+
+def test_an_identifier_of_somebody_else_is_refused_in_its_own_words(company, ana, bruno, ana_conv):
+    with pytest.raises(PermissionRefused) as refused:
+        contact_for_conversation(conversation=ana_conv, identifier=bruno.document_number)
+
+    assert refused.value.code == "identity_mismatch"
+    told_in_its_own_words(refused.value)
+    with pytest.raises(PermissionRefused) as unidentified:
+        identified_contact(Conversation.objects.create(company=company, external_id="conv-anon"))
+    assert unidentified.value.code == "identification_required"
+
+
+# --- the server-decided totals ---
+
+
+def priced(company: Company, price_list: Any, items: list[tuple[str, int]]) -> Any:
+    return quote_total_compute(
+        company=company,
+        price_list=price_list,
+        items=[QuoteItem(sku=sku, quantity=quantity) for sku, quantity in items],
+    )
+
+
+def test_fifty_distinct_products_make_one_quote_and_fifty_one_are_too_many(company, catalog):
+    fifty = [(f"NO-{n:03d}", 1) for n in range(MAX_QUOTE_LINES)]
+
+    with pytest.raises(NotFound) as unknown:  # counted, then looked up
+        priced(company, catalog.price_list, fifty)
+    with pytest.raises(ValidationFailed) as too_many:
+        priced(company, catalog.price_list, [*fifty, ("NO-999", 1)])
+
+    assert unknown.value.code == "product_not_found"
+    assert too_many.value.code == "too_many_items"
+    assert str(MAX_QUOTE_LINES) in str(too_many.value.user_message)
+
+
+def test_a_quote_of_nothing_is_refused(company, catalog):
+    with pytest.raises(ValidationFailed) as refused:
+        priced(company, catalog.price_list, [])
+
+    assert refused.value.code == "no_items"
+    assert str(refused.value.user_message).strip()
+
+
+@pytest.fixture
+def big_ticket(company: Company, catalog: Any) -> Any:
+    """Two untaxed products whose prices add up to the stored-amount limit at 10,000 units."""
+    limit_per_unit = STORED_AMOUNT_LIMIT / MAX_LINE_QUANTITY
+    products = []
+    for sku, price in (("BIG-1", limit_per_unit / 2), ("BIG-2", limit_per_unit / 2)):
+        product = product_create(company=company, sku=sku, name=sku, tax_rate=Decimal(0))
+        price_list_item_set(price_list=catalog.price_list, product=product, unit_price=price)
+        products.append(product)
+    return catalog.price_list
+
+
+def test_a_grand_total_at_the_stored_amount_limit_is_refused_though_each_line_fits(
+    company, big_ticket
+):
+    with pytest.raises(ValidationFailed) as refused:
+        priced(company, big_ticket, [("BIG-1", MAX_LINE_QUANTITY), ("BIG-2", MAX_LINE_QUANTITY)])
+
+    assert refused.value.code == "amount_too_large"
+    half = priced(company, big_ticket, [("BIG-1", MAX_LINE_QUANTITY)])
+    assert half.total == STORED_AMOUNT_LIMIT / 2
+
+
+def test_a_grand_total_just_under_the_limit_is_priced(company, big_ticket):
+    totals = priced(
+        company, big_ticket, [("BIG-1", MAX_LINE_QUANTITY), ("BIG-2", MAX_LINE_QUANTITY - 1)]
+    )
+
+    assert totals.total == STORED_AMOUNT_LIMIT - STORED_AMOUNT_LIMIT / MAX_LINE_QUANTITY / 2
+    assert totals.total == totals.subtotal + totals.tax
+    assert [line.quantity for line in totals.lines] == [MAX_LINE_QUANTITY, MAX_LINE_QUANTITY - 1]
+
+
+@pytest.mark.parametrize("expected", ["", "abc", "NaN", "Infinity", "12.49", "12.51", "-12.50"])
+def test_a_total_that_is_not_ours_exactly_is_refused_with_ours(expected):
+    with pytest.raises(ValidationFailed) as refused:
+        check_expected_total(expected, Decimal("12.50"), "EUR")
+
+    assert refused.value.code == "total_mismatch"
+    assert refused.value.extras == {"total": "12.50", "currency": "EUR"}
+    assert str(refused.value.user_message).strip()
+
+
+@pytest.mark.parametrize("expected", [None, "12.5", "12.50", "12.500", Decimal("12.50")])
+def test_our_total_in_any_spelling_or_none_passes(expected):
+    check_expected_total(expected, Decimal("12.50"), "EUR")
