@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.utils import translation
 
-from core.errors import NotFound, PermissionRefused, ValidationFailed
+from core.errors import Ambiguous, NotFound, PermissionRefused, ValidationFailed
 from core.identity.ownership import (
     check_owner,
     contact_for_conversation,
@@ -37,7 +37,13 @@ from tests import factories
 from tests.factories import ANA_DOCUMENT
 from tooling.context import CallMeta, ToolContext
 from tooling.execution import call_tool
-from tooling.ledger import LedgerEntry, ledger_record, ledger_resolve, ledger_resolve_owned
+from tooling.ledger import (
+    MAX_CANDIDATES,
+    LedgerEntry,
+    ledger_record,
+    ledger_resolve,
+    ledger_resolve_owned,
+)
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db
@@ -292,3 +298,68 @@ def test_a_total_that_is_not_ours_exactly_is_refused_with_ours(expected):
 @pytest.mark.parametrize("expected", [None, "12.5", "12.50", "12.500", Decimal("12.50")])
 def test_our_total_in_any_spelling_or_none_passes(expected):
     check_expected_total(expected, Decimal("12.50"), "EUR")
+
+
+# --- the ledger's loose references: ambiguity, its order and its cap ---
+
+
+def seen_alike(company: Company, count: int) -> ToolContext:
+    """A conversation shown `count` cases with one label, recorded in no particular order."""
+    ctx = ToolContext(company=company, meta=CallMeta(conversation_id="conv-alike"))
+    references = [f"CS-{n:02d}ZZZZ" for n in range(count)]
+    entries = [LedgerEntry(r, "Pantalla rota") for r in reversed(references)]
+    ledger_record(ctx, "case", entries)
+    return ctx
+
+
+@pytest.mark.parametrize("count", [2, MAX_CANDIDATES, MAX_CANDIDATES + 1, MAX_CANDIDATES + 5])
+def test_a_label_several_share_is_ambiguous_listing_at_most_ten_in_reference_order(company, count):
+    ctx = seen_alike(company, count)
+
+    with pytest.raises(Ambiguous) as ambiguous:
+        ledger_resolve(ctx, "case", "pantalla  ROTA")
+
+    assert (ambiguous.value.error_type, ambiguous.value.code) == (
+        "AMBIGUOUS",
+        "ambiguous_reference",
+    )
+    expected = [f"CS-{n:02d}ZZZZ" for n in range(min(count, MAX_CANDIDATES))]
+    assert ambiguous.value.extras["candidates"] == [
+        {"reference": r, "label": "Pantalla rota"} for r in expected
+    ]
+    worded = {lang: message_of(ambiguous.value.user_message, lang) for lang in ("es", "en")}
+    assert worded["es"].strip() and worded["en"].strip() and worded["es"] != worded["en"]
+
+
+def test_candidates_come_by_label_then_reference(company):
+    ctx = ToolContext(company=company, meta=CallMeta(conversation_id="conv-order"))
+    ledger_record(
+        ctx,
+        "case",
+        [
+            LedgerEntry("CS-BBBB77", "b"),
+            LedgerEntry("CS-AAAA77", "c"),
+            LedgerEntry("CS-CCCC77", "a"),
+            LedgerEntry("CS-DDDD77", "b"),
+        ],
+    )
+
+    with pytest.raises(Ambiguous) as ambiguous:
+        ledger_resolve(ctx, "case", "77")
+
+    assert [c["reference"] for c in ambiguous.value.extras["candidates"]] == [
+        "CS-CCCC77",
+        "CS-BBBB77",
+        "CS-DDDD77",
+        "CS-AAAA77",
+    ]
+
+
+def test_one_character_is_no_reference_ending(company):
+    ctx = seen_alike(company, 1)
+
+    with pytest.raises(ValidationFailed) as refused:
+        ledger_resolve(ctx, "case", "Z")
+
+    assert refused.value.code == "reference_not_seen"
+    assert ledger_resolve(ctx, "case", "ZZ").reference == "CS-00ZZZZ"
