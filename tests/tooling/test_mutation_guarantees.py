@@ -31,8 +31,8 @@ from sales.services.quote_pricing import (
     check_expected_total,
     quote_total_compute,
 )
-from support.models import Case, CaseComment
-from support.services import case_open
+from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
+from support.services import case_close, case_open, case_resolve, case_start
 from tests import factories
 from tests.factories import ANA_DOCUMENT
 from tooling.context import CallMeta, ToolContext
@@ -363,3 +363,39 @@ def test_one_character_is_no_reference_ending(company):
 
     assert refused.value.code == "reference_not_seen"
     assert ledger_resolve(ctx, "case", "ZZ").reference == "CS-00ZZZZ"
+
+
+# --- the terminal-state guards: a closed case, through the tools ---
+
+
+@pytest.mark.parametrize("language", ["es", "en"])
+@pytest.mark.parametrize("tool", ["report_case_not_fixed", "confirm_case_resolved"])
+def test_a_closed_case_refuses_the_customers_transitions_with_its_state(
+    make_company, language, tool
+):
+    company = make_company(language=language)
+    ana = factories.ana(company)
+    case = case_open(company=company, contact=ana, subject="Ruido", description="Nada.")
+    case = case_close(case=case_resolve(case=case_start(case=case)), contact=ana)
+    shown_in(company, ana, "conv-closed")
+
+    arguments = {"identifier": ANA_DOCUMENT, "case": case.reference}
+    if tool == "report_case_not_fixed":
+        arguments["message"] = "Sigue igual."
+
+    answer = call(company, "conv-closed", tool, arguments)
+
+    assert answer.is_error is True
+    body = answer.body
+    assert (body["error_type"], body["code"], body["state"]) == (
+        "VALIDATION",
+        "case_closed",
+        "closed",
+    )
+    labels = {lang: message_of(CUSTOMER_STATE_LABELS["closed"], lang) for lang in ("es", "en")}
+    assert labels["es"] != labels["en"]
+    assert body["state_label"] == labels[language]
+    assert body["user_message"].strip()
+    case.refresh_from_db()
+    assert case.state == Case.State.CLOSED
+    assert not CaseComment.objects.filter(case=case).exists()
