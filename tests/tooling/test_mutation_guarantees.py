@@ -22,7 +22,14 @@ from core.identity.ownership import (
     identity_changed,
 )
 from core.models import Company, Contact, Conversation
+from sales.models import OPPORTUNITY_STATE_LABELS
 from sales.money import STORED_AMOUNT_LIMIT
+from sales.services import (
+    opportunity_create,
+    opportunity_lose,
+    opportunity_qualify,
+    opportunity_win,
+)
 from sales.services.catalog import price_list_item_set, product_create
 from sales.services.quote_pricing import (
     MAX_LINE_QUANTITY,
@@ -399,3 +406,54 @@ def test_a_closed_case_refuses_the_customers_transitions_with_its_state(
     case.refresh_from_db()
     assert case.state == Case.State.CLOSED
     assert not CaseComment.objects.filter(case=case).exists()
+
+
+# --- the terminal-state guards: a won or lost opportunity ---
+
+
+@pytest.mark.parametrize("language", ["es", "en"])
+def test_a_won_opportunity_cannot_be_lost_and_says_so_in_the_companys_language(
+    make_company, language
+):
+    company = make_company(language=language)
+    opportunity = opportunity_win(
+        opportunity=opportunity_create(
+            company=company, contact=factories.ana(company), title="Cafetera"
+        )
+    )
+    closed_at = opportunity.closed_at
+
+    with translation.override(language), pytest.raises(ValidationFailed) as refused:
+        opportunity_lose(opportunity=opportunity, reason="precio")
+
+    assert (refused.value.code, refused.value.extras["state"]) == ("invalid_state", "won")
+    labels = {lang: message_of(OPPORTUNITY_STATE_LABELS["won"], lang) for lang in ("es", "en")}
+    assert labels["es"] != labels["en"]
+    assert refused.value.extras["state_label"] == labels[language]
+    assert str(refused.value.user_message).strip()
+    opportunity.refresh_from_db()
+    assert (opportunity.state, opportunity.closed_at, opportunity.lost_reason) == (
+        "won",
+        closed_at,
+        "",
+    )
+
+
+def test_a_lost_opportunity_keeps_its_reason_and_date_when_asked_to_move_again(company, ana):
+    opportunity = opportunity_lose(
+        opportunity=opportunity_create(company=company, contact=ana, title="Molinillo"),
+        reason="precio",
+    )
+    closed_at = opportunity.closed_at
+
+    for move in (opportunity_win, opportunity_qualify):
+        with pytest.raises(ValidationFailed) as refused:
+            move(opportunity=opportunity)
+        assert (refused.value.code, refused.value.extras["state"]) == ("invalid_state", "lost")
+
+    opportunity.refresh_from_db()
+    assert (opportunity.state, opportunity.closed_at, opportunity.lost_reason) == (
+        "lost",
+        closed_at,
+        "precio",
+    )
