@@ -3,7 +3,7 @@
 Each module runs in a directory of its own, var/mutate/<module>/, whose pyproject.toml is the
 repository's with `source_paths` set to that module and the test selection to its tests
 (`[tool.garante.mutate]`). mutmut keeps its results there (mutants/), so a second run tests
-again only the functions that changed and the mutants that new tests may reach. The project's
+again only the functions that changed, and, when a test changed, the survivors. The project's
 files are linked into that directory, never copied by hand: mutmut copies them into mutants/.
 
     python -m tests.mutation.run [--jobs N] [module.py ...]
@@ -14,6 +14,7 @@ the surviving mutants' names are left in var/mutate/scores.json for the ratchet
 """
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -139,8 +140,37 @@ def score_of(workdir: Path, module: str) -> ModuleScore:
     return score
 
 
+def tests_digest() -> str:
+    """One digest of every test file and fixture (tests/**/*.py)."""
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def retest_survivors_when_tests_changed(workdir: Path, module: str) -> int:
+    """mutmut keeps a mutant's verdict until its function changes, and a survivor stays one
+    even after a test that kills it is added: when any test file changed since the module's
+    last run, its survivors and the mutants no test reached are tested again."""
+    stamp = workdir / "tests.sha256"
+    meta_path = workdir / "mutants" / f"{module}.meta"
+    now = tests_digest()
+    if not meta_path.exists() or (stamp.exists() and stamp.read_text() == now):
+        stamp.write_text(now)
+        return 0
+    meta = json.loads(meta_path.read_text("utf-8"))
+    codes = meta["exit_code_by_key"]
+    again = [name for name, code in codes.items() if code in SURVIVED | NO_TESTS]
+    for name in again:
+        codes[name] = None
+    meta_path.write_text(json.dumps(meta, indent=4), "utf-8")
+    stamp.write_text(now)
+    return len(again)
+
+
 def run_module(config: Mapping[str, Any], module: str, tests: list[str], jobs: int) -> ModuleScore:
     workdir = prepare(config, module, tests)
+    retest_survivors_when_tests_changed(workdir, module)
     log = workdir / "mutmut.log"
     started = time.monotonic()
     with log.open("w") as out:

@@ -21,7 +21,7 @@ from core.identity.ownership import (
     identified_contact,
     identity_changed,
 )
-from core.models import Company, Contact, Conversation
+from core.models import Company, Contact, Conversation, SecurityEvent
 from sales.models import OPPORTUNITY_STATE_LABELS
 from sales.money import STORED_AMOUNT_LIMIT
 from sales.services import (
@@ -222,6 +222,15 @@ def test_an_identifier_of_somebody_else_is_refused_in_its_own_words(company, ana
 
     assert refused.value.code == "identity_mismatch"
     told_in_its_own_words(refused.value)
+    event = SecurityEvent.objects.get(company=company, conversation_key=ana_conv.external_id)
+    assert (event.kind, event.contact, event.claimed_contact) == (
+        SecurityEvent.Kind.IDENTITY_SWITCH,
+        ana,
+        bruno,
+    )
+    assert event.detail == {"read_as": ["document"]}
+    assert event.identifier_digest  # which value, without the value
+    assert bruno.document_number not in str(event.detail)
     with pytest.raises(PermissionRefused) as unidentified:
         identified_contact(Conversation.objects.create(company=company, external_id="conv-anon"))
     assert unidentified.value.code == "identification_required"
