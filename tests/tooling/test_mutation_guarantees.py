@@ -6,6 +6,7 @@ notice: the answer's `error_type`, `code` and fields, the rows written, and a me
 there, non-empty and in the company's language (not its exact words).
 """
 
+import base64
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -51,6 +52,7 @@ from tooling.ledger import (
     ledger_resolve,
     ledger_resolve_owned,
 )
+from tooling.output import MAX_CURSOR_START, capped, cursor_start, dumps, listing
 from tooling.registry import registry
 
 pytestmark = pytest.mark.django_db
@@ -466,3 +468,90 @@ def test_a_lost_opportunity_keeps_its_reason_and_date_when_asked_to_move_again(c
         closed_at,
         "precio",
     )
+
+
+# --- the output cap ---
+
+
+def test_a_result_exactly_at_the_cap_is_kept_and_one_character_more_is_not(settings):
+    limit = settings.GARANTE_OUTPUT_MAX_CHARS
+    fits = {"text": "x" * (limit - len(dumps({"text": ""})))}
+
+    kept, text = capped(fits)
+    over, over_text = capped({"text": fits["text"] + "x"})
+
+    assert (kept, text) == (fits, dumps(fits)) and len(text) == limit
+    assert over["truncated"] is True and set(over) == {"truncated", "message"}
+    assert over_text == dumps(over) and len(over_text) <= limit
+    worded = {}
+    for language in ("es", "en"):
+        with translation.override(language):
+            worded[language] = capped({"text": fits["text"] + "x"})[0]["message"]
+    assert worded["es"].strip() and worded["es"] != worded["en"]
+
+
+def test_a_listing_over_the_cap_keeps_the_longest_head_that_fits(settings):
+    limit = settings.GARANTE_OUTPUT_MAX_CHARS
+    items = [{"reference": f"CS-{n:04d}AA", "label": "y" * 150} for n in range(40)]
+
+    body, text = capped(listing(items, has_more=False))
+
+    kept = body["items"]
+    assert kept == items[: len(kept)] and 0 < len(kept) < len(items)
+    assert (body["count"], body["has_more"], body["truncated"]) == (len(kept), True, True)
+    assert text == dumps(body) and len(text) <= limit
+    one_more = dict(body, items=items[: len(kept) + 1], count=len(kept) + 1)
+    assert len(dumps(one_more)) > limit
+
+
+def test_the_last_cursor_reaches_the_deepest_row_and_no_further():
+    three = [{"n": n} for n in range(3)]
+
+    deepest = listing(three, has_more=True, start=MAX_CURSOR_START - 3)
+    past = listing(three, has_more=True, start=MAX_CURSOR_START - 2)
+
+    assert cursor_start(deepest["next_cursor"]) == MAX_CURSOR_START
+    assert past["next_cursor"] is None
+    with pytest.raises(ValidationFailed) as refused:
+        cursor_start(base64.urlsafe_b64encode(f"p{MAX_CURSOR_START + 1}".encode()).decode())
+    assert (refused.value.code, refused.value.extras) == ("invalid_cursor", {"field": "cursor"})
+
+
+# --- the identification limits, in the fast suite ---
+
+
+def test_an_enumeration_through_identify_contact_stops_at_the_conversations_limit(company, ana):
+    """The limit refuses even the right identifier once the conversation guessed too often,
+    with the wait; the conversation stays anonymous and each guess is on record."""
+    guesses = ["00000000T", "11111111H", "22222222J", "33333333P", "44444444A"]
+    assert len(guesses) == company.identify_failures_per_conversation
+    for guess in guesses:
+        answer = call(company, "conv-enum", "identify_contact", {"document": guess})
+        assert (answer.is_error, answer.body["code"]) == (True, "contact_not_found")
+
+    answer = call(company, "conv-enum", "identify_contact", {"document": ANA_DOCUMENT})
+
+    assert answer.is_error is True
+    assert (answer.body["error_type"], answer.body["code"]) == ("PERMISSION", "too_many_attempts")
+    window = company.identify_conversation_window_minutes * 60
+    assert 0 < answer.body["retry_after_seconds"] <= window + 1
+    assert answer.body["user_message"].strip()
+    bound = Conversation.objects.filter(company=company, external_id="conv-enum")
+    assert not bound.exclude(contact=None).exists()
+    recorded = SecurityEvent.objects.filter(company=company, conversation_key="conv-enum")
+    assert recorded.count() == len(guesses)
+
+
+def test_past_the_limit_a_tool_refuses_other_identifiers_but_not_the_speakers(ana_conv, ana):
+    company = ana_conv.company
+    for n in range(company.identify_failures_per_conversation):
+        with pytest.raises(PermissionRefused) as refused:
+            contact_for_conversation(conversation=ana_conv, identifier=f"nadie{n}@example.com")
+        assert refused.value.code == "identity_mismatch"
+
+    with pytest.raises(PermissionRefused) as limited:
+        contact_for_conversation(conversation=ana_conv, identifier="otro@example.com")
+
+    assert limited.value.code == "too_many_attempts"
+    assert limited.value.extras["retry_after_seconds"] > 0
+    assert contact_for_conversation(conversation=ana_conv, identifier=ANA_DOCUMENT) == ana
