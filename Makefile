@@ -64,6 +64,13 @@ MUTATE_JOBS ?= 2
 mutate: install
 	$(BIN)/python -m tests.mutation.run --jobs $(MUTATE_JOBS) $(PATHS)
 
+# The mutation ratchet (docs/testing.md): the guarantee modules changed since BASE run again,
+# and one that scores below its record in tests/mutation/scores.json fails.
+BASE ?= main
+
+mutate-ratchet: install
+	$(BIN)/python -m tests.mutation.ratchet --base $(BASE) --jobs $(MUTATE_JOBS)
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -1,12 +1,14 @@
 """The mutation ratchet: a change that touches a guarantee module must not lower its score.
 
     python -m tests.mutation.ratchet [--base REF] [--jobs N] [--measured FILE] [--record]
+                                     [module.py ...]
 
 The guarantee modules the change touches (`git diff --name-only REF`, plus what is not yet
 committed) are run with `make mutate`'s runner (tests/mutation/run.py), or read from FILE (a
 var/mutate/scores.json of an earlier run), and each score is compared with the one recorded in
 tests/mutation/scores.json. Lower than the record: exit 1, naming the module, both scores and
-the surviving mutants. A module with no record yet passes with a note; `--record` writes the
+the surviving mutants. Modules named on the command line are checked instead of the touched
+ones. A module with no record yet passes with a note; `--record` writes the
 measured scores into the record unless one is lower (raise it after killing survivors, and
 commit it).
 """
@@ -93,8 +95,13 @@ def main(
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--measured", type=Path, help="scores of an earlier run, not a new one")
     parser.add_argument("--record", action="store_true", help="write the scores as the record")
+    parser.add_argument("modules", nargs="*", help="these modules, not those the change touches")
     args = parser.parse_args(argv)
-    modules = touched_modules(changed(args.base), run.guarantee_modules(run.project_config()))
+    known = run.guarantee_modules(run.project_config())
+    unknown = [m for m in args.modules if m not in known]
+    if unknown:
+        parser.error(f"not a guarantee module: {', '.join(unknown)}")
+    modules = args.modules or touched_modules(changed(args.base), known)
     if not modules:
         print("mutation ratchet: the change touches no guarantee module")
         return 0

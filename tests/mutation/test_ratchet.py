@@ -144,3 +144,14 @@ def test_survivors_are_tested_again_only_when_a_test_changed(tmp_path, monkeypat
     json_meta["exit_code_by_key"] |= {"b": 0, "c": 1}
     meta.write_text(json.dumps(json_meta))
     assert run.retest_survivors_when_tests_changed(tmp_path, OWNERSHIP) == 1  # a test changed
+
+
+def test_modules_named_are_checked_whatever_the_change_touches(recorded):
+    code = ratchet.main(
+        [OWNERSHIP],
+        measure=lambda modules, jobs: {m: score(70, 90) for m in modules},
+        changed=lambda base: [],
+        record_path=recorded,
+    )
+
+    assert code == 1
