@@ -8,13 +8,16 @@ there, non-empty and in the company's language (not its exact words).
 
 import base64
 import uuid
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.utils import translation
+from django.utils import timezone, translation
 
-from core.errors import Ambiguous, NotFound, PermissionRefused, ValidationFailed
+from core.errors import Ambiguous, Conflict, NotFound, PermissionRefused, ValidationFailed
+from core.idempotency import engine
+from core.idempotency.engine import idempotency_records_purge, idempotent_execute, in_progress
 from core.identity.ownership import (
     check_owner,
     contact_for_conversation,
@@ -22,7 +25,7 @@ from core.identity.ownership import (
     identified_contact,
     identity_changed,
 )
-from core.models import Company, Contact, Conversation, SecurityEvent
+from core.models import Company, Contact, Conversation, IdempotencyRecord, SecurityEvent
 from sales.models import OPPORTUNITY_STATE_LABELS
 from sales.money import STORED_AMOUNT_LIMIT
 from sales.services import (
@@ -555,3 +558,124 @@ def test_past_the_limit_a_tool_refuses_other_identifiers_but_not_the_speakers(an
     assert limited.value.code == "too_many_attempts"
     assert limited.value.extras["retry_after_seconds"] > 0
     assert contact_for_conversation(conversation=ana_conv, identifier=ANA_DOCUMENT) == ana
+
+
+# --- the idempotency engine's edges ---
+
+
+def counting_effect(body: dict[str, Any]) -> tuple[Any, list[int]]:
+    runs: list[int] = []
+
+    def effect() -> tuple[dict[str, Any], int]:
+        runs.append(1)
+        return body, 201
+
+    return effect, runs
+
+
+def test_a_decimal_and_a_datetime_go_through_the_engine_and_replay_byte_for_byte(company):
+    at = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    effect, runs = counting_effect({"total": Decimal("12.50"), "at": at, "note": "cañón"})
+
+    first = idempotent_execute(
+        company=company, key="k-dec", operation="op", request={}, effect=effect
+    )
+    again = idempotent_execute(
+        company=company, key="k-dec", operation="op", request={}, effect=effect
+    )
+
+    assert first.body == {"total": "12.50", "at": "2026-12-01T09:30:00Z", "note": "cañón"}
+    assert (first.status, first.replayed, again.replayed) == (201, False, True)
+    assert (again.body, again.text, again.status) == (first.body, first.text, 201)
+    assert runs == [1]
+
+
+def at_instant(monkeypatch: pytest.MonkeyPatch, instant: datetime) -> None:
+    monkeypatch.setattr(engine.timezone, "now", lambda: instant)
+
+
+def test_a_replay_holds_until_the_last_instant_of_its_window_and_then_is_expired(
+    company, monkeypatch
+):
+    effect, runs = counting_effect({"done": True})
+    idempotent_execute(company=company, key="k-win", operation="op", request={}, effect=effect)
+    record = IdempotencyRecord.objects.get(company=company, key="k-win")
+
+    at_instant(monkeypatch, record.replay_until - timedelta(microseconds=1))
+    replayed = idempotent_execute(
+        company=company, key="k-win", operation="op", request={}, effect=effect
+    )
+    at_instant(monkeypatch, record.replay_until)
+    with pytest.raises(Conflict) as expired:
+        idempotent_execute(company=company, key="k-win", operation="op", request={}, effect=effect)
+
+    assert replayed.replayed is True
+    assert (expired.value.code, expired.value.http_status) == ("idempotency_expired", 410)
+    assert str(expired.value.user_message).strip()
+    assert runs == [1]
+
+
+def test_a_key_is_forgotten_exactly_when_it_expires_and_runs_again(company, monkeypatch):
+    effect, runs = counting_effect({"done": True})
+    idempotent_execute(company=company, key="k-exp", operation="op", request={}, effect=effect)
+    record = IdempotencyRecord.objects.get(company=company, key="k-exp")
+
+    at_instant(monkeypatch, record.expires_at - timedelta(microseconds=1))
+    with pytest.raises(Conflict) as tombstone:
+        idempotent_execute(company=company, key="k-exp", operation="op", request={}, effect=effect)
+    at_instant(monkeypatch, record.expires_at)
+    fresh = idempotent_execute(
+        company=company, key="k-exp", operation="op", request={}, effect=effect
+    )
+
+    assert tombstone.value.code == "idempotency_expired"
+    assert fresh.replayed is False
+    assert runs == [1, 1]
+
+
+def test_the_purge_tombstones_old_answers_and_forgets_only_expired_keys(company, other_company):
+    now = timezone.now()
+    hour = timedelta(hours=1)
+    rows = {
+        "replayable": (company, now + hour, now + 2 * hour, "{}"),
+        "to_tombstone": (company, now - hour, now + hour, "{}"),
+        "at_the_edge": (other_company, now, now + hour, "{}"),
+        "already_tombstoned": (company, now - 2 * hour, now + hour, None),
+        "expired": (company, now - 2 * hour, now, None),
+    }
+    for key, (owner, replay_until, expires_at, response) in rows.items():
+        IdempotencyRecord.objects.create(
+            company=owner,
+            key=key,
+            operation="op",
+            fingerprint="f" * 64,
+            response=response,
+            created_at=now - 3 * hour,
+            replay_until=replay_until,
+            expires_at=expires_at,
+        )
+
+    assert idempotency_records_purge(now=now) == (2, 1)
+
+    left = dict(IdempotencyRecord.objects.values_list("key", "response"))
+    assert left == {
+        "replayable": "{}",
+        "to_tombstone": None,
+        "at_the_edge": None,
+        "already_tombstoned": None,
+    }
+
+
+def test_request_in_progress_tells_when_to_retry(settings):
+    settings.GARANTE_IDEMPOTENCY_RETRY_AFTER_SECONDS = 7
+
+    busy = in_progress()
+
+    assert (busy.error_type, busy.code, busy.http_status) == (
+        "CONFLICT",
+        "request_in_progress",
+        409,
+    )
+    assert busy.extras == {"retry_after_seconds": 7}
+    worded = {lang: message_of(busy.user_message, lang) for lang in ("es", "en")}
+    assert worded["es"].strip() and worded["es"] != worded["en"]
