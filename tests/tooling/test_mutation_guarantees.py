@@ -16,7 +16,6 @@ import pytest
 from django.utils import timezone, translation
 
 from core.errors import Ambiguous, Conflict, NotFound, PermissionRefused, ValidationFailed
-from core.idempotency import engine
 from core.idempotency.engine import idempotency_records_purge, idempotent_execute, in_progress
 from core.identity.ownership import (
     check_owner,
@@ -73,6 +72,12 @@ def message_of(lazy_message: Any, language: str) -> str:
     catalogue's wording of the same message, never with words of their own."""
     with translation.override(language):
         return str(lazy_message)
+
+
+def at_instant(monkeypatch: pytest.MonkeyPatch, instant: datetime) -> None:
+    """The clock (django.utils.timezone.now, which the engine and the limits read) at
+    `instant` for the rest of the test."""
+    monkeypatch.setattr(timezone, "now", lambda: instant)
 
 
 @pytest.fixture
@@ -545,18 +550,26 @@ def test_an_enumeration_through_identify_contact_stops_at_the_conversations_limi
     assert recorded.count() == len(guesses)
 
 
-def test_past_the_limit_a_tool_refuses_other_identifiers_but_not_the_speakers(ana_conv, ana):
+def test_past_the_limit_a_tool_refuses_other_identifiers_but_not_the_speakers(
+    ana_conv, ana, monkeypatch
+):
     company = ana_conv.company
     for n in range(company.identify_failures_per_conversation):
         with pytest.raises(PermissionRefused) as refused:
             contact_for_conversation(conversation=ana_conv, identifier=f"nadie{n}@example.com")
         assert refused.value.code == "identity_mismatch"
+    # The failures at one instant, the next guess ten seconds later: the wait is what is left
+    # of the conversation's window for the oldest of them, rounded up.
+    failed_at = timezone.now()
+    SecurityEvent.objects.filter(conversation_key=ana_conv.external_id).update(created_at=failed_at)
+    at_instant(monkeypatch, failed_at + timedelta(seconds=10))
 
     with pytest.raises(PermissionRefused) as limited:
         contact_for_conversation(conversation=ana_conv, identifier="otro@example.com")
 
     assert limited.value.code == "too_many_attempts"
-    assert limited.value.extras["retry_after_seconds"] > 0
+    window = company.identify_conversation_window_minutes * 60
+    assert limited.value.extras == {"retry_after_seconds": window - 10 + 1}
     assert contact_for_conversation(conversation=ana_conv, identifier=ANA_DOCUMENT) == ana
 
 
@@ -588,10 +601,6 @@ def test_a_decimal_and_a_datetime_go_through_the_engine_and_replay_byte_for_byte
     assert (first.status, first.replayed, again.replayed) == (201, False, True)
     assert (again.body, again.text, again.status) == (first.body, first.text, 201)
     assert runs == [1]
-
-
-def at_instant(monkeypatch: pytest.MonkeyPatch, instant: datetime) -> None:
-    monkeypatch.setattr(engine.timezone, "now", lambda: instant)
 
 
 def test_a_replay_holds_until_the_last_instant_of_its_window_and_then_is_expired(
