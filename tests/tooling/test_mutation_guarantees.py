@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from django.utils import timezone, translation
 
+from core.durable import keeping_evidence
 from core.errors import Ambiguous, Conflict, NotFound, PermissionRefused, ValidationFailed
 from core.idempotency.engine import idempotency_records_purge, idempotent_execute, in_progress
+from core.identity import identify_contact
 from core.identity.ownership import (
     check_owner,
     contact_for_conversation,
@@ -25,6 +27,7 @@ from core.identity.ownership import (
     identity_changed,
 )
 from core.models import Company, Contact, Conversation, IdempotencyRecord, SecurityEvent
+from core.services import gateway_credential_issue
 from sales.models import OPPORTUNITY_STATE_LABELS
 from sales.money import STORED_AMOUNT_LIMIT
 from sales.services import (
@@ -688,3 +691,37 @@ def test_request_in_progress_tells_when_to_retry(settings):
     assert busy.extras == {"retry_after_seconds": 7}
     worded = {lang: message_of(busy.user_message, lang) for lang in ("es", "en")}
     assert worded["es"].strip() and worded["es"] != worded["en"]
+
+
+def test_the_failure_that_reaches_the_credentials_limit_raises_one_burst_event(company):
+    credential = gateway_credential_issue(company=company, name="gateway")[0]
+    company.gateway_credential_id = credential.pk
+    company.identify_failures_per_credential = 3
+    company.identify_credential_window_minutes = 45
+
+    def guess(n: int) -> Any:
+        conversation = Conversation.objects.create(company=company, external_id=f"conv-b{n}")
+        conversation.company = company
+        try:
+            return keeping_evidence(
+                lambda: identify_contact(
+                    conversation=conversation, kind="phone", value=f"69910000{n}"
+                )
+            )
+        except NotFound as refused:
+            return refused.code
+
+    bursts = SecurityEvent.objects.filter(kind=SecurityEvent.Kind.IDENTIFICATION_BURST)
+    assert [guess(1), guess(2)] == ["contact_not_found"] * 2
+    assert not bursts.exists()
+    assert guess(3) == "contact_not_found"
+    # Past the limit identification goes on in verified mode: nobody bound, no new burst.
+    assert guess(4) is None
+
+    burst = bursts.get()
+    assert (burst.company_id, burst.credential_id, burst.conversation_key) == (
+        company.pk,
+        credential.pk,
+        "conv-b3",
+    )
+    assert burst.detail == {"failures": 3, "window_minutes": 45}
