@@ -13,6 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
 
 from core.durable import keeping_evidence
@@ -37,6 +39,8 @@ from sales.services import (
     opportunity_win,
 )
 from sales.services.catalog import price_list_item_set, product_create
+from sales.services.quote_guards import quote_lock, quote_opportunity_locked
+from sales.services.quote_lifecycle import quote_create
 from sales.services.quote_pricing import (
     MAX_LINE_QUANTITY,
     MAX_QUOTE_LINES,
@@ -725,3 +729,55 @@ def test_the_failure_that_reaches_the_credentials_limit_raises_one_burst_event(c
         "conv-b3",
     )
     assert burst.detail == {"failures": 3, "window_minutes": 45}
+
+
+# --- the quotes' lock order (sales/services/quote_guards.py) ---
+
+
+def locked_tables(statements: list[dict[str, str]]) -> list[str]:
+    """The tables of the row locks taken, in order (only the order is asserted, never SQL)."""
+    tables = []
+    for statement in statements:
+        sql = statement["sql"]
+        if "FOR UPDATE" in sql.upper():
+            for table in ("sales_opportunity", "sales_quote"):
+                if f'FROM "{table}"' in sql:
+                    tables.append(table)
+    return tables
+
+
+@pytest.fixture
+def quote_of_an_opportunity(company: Company, ana: Contact, catalog: Any) -> Any:
+    opportunity = opportunity_create(company=company, contact=ana, title="Pedido")
+    return quote_create(
+        company=company,
+        contact=ana,
+        items=[QuoteItem("CAF-001", 1)],
+        send=True,
+        opportunity=opportunity,
+    )
+
+
+@pytest.mark.postgres
+def test_a_quote_and_its_opportunity_are_locked_opportunity_first(quote_of_an_opportunity):
+    with CaptureQueriesContext(connection) as both, transaction.atomic():
+        locked = quote_lock(quote_of_an_opportunity, with_opportunity=True)
+        with CaptureQueriesContext(connection) as afterwards:
+            assert quote_opportunity_locked(locked).pk == quote_of_an_opportunity.opportunity_id
+    with CaptureQueriesContext(connection) as alone, transaction.atomic():
+        quote_lock(quote_of_an_opportunity)
+
+    assert locked_tables(both.captured_queries) == ["sales_opportunity", "sales_quote"]
+    assert afterwards.captured_queries == []  # the opportunity locked first is the one kept
+    assert locked_tables(alone.captured_queries) == ["sales_quote"]
+
+
+@pytest.mark.postgres
+def test_a_quote_locked_alone_locks_its_opportunity_when_asked(quote_of_an_opportunity):
+    with transaction.atomic():
+        locked = quote_lock(quote_of_an_opportunity)
+        with CaptureQueriesContext(connection) as asked:
+            opportunity = quote_opportunity_locked(locked)
+
+    assert opportunity.pk == quote_of_an_opportunity.opportunity_id
+    assert locked_tables(asked.captured_queries) == ["sales_opportunity"]
