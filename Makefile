@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed-stamp
 SPEEDUPS_STAMP := $(VENV)/.speedups-stamp
 
 .PHONY: install speedups demo test test-fast lint format bench clean conformance \
-	conformance-install axe-install cluster cluster-stop cluster-restart cluster-manage cluster-test soak
+	conformance-install axe-install cluster cluster-stop cluster-restart cluster-manage cluster-test soak \
+	mutate mutate-ratchet
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +53,23 @@ GARANTE_SOAK_MINUTES ?= 60
 soak: install
 	GARANTE_SOAK_MINUTES=$(GARANTE_SOAK_MINUTES) $(BIN)/pytest tests/properties/test_soak.py \
 		-p no:cacheprovider -p no:xdist -q -s $(PYTEST_ARGS)
+
+# Mutation testing of the guarantee modules (mutmut; docs/testing.md): one line per module, then
+# `mutation score: K killed of N (P %)`. PATHS="core/identity/ownership.py ..." runs only those;
+# a second run tests again only what changed. MUTATE_JOBS mutants at once, each test session
+# with a test database of its own. Results stay in var/mutate/.
+PATHS ?=
+MUTATE_JOBS ?= 2
+
+mutate: install
+	$(BIN)/python -m tests.mutation.run --jobs $(MUTATE_JOBS) $(PATHS)
+
+# The mutation ratchet (docs/testing.md): the guarantee modules changed since BASE run again,
+# and one that scores below its record in tests/mutation/scores.json fails.
+BASE ?= main
+
+mutate-ratchet: install
+	$(BIN)/python -m tests.mutation.ratchet --base $(BASE) --jobs $(MUTATE_JOBS)
 
 lint: install
 	$(BIN)/ruff check .

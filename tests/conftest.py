@@ -2,10 +2,13 @@
 and Marta, staff, an identified conversation), the agenda's frozen clock, gateway tokens and
 HTTP clients against live servers."""
 
+import fcntl
 import itertools
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,6 +16,7 @@ import hypothesis
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, Permission
+from django.core.management import call_command
 from django.db import connection
 from django.db.models import Q
 from django.utils import translation
@@ -81,7 +85,28 @@ def pytest_ignore_collect(collection_path: Any, config: pytest.Config) -> bool |
     return None
 
 
+# Code that runs in another process (a server, a worker, a browser) is out of mutmut's sight:
+# it credits a mutant's kill to the tests that reached its function in this process, and the
+# other process would need mutmut and the mutant's name. Under `make mutate` these are skipped.
+OTHER_PROCESS_FIXTURES = frozenset(
+    {
+        "gunicorn_server",
+        "sqlite_database",
+        "celery_publisher",
+        "outage_stack",
+        "chromium",
+        "browser",
+        "phone_browser",
+    }
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "MUTANT_UNDER_TEST" in os.environ:
+        elsewhere = pytest.mark.skip(reason="runs the code in another process (make mutate)")
+        for item in items:
+            if OTHER_PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+                item.add_marker(elsewhere)
     for item in items:
         if _is_slow(item):
             item.add_marker(pytest.mark.slow)
@@ -104,6 +129,62 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=postgres.kwargs.get("reason", without_pg)))
         if "redis" in item.keywords and not settings.REDIS_AVAILABLE:
             item.add_marker(skip_redis)
+
+
+# Under mutmut (`make mutate`, tests/mutation/run.py) every test session is a process of its
+# own, several at once: each takes a free slot (a file lock held until the process ends, even
+# when killed) and its own reused test database, test_<name>_mut<slot>. A session killed at its
+# time limit in a transaction=True test leaves committed rows behind: the slot's marker file
+# says so, and the next session of that slot flushes the database first.
+_mutation_slot: tuple[int, Path, Any] | None = None
+
+
+def _mutation_worker_slot() -> tuple[int, Path] | None:
+    global _mutation_slot
+    if "MUTANT_UNDER_TEST" not in os.environ:
+        return None
+    if _mutation_slot is None:
+        name = settings.DATABASES["default"]["NAME"]
+        folder = Path(tempfile.gettempdir()) / f"garante-mutation-slots-{Path(str(name)).name}"
+        folder.mkdir(exist_ok=True)
+        for slot in itertools.count():
+            handle = (folder / f"{slot}.lock").open("w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            _mutation_slot = (slot, folder / f"{slot}.dirty", handle)
+            break
+    slot, dirty, _handle = _mutation_slot
+    return slot, dirty
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    taken = _mutation_worker_slot()
+    if taken is None:
+        return
+    for alias in settings.DATABASES:
+        database = settings.DATABASES[alias]
+        test = database.setdefault("TEST", {})
+        if database["ENGINE"].endswith("postgresql"):
+            test["NAME"] = f"{test.get('NAME') or 'test_' + database['NAME']}_mut{taken[0]}"
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    taken = _mutation_worker_slot()
+    if taken is None:
+        yield
+        return
+    dirty = taken[1]
+    if dirty.exists():
+        with django_db_blocker.unblock():
+            call_command("flush", interactive=False, verbosity=0)
+    dirty.touch()
+    yield
+    dirty.unlink(missing_ok=True)
 
 
 @pytest.fixture(autouse=True)

@@ -94,6 +94,15 @@ REFERENCE_ARGUMENT = {
 }
 
 
+# A write on the speaker's own entity of each kind, with the argument naming it: what
+# `reference_of_another_conversation` tries with a reference this conversation never saw.
+OWN_WRITE_OF = {
+    "AP": ("cancel_appointment", "appointment"),
+    "QT": ("reject_quote", "quote"),
+    "CS": ("add_case_comment", "case"),
+}
+
+
 # The writes that declare an intent (core.idempotency.intent), which a model may re-plan.
 REPLANNED = {
     "book_appointment",
@@ -944,6 +953,83 @@ class GatewayMachine(RuleBasedStateMachine):
         answer = self.send(conversation, "identify_contact", arguments)
         if who == "two at once":
             check(answer.code == "invalid_arguments", "two identifiers at once were accepted")
+
+    @rule(tenant=st.sampled_from(["A", "B"]), data=st.data())
+    def enumerate_identifiers(self, tenant: str, data: Any) -> None:
+        """A model (or whoever holds its token) tries identifier after identifier in one
+        conversation: past the conversation's limit, even a real customer's is refused,
+        PERMISSION too_many_attempts with the wait, and the conversation stays anonymous."""
+        self.hit("enumerate_identifiers")
+        conversation = self._conversation(tenant)
+        company = self.world.tenants[tenant].company
+        guesses = data.draw(
+            st.lists(
+                st.sampled_from(
+                    ["00000000T", "11111111H", "699999999", "x@y.es", "nadie@example.com"]
+                ),
+                min_size=company.identify_failures_per_conversation,
+                max_size=company.identify_failures_per_conversation,
+            ),
+            label="guesses",
+        )
+        for guess in guesses:
+            kind = "email" if "@" in guess else "phone" if guess.startswith("6") else "document"
+            answer = self.send(conversation, "identify_contact", {kind: guess})
+            check(answer.is_error, "identify_contact: a guess identified somebody", guess)
+        customer = data.draw(st.sampled_from(self.customers[tenant]), label="then a real one")
+        answer = self.send(conversation, "identify_contact", {"document": customer.document})
+        check(
+            answer.error_type == "PERMISSION" and answer.code == "too_many_attempts",
+            "identify_contact: the conversation's limit did not stop an enumeration",
+            answer.short(),
+        )
+        wait = answer.body.get("retry_after_seconds")
+        check(isinstance(wait, int) and wait > 0, "too_many_attempts without its wait", wait)
+        check(conversation.speaker is None, "an enumerating conversation was identified")
+
+    @precondition(
+        lambda self: any(
+            c.speaker is not None and any(c.shown.get(k) for k in OWN_WRITE_OF)
+            for c in self.oracle.conversations
+        )
+    )
+    @rule(data=st.data())
+    def reference_of_another_conversation(self, data: Any) -> None:
+        """The customer's own reference, shown in another conversation of theirs, used in a new
+        one: the owner check would let it through, so only the ledger stands in the way. It
+        must answer reference_not_seen and act on nothing."""
+        self.hit("reference_of_another_conversation")
+        sources = [
+            c
+            for c in self.oracle.conversations
+            if c.speaker is not None and any(c.shown.get(k) for k in OWN_WRITE_OF)
+        ]
+        source = data.draw(st.sampled_from(sources), label="shown in")
+        kind = data.draw(st.sampled_from([k for k in OWN_WRITE_OF if source.shown.get(k)]))
+        owned = [
+            r
+            for r in source.shown[kind]
+            if r in self.oracle.entities and self.oracle.entities[r].owner == source.speaker
+        ]
+        if not owned:
+            return
+        reference = data.draw(st.sampled_from(owned), label="reference")
+        conversation = self._conversation(source.tenant)
+        identifier = source.speaker.document
+        self.send(conversation, "identify_contact", {"document": identifier})
+        if conversation.speaker != source.speaker:
+            return  # refused or in verified mode: nobody to act for
+        tool, argument = OWN_WRITE_OF[kind]
+        arguments = {"identifier": identifier, argument: reference}
+        if tool == "add_case_comment":
+            arguments["message"] = "Sigue igual."
+        answer = self.send(conversation, tool, arguments)
+        check(
+            answer.error_type == "VALIDATION" and answer.code == "reference_not_seen",
+            f"{tool}: a reference shown only in another conversation was accepted",
+            reference,
+            answer.short(),
+        )
 
     # --- rules: reads ---
 
