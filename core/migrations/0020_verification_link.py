@@ -25,7 +25,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='verificationchallenge',
             name='link_digest',
-            field=models.CharField(blank=True, editable=False, max_length=64),
+            field=models.CharField(blank=True, editable=False, max_length=64, verbose_name='link digest'),
         ),
         migrations.AddField(
             model_name='verificationchallenge',

@@ -286,7 +286,7 @@ class VerificationChallenge(models.Model):
         default=Company.VerificationForm.CODE,
         editable=False,
     )
-    link_digest = models.CharField(max_length=64, blank=True, editable=False)
+    link_digest = models.CharField(_("link digest"), max_length=64, blank=True, editable=False)
     status = models.CharField(
         _("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE
     )

@@ -114,10 +114,14 @@ def canonical(arguments: Any) -> str:
 
 def quote_total(items: list[tuple[str, int]]) -> Decimal | None:
     """The total the server must compute (sales.services.quote_pricing): per line, the
-    subtotal and its tax each rounded half-up to cents; None if an item cannot be sold."""
+    subtotal and its tax each rounded half-up to cents; None if an item cannot be sold. A
+    SKU is named in any case, and its repeats make one line (the server adds them up)."""
     total = Decimal("0")
     cent = Decimal("0.01")
+    lines: dict[str, int] = {}
     for sku, quantity in items:
+        lines[sku.upper()] = lines.get(sku.upper(), 0) + quantity
+    for sku, quantity in lines.items():
         if sku not in PRICES:
             return None
         price, rate = PRICES[sku]
