@@ -22,8 +22,11 @@ from tests.cluster.conftest import CALL_DEADLINE_SECONDS, tool
 from tests.factories import ANA_EMAIL
 
 # What a burst's slowest call may take, end to end through nginx, on this 2-core machine
-# shared by the nodes, PgBouncer, PostgreSQL and the callers themselves.
-BOUND_SECONDS = 2.5
+# shared by the nodes, PgBouncer, PostgreSQL and the callers themselves: the call's deadline,
+# which is what the Gateway holds the server to. The stall this guards against lasted
+# PgBouncer's query_wait_timeout (10 s) and ended in SYSTEM; how fast a burst is answered
+# within the deadline is the bench's to measure, not a timed test's.
+BOUND_SECONDS = CALL_DEADLINE_SECONDS
 
 
 def credential(cluster, name: str) -> str:
