@@ -84,7 +84,59 @@ def test_record_raises_the_record_but_never_lowers_it(recorded):
         "killed": 89,
         "total": 90,
         "percent": 98.9,
+        "source_sha256": ratchet.source_digest(OWNERSHIP),
     }
+
+
+def since_record(recorded, measured, *, source):
+    """CI's ratchet on a clone: the record says which source its score was measured on."""
+    runs = []
+
+    def measure(modules, jobs):
+        runs.append(modules)
+        return {m: measured for m in modules}
+
+    code = ratchet.main(
+        ["--since-record"],
+        measure=measure,
+        changed=lambda base: pytest.fail("CI's ratchet has no base to compare with"),
+        record_path=recorded,
+        digest=lambda module: source if module == OWNERSHIP else "unrecorded",
+    )
+    return code, runs
+
+
+@pytest.fixture
+def recorded_source(recorded):
+    known = json.loads(recorded.read_text())
+    known[OWNERSHIP]["source_sha256"] = "measured-source"
+    recorded.write_text(json.dumps(known))
+    return recorded
+
+
+def test_ci_runs_a_module_changed_since_its_record_and_fails_a_lower_score(recorded_source, capsys):
+    code, runs = since_record(recorded_source, score(70, 90), source="changed-source")
+
+    assert (code, runs) == (1, [[OWNERSHIP]])
+    assert "77.8 % is below its record of 88.9 %" in capsys.readouterr().out
+
+
+def test_ci_passes_a_changed_module_that_keeps_its_score(recorded_source):
+    assert since_record(recorded_source, score(80, 90), source="changed-source") == (
+        0,
+        [[OWNERSHIP]],
+    )
+
+
+def test_ci_runs_nothing_for_a_module_measured_on_its_current_source(recorded_source, capsys):
+    code, runs = since_record(recorded_source, score(1, 90), source="measured-source")
+
+    assert (code, runs) == (0, [])
+    assert "the source it was measured on" in capsys.readouterr().out
+
+
+def test_a_record_without_its_source_digest_counts_as_changed(recorded):
+    assert since_record(recorded, score(70, 90), source="measured-source") == (1, [[OWNERSHIP]])
 
 
 def test_the_measured_scores_of_an_earlier_run_can_be_read(recorded, tmp_path):
