@@ -274,6 +274,12 @@ class Cluster:
         return self
 
     def _run(self, name: str, command: list[str], env: dict[str, str] | None = None) -> Started:
+        # One process per part: one still running under this name (a node whose graceful stop
+        # outlasted a test's wait, one a test froze) is stopped first, or it would be forgotten
+        # by the state file and outlive `stop`, still serving on its --reuse-port port.
+        for earlier in self.processes:
+            if earlier.name == name and earlier.alive():
+                stop_started(earlier)
         log = self.directory / f"{name}.log"
         with log.open("ab") as out:
             process = subprocess.Popen(

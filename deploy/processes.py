@@ -120,11 +120,12 @@ def with_children(pid: int, sig: int) -> None:
 
 def stop_started(process: Started, timeout: float = 30) -> None:
     """SIGTERM (a graceful stop: gunicorn finishes its requests, nginx its connections), then
-    SIGKILL of its session if it lingers."""
+    SIGKILL of its session if it lingers. A frozen (SIGSTOPped) session is woken to act on it."""
     try:
         os.kill(process.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
+    with_children(process.pid, signal.SIGCONT)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.alive():
         time.sleep(0.1)

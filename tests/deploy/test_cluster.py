@@ -4,6 +4,7 @@ its PgBouncer is configured from (docs/scaling.md). tests/cluster starts the rea
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -193,3 +194,22 @@ def test_a_deadline_too_short_for_pgbouncer_is_refused_by_name():
     with pytest.raises(ValueError, match="GARANTE_DB_ANSWER_SECONDS=2 "):
         query_wait_timeout(2, 5)
     assert query_wait_timeout(0, 5) == 6  # no deadline: past the lock wait
+
+
+def test_a_part_started_again_stops_the_one_still_running_under_its_name(tmp_path):
+    """A node whose stop outlasted a test's wait, or one left frozen, must not outlive the
+    cluster: starting the part again ends it first (SIGTERM, woken if frozen), so the state
+    file never forgets a running process."""
+    cluster = layout(tmp_path)
+    sleeper = [sys.executable, "-c", "import signal, time; time.sleep(60)"]
+    first = cluster._run("node2", sleeper)
+    os.kill(first.pid, signal.SIGSTOP)
+
+    second = cluster._run("node2", sleeper)
+    try:
+        assert not first.alive()
+        assert second.alive()
+        assert [p.pid for p in cluster.processes if p.name == "node2"] == [second.pid]
+    finally:
+        cluster.stop()
+    assert not second.alive()
