@@ -101,11 +101,21 @@ OTHER_PROCESS_FIXTURES = frozenset(
 )
 
 
+def _runs_elsewhere(item: pytest.Item) -> bool:
+    return bool(OTHER_PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("GARANTE_MUTATION_RECHECK"):
+        # A survivor tested again (tests/mutation/recheck.py): only what mutmut had to skip.
+        skipped = [i for i in items if not _runs_elsewhere(i)]
+        if skipped:
+            config.hook.pytest_deselected(items=skipped)
+            items[:] = [i for i in items if _runs_elsewhere(i)]
     if "MUTANT_UNDER_TEST" in os.environ:
         elsewhere = pytest.mark.skip(reason="runs the code in another process (make mutate)")
         for item in items:
-            if OTHER_PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            if _runs_elsewhere(item):
                 item.add_marker(elsewhere)
     for item in items:
         if _is_slow(item):

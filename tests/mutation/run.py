@@ -10,7 +10,9 @@ files are linked into that directory, never copied by hand: mutmut copies them i
 
 prints one line per module and ends with `mutation score: K killed of N (P %)`; the scores and
 the surviving mutants' names are left in var/mutate/scores.json for the ratchet
-(tests/mutation/ratchet.py).
+(tests/mutation/ratchet.py). Before they count, survivors are tested again with the tests
+mutmut cannot run, those whose code runs in a server, a worker or a browser
+(tests/mutation/recheck.py; `--no-recheck` skips it).
 """
 
 import argparse
@@ -25,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.mutation import recheck
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "var" / "mutate"
@@ -123,13 +127,15 @@ def prepare(config: Mapping[str, Any], module: str, tests: list[str]) -> Path:
     return workdir
 
 
-def score_of(workdir: Path, module: str) -> ModuleScore:
-    """Tally mutmut's results for `module` from its .meta file."""
+def score_of(workdir: Path, module: str, *, credit_recheck: bool = True) -> ModuleScore:
+    """Tally mutmut's results for `module` from its .meta file; a survivor (or a mutant no test
+    reached) that the recheck's server tests killed counts as killed (tests/mutation/recheck.py)."""
     meta = json.loads((workdir / "mutants" / f"{module}.meta").read_text("utf-8"))
+    rechecked = recheck.killed_by_recheck(ROOT, workdir, module) if credit_recheck else set()
     score = ModuleScore(module=module)
     for name, code in sorted(meta["exit_code_by_key"].items()):
         score.total += 1
-        if code in KILLED:
+        if code in KILLED or (name in rechecked and code in SURVIVED | NO_TESTS):
             score.killed += 1
         elif code in SURVIVED:
             score.survived.append(name)
@@ -168,7 +174,14 @@ def retest_survivors_when_tests_changed(workdir: Path, module: str) -> int:
     return len(again)
 
 
-def run_module(config: Mapping[str, Any], module: str, tests: list[str], jobs: int) -> ModuleScore:
+def run_module(
+    config: Mapping[str, Any],
+    module: str,
+    tests: list[str],
+    jobs: int,
+    *,
+    with_recheck: bool = True,
+) -> ModuleScore:
     workdir = prepare(config, module, tests)
     retest_survivors_when_tests_changed(workdir, module)
     log = workdir / "mutmut.log"
@@ -188,9 +201,26 @@ def run_module(config: Mapping[str, Any], module: str, tests: list[str], jobs: i
             f"mutmut failed on {module} (exit {completed.returncode}); the end of {log}:\n"
             + "\n".join(tail)
         )
+    if with_recheck:
+        alive = score_of(workdir, module, credit_recheck=False)
+        recheck.recheck(
+            ROOT,
+            workdir,
+            module,
+            alive.survived + alive.no_tests,
+            recheck_tests(config, module, tests),
+        )
     score = score_of(workdir, module)
     score.seconds = time.monotonic() - started
     return score
+
+
+def recheck_tests(config: Mapping[str, Any], module: str, tests: list[str]) -> list[str]:
+    """What survivors are tested again with: the module's selection (its tests that run code in
+    another process, which mutmut skipped) and the server tests `[tool.garante.mutate-recheck]`
+    adds for it."""
+    extra = config["tool"]["garante"].get("mutate-recheck", {}).get(module, [])
+    return [*tests, *extra]
 
 
 def summary(scores: Iterable[ModuleScore]) -> str:
@@ -215,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="guarantee modules (default: all)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once")
+    parser.add_argument(
+        "--no-recheck",
+        action="store_true",
+        help="count survivors without testing them again with the server tests",
+    )
     args = parser.parse_args(argv)
     config = project_config()
     known = guarantee_modules(config)
@@ -227,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     scores = []
     for module in chosen:
-        score = run_module(config, module, known[module], args.jobs)
+        score = run_module(
+            config, module, known[module], args.jobs, with_recheck=not args.no_recheck
+        )
         print(score.line(), flush=True)
         scores.append(score)
     save_scores(scores)
