@@ -11,18 +11,22 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Subquery
 from django.utils.translation import gettext as _g
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
 
 from agenda import clock
 from agenda.appointment_messages import appointment_messages_after
 from agenda.availability.busy import blocked_range
 from agenda.availability.check import slot_lock_and_check, slot_taken_error
 from agenda.availability.slots import Move
+from agenda.guards import (
+    appointment_check_cutoff,
+    appointment_check_owner,
+    appointment_check_scheduled,
+    appointment_check_started,
+    appointment_lock,
+)
 from agenda.models import (
-    CUSTOMER_STATE_LABELS,
     NOTES_MAX_LENGTH,
     AgendaSettings,
     Appointment,
@@ -33,27 +37,19 @@ from agenda.models import (
     WorkingHours,
 )
 from agenda.selectors import (
-    agenda_settings_for,
     appointment_get_for_contact,
     appointment_standing,
     fold_text,
 )
-from core.errors import NotFound, NotInCompany, ValidationFailed
+from core.errors import NotInCompany, ValidationFailed
 from core.idempotency import Done, Intent, once_per_intent
-from core.identity import check_owner
 from core.models import Company, Contact, Conversation
 from core.reasons import reason_checked
 from core.references import insert_with_fresh_reference, normalize_reference, reference_taken
 from core.sql import insert_unless_conflict
-from core.states import state_shown
 from core.sweeps import sweep
 from core.transactions import joined
 
-_TERMINAL_MESSAGES = {
-    Appointment.State.CANCELLED: _("Esa cita ya está cancelada."),
-    Appointment.State.ATTENDED: _("Esa cita ya fue atendida."),
-    Appointment.State.NO_SHOW: _("Esa cita ya pasó y quedó registrada como no asistida."),
-}
 _OVERLAP_CONSTRAINT = "appointment_no_overlap"
 
 
@@ -109,39 +105,6 @@ def _violated_constraint(error: IntegrityError) -> str | None:
     return getattr(diag, "constraint_name", None)
 
 
-def _locked(company: Company, reference: str, *, with_cutoff: bool = False) -> Appointment:
-    """The company's appointment with this reference, row-locked until the transaction ends,
-    read with its service, professional and contact (only the appointment's row is locked) and, with
-    `with_cutoff`, the company's cancellation cut-off (as `cutoff_minutes`)."""
-    appointments = (
-        Appointment.objects.select_for_update(of=("self",))
-        .select_related("service", "professional", "contact")
-        .filter(company=company, reference=normalize_reference(reference))
-    )
-    if with_cutoff:
-        cutoff = AgendaSettings.objects.filter(company=company).values(
-            "cancellation_cutoff_minutes"
-        )
-        appointments = appointments.annotate(cutoff_minutes=Subquery(cutoff[:1]))
-    appointment = appointments.first()
-    if appointment is None:
-        # Waiting for the lock of a row a concurrent move gave another professional, the
-        # statement rechecks the new row against the professional it joined before the wait
-        # (READ COMMITTED rereads only the locked rows), and drops it. A second read, after
-        # that move committed, joins the appointment as it stands.
-        appointment = appointments.first()
-    if appointment is None:
-        raise NotFound(_("No encontré esa cita."), code="appointment_not_found")
-    appointment.company = company
-    return appointment
-
-
-def _check_owner(contact: Contact | None, appointment: Appointment) -> None:
-    """Customers act only on their own appointments; staff (contact=None) on any."""
-    if contact is not None:
-        check_owner(contact=contact, owner_id=appointment.contact_id)
-
-
 def appointment_to_move(
     *, company: Company, contact: Contact, reference: str, service_name: str
 ) -> Appointment:
@@ -159,44 +122,6 @@ def appointment_to_move(
             code="service_mismatch",
         )
     return appointment
-
-
-def _check_scheduled(appointment: Appointment) -> None:
-    """A terminal appointment accepts no transition: VALIDATION carrying its state (the
-    machine value and the customer's label)."""
-    if appointment.is_terminal:
-        raise ValidationFailed(
-            _TERMINAL_MESSAGES[appointment.state],
-            code="invalid_transition",
-            **state_shown(appointment.state, CUSTOMER_STATE_LABELS),
-        )
-
-
-def _check_cutoff(appointment: Appointment, now: datetime, action: str) -> None:
-    """Call with an appointment read by `_locked(..., with_cutoff=True)`."""
-    cutoff_minutes = appointment.cutoff_minutes
-    if cutoff_minutes is None:  # the settings row is still to be created
-        settings = agenda_settings_for(company=appointment.company)
-        cutoff_minutes = settings.cancellation_cutoff_minutes
-    cutoff = timedelta(minutes=cutoff_minutes)
-    if now >= appointment.starts_at - cutoff:
-        hours, minutes = divmod(int(cutoff.total_seconds()) // 60, 60)
-        span = (
-            _g("%(h)d h %(m)02d min") % {"h": hours, "m": minutes}
-            if hours
-            else ngettext("%(m)d minuto", "%(m)d minutos", minutes) % {"m": minutes}
-        )
-        message = {
-            "cancel": _g(
-                "Ya no es posible cancelar esta cita por este medio: debe hacerse con al menos "
-                "%(span)s de antelación. Comuníquese con nosotros directamente."
-            ),
-            "reschedule": _g(
-                "Ya no es posible cambiar esta cita por este medio: debe hacerse con al menos "
-                "%(span)s de antelación. Comuníquese con nosotros directamente."
-            ),
-        }[action] % {"span": span}
-        raise ValidationFailed(message, code="cutoff_passed")
 
 
 def _write_times(
@@ -482,11 +407,11 @@ def appointment_reschedule(
     now = now or clock.now()
 
     with joined():
-        appointment = _locked(company, reference, with_cutoff=enforce_customer_rules)
-        _check_owner(contact, appointment)
-        _check_scheduled(appointment)
+        appointment = appointment_lock(company, reference, with_cutoff=enforce_customer_rules)
+        appointment_check_owner(contact, appointment)
+        appointment_check_scheduled(appointment)
         if enforce_customer_rules:
-            _check_cutoff(appointment, now, "reschedule")
+            appointment_check_cutoff(appointment, now, "reschedule")
         moved_to = professional or appointment.professional
         move = Move.of(appointment)  # as it stands, before the transition changes its times
         service = appointment.service
@@ -553,11 +478,11 @@ def appointment_cancel(
     reason = reason_checked(reason)
 
     with joined():
-        appointment = _locked(company, reference, with_cutoff=enforce_cutoff)
-        _check_owner(contact, appointment)
-        _check_scheduled(appointment)
+        appointment = appointment_lock(company, reference, with_cutoff=enforce_cutoff)
+        appointment_check_owner(contact, appointment)
+        appointment_check_scheduled(appointment)
         if enforce_cutoff:
-            _check_cutoff(appointment, now, "cancel")
+            appointment_check_cutoff(appointment, now, "cancel")
         if authorize is not None:
             authorize()
         appointment.cancel(by=by, description=description or reason or None)
@@ -584,17 +509,10 @@ def notes_checked(notes: str) -> str:
 @transaction.atomic
 def appointment_notes_set(*, company: Company, reference: str, notes: str) -> Appointment:
     """Replace staff's notes on an appointment, in any state (a note may come after it)."""
-    appointment = _locked(company, reference)
+    appointment = appointment_lock(company, reference)
     appointment.notes = notes_checked(notes)
     appointment.save(update_fields=["notes", "updated_at"])
     return appointment
-
-
-def _check_started(appointment: Appointment, now: datetime) -> None:
-    if now < appointment.starts_at:
-        raise ValidationFailed(
-            _("Esa cita todavía no ha comenzado."), code="appointment_not_started"
-        )
 
 
 @transaction.atomic
@@ -603,9 +521,9 @@ def appointment_mark_attended(
 ) -> Appointment:
     """Staff record that the customer came (only once the appointment has started)."""
     now = now or clock.now()
-    appointment = _locked(company, reference)
-    _check_scheduled(appointment)
-    _check_started(appointment, now)
+    appointment = appointment_lock(company, reference)
+    appointment_check_scheduled(appointment)
+    appointment_check_started(appointment, now)
     appointment.mark_attended(by=by)
     appointment.save()
     return appointment
@@ -625,9 +543,9 @@ def appointment_mark_no_show(
     `reason` (plain text, core.reasons) is kept in the history; nothing is sent."""
     now = now or clock.now()
     reason = reason_checked(reason)
-    appointment = _locked(company, reference)
-    _check_scheduled(appointment)
-    _check_started(appointment, now)
+    appointment = appointment_lock(company, reference)
+    appointment_check_scheduled(appointment)
+    appointment_check_started(appointment, now)
     appointment.mark_no_show(by=by, description=reason or description)
     appointment.save()
     return appointment

@@ -16,7 +16,6 @@ from django.db import connection, transaction
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
-from django_fsm import can_proceed
 
 from core.errors import Conflict, NotInCompany, ValidationFailed
 from core.idempotency import Intent, intent_since, once_per_intent
@@ -35,6 +34,7 @@ from core.sql import insert_unless_conflict
 from core.states import state_shown
 from core.transactions import one_at_a_time
 from support.case_messages import case_message_after
+from support.guards import case_check_open, case_check_owner, case_guard, case_lock
 from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment, CaseMessage, SupportSettings
 from support.selectors import (
     case_open_recent,
@@ -252,7 +252,7 @@ def case_update(
     subject: str | None = None,
 ) -> Case:
     """Staff triage: priority, assignee, internal notes (and a clearer subject)."""
-    case = _lock(case)
+    case = case_lock(case)
     if assignee is not None:
         _check_staff_of(company=case.company, user=assignee)
     if priority not in Case.Priority.values:
@@ -291,11 +291,9 @@ def case_comment_add(
         raise ValidationFailed(
             _("El comentario es demasiado largo (máximo 4000 caracteres)."), code="comment_too_long"
         )
-    case = _lock(case)
-    if author_contact is not None:
-        check_owner(contact=author_contact, owner_id=case.contact_id)
-    if case.state == Case.State.CLOSED:
-        raise _closed_error(case)
+    case = case_lock(case)
+    case_check_owner(author_contact, case)
+    case_check_open(case)
     if author_contact is not None and case.state == Case.State.WAITING_CUSTOMER:
         case.resume(description="customer answered")
         case.save(update_fields=["state", "updated_at"])
@@ -497,22 +495,6 @@ def _staff_notified(notice: Case | CaseComment, *, error: str = "") -> None:
 # Helpers of the services above.
 
 
-def _lock(case: Case) -> Case:
-    return Case.objects.select_for_update().select_related("company").get(pk=case.pk)
-
-
-def _closed_error(case: Case) -> ValidationFailed:
-    return ValidationFailed(
-        _(
-            "El caso %(reference)s está cerrado y ya no admite cambios. Si el problema "
-            "continúa, puedo abrir un caso nuevo relacionado con él."
-        )
-        % {"reference": case.reference},
-        code="case_closed",
-        **state_shown(case.state, CUSTOMER_STATE_LABELS),
-    )
-
-
 def _transition(
     case: Case,
     name: str,
@@ -524,20 +506,10 @@ def _transition(
 ) -> Case:
     """Lock, check owner and that the transition is allowed now, `authorize` it if given,
     apply it, stamp, save."""
-    case = _lock(case)
-    if contact is not None:
-        check_owner(contact=contact, owner_id=case.contact_id)
-    if case.state == Case.State.CLOSED:
-        raise _closed_error(case)
+    case = case_lock(case)
+    case_check_owner(contact, case)
     method = getattr(case, name)
-    if not can_proceed(method):
-        shown = state_shown(case.state, CUSTOMER_STATE_LABELS)
-        raise ValidationFailed(
-            _("No puedo hacer eso con el caso %(reference)s: está %(state)s.")
-            % {"reference": case.reference, "state": shown["state_label"]},
-            code="invalid_transition",
-            **shown,
-        )
+    case_guard(case, method)
     if authorize is not None:
         authorize()
     method(by=by, description=description)

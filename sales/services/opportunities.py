@@ -6,9 +6,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
-from django_fsm import can_proceed
 
 from core.errors import NotInCompany, ValidationFailed
 from core.idempotency import Done, Intent, intent_since, intent_text, once_per_intent
@@ -24,20 +22,7 @@ from sales.services.lead_notice import (
     opportunity_owner_assigned,
     opportunity_team_notify_on_commit,
 )
-
-OPPORTUNITY_STATE_MESSAGES: dict[str, Promise] = {
-    Opportunity.State.WON: _("Esa oportunidad ya está cerrada como ganada."),
-    Opportunity.State.LOST: _("Esa oportunidad ya está cerrada como perdida."),
-}
-
-
-def opportunity_state_error(opportunity: Opportunity) -> ValidationFailed:
-    """VALIDATION naming the opportunity's stage, with its value and the customer's label."""
-    shown = state_shown(opportunity.state, OPPORTUNITY_STATE_LABELS)
-    message = OPPORTUNITY_STATE_MESSAGES.get(opportunity.state) or _(
-        "Esa oportunidad está %(state)s y no admite ese cambio."
-    ) % {"state": shown["state_label"]}
-    return ValidationFailed(message, code="invalid_state", **shown)
+from sales.services.opportunity_guards import opportunity_guard, opportunity_lock
 
 
 def opportunity_create(
@@ -161,10 +146,9 @@ def _opportunity_move(
     description: str | None = None,
     **changes: Any,
 ) -> Opportunity:
-    opportunity = Opportunity.objects.select_for_update().get(pk=opportunity.pk)
+    opportunity = opportunity_lock(opportunity)
     method = getattr(opportunity, name)
-    if not can_proceed(method):
-        raise opportunity_state_error(opportunity)
+    opportunity_guard(opportunity, method)
     method(by=by, **({"description": description} if description else {}))
     fields = ["state", *changes]
     for field, value in changes.items():

@@ -33,7 +33,8 @@ from sales.models import Opportunity, PriceList, Quote, QuoteLine, QuoteMessage
 from sales.quote_messages import quote_message_after
 from sales.selectors import price_list_current, quote_standing
 from sales.services.catalog import insufficient_stock, stock_reserve, stock_settle
-from sales.services.opportunities import opportunity_state_error, quotes_supersede
+from sales.services.opportunities import quotes_supersede
+from sales.services.opportunity_guards import opportunity_state_error
 from sales.services.quote_guards import (
     quote_guard,
     quote_lock,

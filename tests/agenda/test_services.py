@@ -1,5 +1,6 @@
 """Booking, rescheduling and cancelling: every rule re-checked at the instant of the write."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -9,7 +10,8 @@ from django.utils import translation
 from agenda.availability import check
 from agenda.availability.check import slot_lock_and_check
 from agenda.availability.slots import Move
-from agenda.models import Appointment
+from agenda.guards import appointment_check_cutoff, appointment_lock
+from agenda.models import AgendaSettings, Appointment
 from agenda.services import (
     appointment_book,
     appointment_cancel,
@@ -198,6 +200,48 @@ def test_an_unknown_reference_is_not_found(company):
         appointment_cancel(company=company, reference="AP-ZZZZZZ", now=MONDAY_8AM)
 
 
+def test_an_unknown_reference_is_not_found_in_its_own_words(company):
+    with pytest.raises(NotFound) as caught:
+        appointment_cancel(company=company, reference="AP-ZZZZZZ", now=MONDAY_8AM)
+
+    assert (caught.value.error_type, caught.value.code) == ("NOT_FOUND", "appointment_not_found")
+    told = {}
+    for language in ("es", "en"):
+        with translation.override(language):
+            told[language] = str(caught.value.user_message)
+            assert told[language].strip()
+            assert told[language] != str(NotFound.default_message)
+    assert told["es"] != told["en"]
+
+
+def test_the_lock_reads_the_appointment_its_relations_and_cut_off_in_one_statement(
+    book, company, django_assert_num_queries
+):
+    """One statement reads the row with its service, professional, contact and the company's
+    cut-off; the cut-off check then reads nothing more."""
+    appointment = book()
+
+    with django_assert_num_queries(1):
+        locked = appointment_lock(company, appointment.reference.lower(), with_cutoff=True)
+        assert (locked.service, locked.professional, locked.contact) == (
+            appointment.service,
+            appointment.professional,
+            appointment.contact,
+        )
+        assert locked.company is company
+        appointment_check_cutoff(locked, MONDAY_8AM, "cancel")
+    assert locked.pk == appointment.pk
+
+
+def test_an_unknown_reference_is_read_again_before_it_is_not_found(
+    company, django_assert_num_queries
+):
+    """A row a concurrent move gave another professional drops out of the first read: the
+    second read, after that move, finds it. Nothing to find is NotFound after both."""
+    with django_assert_num_queries(2), pytest.raises(NotFound):
+        appointment_lock(company, "AP-ZZZZZZ")
+
+
 def test_another_companys_appointment_is_not_found(book, other_company):
     appointment = book()
 
@@ -228,6 +272,123 @@ def test_a_customer_can_cancel_right_before_the_cut_off(book, company, ana):
         reference=appointment.reference,
         contact=ana,
         now=TUESDAY_10 - timedelta(minutes=121),
+    )
+
+    appointment.refresh_from_db()
+    assert appointment.state == Appointment.State.CANCELLED
+
+
+def past_the_cut_off(company, appointment, action, *, now, contact):
+    """The refusal of a customer's cancel or move at `now`: ValidationFailed `cutoff_passed`."""
+    with pytest.raises(ValidationFailed) as caught:
+        if action == "cancel":
+            appointment_cancel(
+                company=company, reference=appointment.reference, contact=contact, now=now
+            )
+        else:
+            appointment_reschedule(
+                company=company,
+                reference=appointment.reference,
+                contact=contact,
+                starts_at=local(2026, 12, 9, 10),
+                now=now,
+            )
+    assert (caught.value.error_type, caught.value.code) == ("VALIDATION", "cutoff_passed")
+    return caught.value
+
+
+@pytest.mark.parametrize("action", ["cancel", "reschedule"])
+def test_the_cut_off_starts_at_its_exact_instant(book, company, ana, action):
+    appointment = book()
+
+    past_the_cut_off(
+        company, appointment, action, now=TUESDAY_10 - timedelta(minutes=120), contact=ana
+    )
+
+    appointment.refresh_from_db()
+    assert (appointment.state, appointment.starts_at) == (Appointment.State.SCHEDULED, TUESDAY_10)
+
+
+@pytest.mark.parametrize(("cutoff", "span"), [(120, "2 h 00 min"), (90, "1 h 30 min"), (45, "45")])
+@pytest.mark.parametrize("action", ["cancel", "reschedule"])
+def test_past_the_cut_off_the_customer_is_told_the_span_in_the_language_in_use(
+    book, company, ana, agenda_settings, action, cutoff, span
+):
+    """The span is the company's cut-off (hours and minutes, or minutes alone), standing as
+    its own words in a sentence of the catalogue: the English one differs from the Spanish."""
+    agenda_settings.cancellation_cutoff_minutes = cutoff
+    agenda_settings.save()
+    appointment = book()
+    now = TUESDAY_10 - timedelta(minutes=cutoff - 1)
+
+    sentences = {}
+    for language in ("es", "en"):
+        with translation.override(language):
+            message = str(
+                past_the_cut_off(company, appointment, action, now=now, contact=ana).user_message
+            )
+        assert re.search(rf"(^|\s){re.escape(span)}(\s|$)", message), message
+        if cutoff < 60:  # minutes alone, no hours
+            assert " h " not in message, message
+        sentences[language] = message.replace(span, "{span}")
+
+    assert sentences["es"] != sentences["en"]
+    appointment.refresh_from_db()
+    assert (appointment.state, appointment.starts_at) == (Appointment.State.SCHEDULED, TUESDAY_10)
+
+
+def test_one_minute_of_cut_off_is_told_in_the_singular(book, company, ana, agenda_settings):
+    """1 minute and 2 minutes name their unit differently (singular, plural), in both
+    languages; each span stands as its own words."""
+    units = {}
+    for minutes in (1, 2):
+        agenda_settings.cancellation_cutoff_minutes = minutes
+        agenda_settings.save()
+        appointment = book(local(2026, 12, 8, 10 + minutes))
+        for language in ("es", "en"):
+            with translation.override(language):
+                message = str(
+                    past_the_cut_off(
+                        company,
+                        appointment,
+                        "cancel",
+                        now=appointment.starts_at,
+                        contact=ana,
+                    ).user_message
+                )
+            found = re.search(rf"(^|\s){minutes} (\w+)", message)
+            assert found, message
+            units[(minutes, language)] = found.group(2)
+
+    assert units[(1, "es")] != units[(2, "es")]
+    assert units[(1, "en")] != units[(2, "en")]
+
+
+def test_a_cancel_and_a_move_past_the_cut_off_are_told_apart(book, company, ana):
+    appointment = book()
+    now = TUESDAY_10 - timedelta(minutes=60)
+
+    told = {
+        action: str(past_the_cut_off(company, appointment, action, now=now, contact=ana))
+        for action in ("cancel", "reschedule")
+    }
+
+    assert told["cancel"] != told["reschedule"]
+
+
+def test_before_its_settings_are_saved_a_company_has_the_default_cut_off(book, company, ana):
+    appointment = book()
+    AgendaSettings.objects.filter(company=company).delete()
+    default = AgendaSettings._meta.get_field("cancellation_cutoff_minutes").default
+
+    past_the_cut_off(
+        company, appointment, "cancel", now=TUESDAY_10 - timedelta(minutes=default), contact=ana
+    )
+    appointment_cancel(
+        company=company,
+        reference=appointment.reference,
+        contact=ana,
+        now=TUESDAY_10 - timedelta(minutes=default + 1),
     )
 
     appointment.refresh_from_db()

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
+from django.utils import translation
 from django_fsm import TransitionNotAllowed
 from django_fsm_log.models import StateLog
 
@@ -127,6 +128,7 @@ def test_a_terminal_state_rejects_every_transition_with_its_state(
     body = caught.value.as_dict()
     assert (body["state"], body["state_label"]) == (source, LABELS[source])
     assert caught.value.as_dict()["error_type"] == "VALIDATION"
+    assert caught.value.code == "invalid_transition"
     appointment.refresh_from_db()
     assert appointment.state == source
     assert appointment.starts_at == TUESDAY_10
@@ -157,3 +159,36 @@ def test_attendance_is_recorded_only_once_the_appointment_started(appointment_in
         mark(company=appointment.company, reference=appointment.reference, now=MONDAY_8AM)
 
     assert caught.value.code == "appointment_not_started"
+
+
+@pytest.mark.parametrize(
+    ("action", "target"), [("mark_attended", ATTENDED), ("mark_no_show", NO_SHOW)]
+)
+def test_attendance_may_be_recorded_from_the_very_instant_it_starts(appointment_in, action, target):
+    appointment = appointment_in(SCHEDULED)
+    mark = appointment_mark_attended if action == "mark_attended" else appointment_mark_no_show
+
+    mark(company=appointment.company, reference=appointment.reference, now=TUESDAY_10)
+
+    appointment.refresh_from_db()
+    assert appointment.state == target
+
+
+def test_attendance_before_the_start_is_refused_in_its_own_words(appointment_in):
+    """Its own message, translated (English differs from Spanish), not the generic one."""
+    appointment = appointment_in(SCHEDULED)
+
+    with pytest.raises(ValidationFailed) as caught:
+        appointment_mark_attended(
+            company=appointment.company, reference=appointment.reference, now=MONDAY_8AM
+        )
+
+    told = {}
+    for language in ("es", "en"):
+        with translation.override(language):
+            told[language] = str(caught.value.user_message)
+            generic = str(ValidationFailed.default_message)
+        assert told[language].strip() and told[language] != generic
+    assert told["es"] != told["en"]
+    appointment.refresh_from_db()
+    assert appointment.state == SCHEDULED

@@ -3,6 +3,7 @@
 from collections.abc import Callable
 
 import pytest
+from django.utils import translation
 
 from core.errors import ValidationFailed
 from sales.models import Opportunity, Quote
@@ -163,6 +164,7 @@ def test_opportunity_transition_table(company, ana, state, action):
         with pytest.raises(ValidationFailed) as caught:
             OPPORTUNITY_ACTIONS[action](opportunity)
         label = OPPORTUNITY_LABELS[state]
+        assert (caught.value.error_type, caught.value.code) == ("VALIDATION", "invalid_state")
         assert caught.value.extras == {"state": state, "state_label": label}
         assert label in str(caught.value.user_message)
         opportunity.refresh_from_db()
@@ -176,3 +178,61 @@ def test_opportunity_transition_table(company, ana, state, action):
 def test_the_opportunity_table_covers_every_state_and_action():
     assert {s for s, _ in OPPORTUNITY_TABLE} == set(Opportunity.State.values)
     assert len(OPPORTUNITY_TABLE) == len(Opportunity.State.values) * len(OPPORTUNITY_ACTIONS)
+
+
+# A move each open stage refuses (the table's None), to hear the refusal in both languages.
+OPEN_REFUSALS = {
+    "new": "propose",
+    "qualified": "qualify",
+    "proposal": "propose",
+    "negotiation": "negotiate",
+}
+
+
+@pytest.mark.parametrize(("state", "action"), OPEN_REFUSALS.items())
+def test_an_open_opportunity_refuses_a_move_naming_its_stage_in_the_language_in_use(
+    company, ana, state, action
+):
+    """The refusal of an open stage is a sentence of the catalogue around the stage's label,
+    translated: the English and Spanish answers differ beyond the label itself."""
+    opportunity = opportunity_create(company=company, contact=ana, title="Tostadora")
+    for step in OPPORTUNITY_PATHS[state]:
+        opportunity = OPPORTUNITY_ACTIONS[step](opportunity)
+
+    sentences = {}
+    for language in ("es", "en"):
+        with translation.override(language), pytest.raises(ValidationFailed) as caught:
+            OPPORTUNITY_ACTIONS[action](opportunity)
+        assert (caught.value.code, caught.value.extras["state"]) == ("invalid_state", state)
+        label = caught.value.extras["state_label"]
+        message = str(caught.value.user_message)
+        assert label in message
+        sentences[language] = message.replace(label, "{}")
+
+    assert sentences["es"] != sentences["en"]
+    opportunity.refresh_from_db()
+    assert (opportunity.state, opportunity.closed_at) == (state, None)
+
+
+def refusal_sentence(opportunity: Opportunity, action: str) -> str:
+    """The refusal's message with the stage's label taken out: the sentence around it."""
+    with pytest.raises(ValidationFailed) as caught:
+        OPPORTUNITY_ACTIONS[action](opportunity)
+    label = caught.value.extras["state_label"]
+    return str(caught.value.user_message).replace(label, "{}")
+
+
+@pytest.mark.parametrize("state", ["won", "lost"])
+def test_a_closed_opportunity_says_it_is_closed_not_just_which_stage_it_is_in(company, ana, state):
+    """Won and lost have refusals of their own (it is closed), not the open stages' sentence."""
+    still_open = opportunity_create(company=company, contact=ana, title="Tetera")
+    closed = opportunity_create(company=company, contact=ana, title="Molinillo")
+    for step in OPPORTUNITY_PATHS[state]:
+        closed = OPPORTUNITY_ACTIONS[step](closed)
+
+    closed_sentences = {refusal_sentence(closed, action) for action in OPPORTUNITY_ACTIONS}
+
+    assert len(closed_sentences) == 1  # whatever was asked, the same answer: it is closed
+    assert closed_sentences != {refusal_sentence(still_open, "propose")}
+    closed.refresh_from_db()
+    assert closed.state == state

@@ -10,6 +10,7 @@ from core.errors import NotInCompany, PermissionRefused, ValidationFailed
 from core.models import Company
 from core.services import contact_create
 from support import services
+from support.guards import case_lock
 from support.models import Case, CaseComment, SupportSettings
 from tests.factories import ANA_DOCUMENT, BRUNO_DOCUMENT
 
@@ -147,6 +148,31 @@ def test_the_customer_says_it_is_not_fixed_and_the_case_goes_back_to_work(make_c
 
     assert case.state == S.IN_PROGRESS
     assert case.comments.get().body == "Sigue sin centrifugar"
+
+
+def test_the_lock_reads_the_case_as_it_is_now_with_its_company_in_one_statement(
+    make_case, company, django_assert_num_queries
+):
+    case = make_case(S.OPEN)
+    stale = Case.objects.get(pk=case.pk)
+    services.case_start(case=case)
+
+    with django_assert_num_queries(1):
+        locked = case_lock(stale)
+        assert (locked.pk, locked.state, locked.company) == (case.pk, S.IN_PROGRESS, company)
+
+
+def test_a_closed_case_takes_no_comment_from_its_customer_nor_from_staff(
+    make_case, ana, make_staff
+):
+    case = make_case(S.CLOSED)
+
+    for author in ({"author_contact": ana}, {"author_user": make_staff("marta")}):
+        with pytest.raises(ValidationFailed) as refused:
+            services.case_comment_add(case=case, body="¿Novedades?", **author)
+        assert (refused.value.code, refused.value.extras["state"]) == ("case_closed", S.CLOSED)
+
+    assert not CaseComment.objects.filter(case=case).exists()
 
 
 def test_another_customer_cannot_confirm_or_reopen_a_case(make_case, bruno):

@@ -1,7 +1,7 @@
 """Every allowed and every forbidden transition of a case, from every state."""
 
 import pytest
-from django.utils import timezone
+from django.utils import timezone, translation
 from django_fsm_log.models import StateLog
 
 from core.errors import ValidationFailed
@@ -101,3 +101,31 @@ def test_resolving_stamps_the_time_and_reopening_clears_it(make_case):
     before = timezone.now()
     case = services.case_close(case=services.case_resolve(case=case))
     assert before <= case.closed_at <= timezone.now()
+
+
+def refusal_sentence(case: Case, name: str) -> str:
+    """The refusal's message with the case's reference and state label taken out (both must
+    be in it): the sentence around them."""
+    with pytest.raises(ValidationFailed) as failure:
+        getattr(services, f"case_{name}")(case=case)
+    message = str(failure.value.user_message)
+    label = failure.value.extras["state_label"]
+    assert case.reference in message and label in message
+    return message.replace(case.reference, "{reference}").replace(label, "{state}")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("source", "name"), [(S.OPEN, "resolve"), (S.CLOSED, "reopen")])
+def test_a_refusal_names_the_case_and_its_state_in_the_language_in_use(make_case, source, name):
+    """A refused transition (and a closed case's refusal) is a sentence of the catalogue,
+    translated: its English and Spanish answers differ beyond the reference and label."""
+    case = make_case(source)
+
+    sentences = {}
+    for language in ("es", "en"):
+        with translation.override(language):
+            sentences[language] = refusal_sentence(case, name)
+
+    assert sentences["es"] != sentences["en"]
+    case.refresh_from_db()
+    assert case.state == source
