@@ -27,8 +27,9 @@ pytestmark = pytest.mark.skipif(
 
 ROOT = Path(settings.BASE_DIR)
 LOCALE = ROOT / "locale"
-# What `makemessages --ignore=.venv --ignore=tests` leaves out (plus hidden directories).
-IGNORED_DIRECTORIES = {".venv", "tests", "node_modules", "__pycache__"}
+# What `makemessages --ignore=.venv --ignore=tests` leaves out (plus hidden directories), and
+# var/, what runs leave behind: `make mutate`'s copies of the tree hold mutated strings.
+IGNORED_DIRECTORIES = {".venv", "tests", "node_modules", "__pycache__", "var"}
 TEMPLATE_SUFFIXES = {".html", ".txt"}
 
 # xgettext keyword specs of django.utils.translation's functions (as makemessages passes them).
