@@ -26,6 +26,7 @@ from core.identity.limits import (
     identifier_digest,
     too_many_attempts,
 )
+from core.identity.ownership import contact_for_conversation
 from core.models import Company, Conversation, SecurityEvent
 from core.roles import staff_membership_set
 from core.security import security_event_notices_pending, security_event_staff_notify
@@ -548,19 +549,21 @@ def test_a_burst_is_raised_once_per_credential_and_window_and_mailed(
     assert bursts.filter(created_at__gt=now - MINUTE).count() == 1
 
 
+def held() -> set:
+    """The advisory locks this connection holds (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT classid, objid FROM pg_locks "
+            "WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+        )
+        return set(cursor.fetchall())
+
+
 @pytest.mark.postgres
 @fast
 def test_recording_a_failure_holds_its_credentials_lock_and_one_per_value(company):
     """Failures arriving at once are recorded in turn per credential and per identifier value
     (advisory locks held until the transaction ends)."""
-
-    def held() -> set:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT classid, objid FROM pg_locks "
-                "WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
-            )
-            return set(cursor.fetchall())
 
     def record(conversation, values):
         before = held()
@@ -578,3 +581,29 @@ def test_recording_a_failure_holds_its_credentials_lock_and_one_per_value(compan
     assert len(record(conversation, ["600111222", "600111333"])) == 1
     company.gateway_credential_id = None
     assert len(record(conversation_of(company, "conv-nocred"), ["600111444", "600111555"])) == 2
+
+
+@pytest.mark.postgres
+@fast
+def test_past_its_limit_a_tools_guess_is_refused_on_the_count_alone(ana_conv, monkeypatch):
+    """An identified conversation naming other identifiers past its limit is refused before
+    anything else: no failure recorded, no lock waited for (a flood of refused guesses does
+    not queue behind the credential's recordings)."""
+    company = ana_conv.company
+    with_credential(company)
+    now = timezone.now()
+    for _ in range(company.identify_failures_per_conversation):
+        failed_at(company, now - MINUTE, conversation_key=ana_conv.external_id)
+    recorded = events(company).count()
+    locks = held()
+    monkeypatch.setattr(timezone, "now", lambda: now)
+
+    with pytest.raises(PermissionRefused) as refused:
+        contact_for_conversation(conversation=ana_conv, identifier="otro@example.com")
+
+    assert (refused.value.code, refused.value.extras) == (
+        "too_many_attempts",
+        {"retry_after_seconds": company.identify_conversation_window_minutes * 60 - 60 + 1},
+    )
+    assert events(company).count() == recorded
+    assert held() == locks
