@@ -34,7 +34,7 @@ from core.services import gateway_credential_issue
 from tests.factories import ANA_PHONE, ANA_PHONE_NATIONAL
 from tests.servers import at_once
 from tests.statements import call_statements, shape
-from tests.tooling.test_mutation_guarantees import told_in_its_own_words
+from tests.wording import told_in_its_own_words
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -52,6 +52,7 @@ from support.models import CUSTOMER_STATE_LABELS, Case, CaseComment
 from support.services import case_close, case_open, case_resolve, case_start
 from tests import factories
 from tests.factories import ANA_DOCUMENT
+from tests.wording import message_of, told_in_its_own_words
 from tooling.context import CallMeta, ToolContext
 from tooling.execution import call_tool
 from tooling.ledger import (
@@ -72,13 +73,6 @@ def call(company: Company, conversation: str, name: str, arguments: dict[str, An
     return call_tool(
         registry.get(name), company=company, arguments=arguments, meta=meta, surface="mcp"
     )
-
-
-def message_of(lazy_message: Any, language: str) -> str:
-    """A translatable message as `language` reads it: the tests compare an answer with the
-    catalogue's wording of the same message, never with words of their own."""
-    with translation.override(language):
-        return str(lazy_message)
 
 
 def at_instant(monkeypatch: pytest.MonkeyPatch, instant: datetime) -> None:
@@ -194,16 +188,6 @@ def test_an_ending_or_label_seen_only_in_another_conversation_resolves_nothing(c
 
 
 # --- the owner check and the other refusals of ownership ---
-
-
-def told_in_its_own_words(error: Any) -> None:
-    """A refusal's message: there in both languages, translated (an English company reads
-    English), and its own rather than its type's generic one. Its words are not pinned."""
-    worded = {lang: message_of(error.user_message, lang) for lang in ("es", "en")}
-    generic = {lang: message_of(type(error).default_message, lang) for lang in ("es", "en")}
-    assert worded["es"].strip() and worded["en"].strip()
-    assert worded["es"] != worded["en"]
-    assert worded["es"] != generic["es"]
 
 
 @pytest.mark.parametrize(
