@@ -253,8 +253,9 @@ def test_the_cap_leaves_the_tools_own_listing_as_it_was():
 def test_any_answer_with_items_is_shrunk_as_a_listing_is():
     items = [{"text": "x" * 400} for _ in range(20)]
 
-    body, text = capped({"items": items, "count": 20, "has_more": False})
+    body, text = capped({"items": items, "count": 20, "has_more": False, "currency": "EUR"})
 
     assert 0 < body["count"] == len(body["items"]) < 20 and body["items"] == items[: body["count"]]
     assert (body["has_more"], body["truncated"]) == (True, True) and "next_cursor" not in body
+    assert body["currency"] == "EUR"  # what the answer says besides its items is kept
     assert text == dumps(body)
