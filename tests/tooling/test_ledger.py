@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from core.errors import Ambiguous, ValidationFailed
 from core.references import normalize_reference
+from tests.wording import told_in_its_own_words
 from tooling.context import CallMeta, ToolContext
 from tooling.ledger import (
     LAST_SEEN_RESOLUTION,
@@ -16,6 +17,7 @@ from tooling.ledger import (
     ledger_record,
     ledger_record_shown,
     ledger_resolve,
+    ledger_resolve_owned,
     ledger_show,
 )
 from tooling.models import ExposedReference
@@ -243,3 +245,35 @@ def test_a_reference_shown_again_changed_is_written_at_once(company, monkeypatch
     row.refresh_from_db()
     assert (row.label, row.data, row.last_seen_at) == (again.label, again.data, soon)
     assert ledger_resolve(ctx, "slot", again.label).reference == "SL-AAAA11"
+
+
+def test_a_labels_key_is_stored_in_one_form_case_spacing_and_the_iso_t_aside():
+    """The key is stored with each row: its form is what rows already stored match on."""
+    assert label_key("  2026-12-01T10:00   Sala\tA ") == "2026-12-01 10:00 sala a"
+    assert label_key("Pantalla rota") == "pantalla rota"
+    assert label_key("") == ""
+    assert label_key("Ñ" * 300) == "ñ" * 200
+
+
+def test_a_reference_never_shown_is_refused_in_its_own_words(ctx):
+    with pytest.raises(ValidationFailed) as refused:
+        ledger_resolve(ctx, "appointment", "AP-ZZZZZZ")
+
+    assert refused.value.code == "reference_not_seen"
+    told_in_its_own_words(refused.value)
+
+
+def test_an_empty_reference_designates_nothing(company, ana):
+    ctx = context(company, "conv-empty")
+    ledger_record(ctx, "case", [LedgerEntry("CS-AAXXXX", "XXXX")])
+
+    for resolve in (
+        lambda: ledger_resolve(ctx, "case", ""),
+        # Every non-empty reference is another customer's here: an empty one is nobody's.
+        lambda: ledger_resolve_owned(
+            ctx, "case", "", contact=ana, owner_of=lambda ref: ana.pk + 1 if ref else None
+        ),
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            resolve()
+        assert refused.value.code == "reference_not_seen"

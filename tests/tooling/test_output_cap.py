@@ -6,6 +6,7 @@ input schema for an empty one, so no tool-specific arguments are needed): whatev
 returns or raises, the result on the wire stays within 3,000 characters of JSON.
 """
 
+import base64
 import dataclasses
 import itertools
 import re
@@ -17,10 +18,11 @@ from django.conf import settings
 from mcp_types import methods
 
 from core.errors import Ambiguous, ValidationFailed
+from tests.wording import told_in_its_own_words
 from tooling.context import CallMeta
 from tooling.execution import call_tool
 from tooling.mcp import tool_entry
-from tooling.output import capped, cursor_start, dumps, listing
+from tooling.output import MAX_CURSOR_START, Page, capped, cursor_start, dumps, listing, page
 from tooling.registry import Tool, ToolInput, registry
 
 TOOL_NAMES = [tool.name for tool in registry.all()]
@@ -159,3 +161,101 @@ def test_the_cap_moves_a_listings_cursor_back_to_its_last_kept_item():
 
     assert body["truncated"] is True and body["has_more"] is True
     assert cursor_start(body["next_cursor"]) == 40 + body["count"]
+
+
+# --- pages, listings and cursors, as the list tools use them ---
+
+
+def cursor_of(text: str) -> str:
+    """A cursor as `listing` writes them (URL-safe base64, unpadded) of any text."""
+    return base64.urlsafe_b64encode(text.encode()).decode("ascii").rstrip("=")
+
+
+def test_a_page_is_limit_rows_from_its_cursor_and_says_whether_more_exist():
+    rows = list(range(10))
+
+    assert page(rows, 4) == Page([0, 1, 2, 3], True, 0)
+    assert page(rows, 3, cursor_of("p4")) == Page([4, 5, 6], True, 4)
+    assert page(rows, 4, cursor_of("p6")) == Page([6, 7, 8, 9], False, 6)  # exactly the rest
+    assert page(rows, 4, cursor_of("p7")) == Page([7, 8, 9], False, 7)
+    assert page(rows, 4, cursor_of("p10")) == Page([], False, 10)
+
+
+def test_a_listing_is_its_items_count_and_extras_and_where_its_next_page_starts():
+    items = [{"n": 1}, {"n": 2}]
+
+    plain = listing(items, has_more=True, note="x")
+    paged = listing(items, has_more=True, start=5)
+    last = listing(items, has_more=False, start=5)
+
+    assert plain == {"items": items, "count": 2, "has_more": True, "note": "x"}
+    assert plain.start is None
+    assert paged == {"items": items, "count": 2, "has_more": True, "next_cursor": cursor_of("p7")}
+    assert paged.start == 5 and cursor_start(paged["next_cursor"]) == 7
+    assert last == {"items": items, "count": 2, "has_more": False, "next_cursor": None}
+
+
+@pytest.mark.parametrize("position", [1, 12, 123, 1234, MAX_CURSOR_START - 1])
+def test_a_cursor_the_listing_made_stands_for_its_position(position):
+    cursor = listing([{}], has_more=True, start=position - 1)["next_cursor"]
+
+    assert cursor == cursor_of(f"p{position}") and "=" not in cursor
+    assert cursor_start(cursor) == position
+    assert cursor_start(None) == 0
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "",
+        "p12",  # the text, not its encoding
+        cursor_of("x12"),
+        cursor_of("p"),
+        cursor_of("p1a"),
+        cursor_of("p-1"),
+        cursor_of("p²"),  # a digit to Python, not to int()
+        cursor_of("p\u0661\u0662"),  # Arabic-Indic digits, which int() reads
+        base64.urlsafe_b64encode(b"p\xff1").decode(),  # not ASCII
+        "!!!!",
+        cursor_of(f"p{MAX_CURSOR_START + 1}"),  # deeper than a cursor reaches
+    ],
+)
+def test_any_other_cursor_is_refused_as_invalid(cursor):
+    with pytest.raises(ValidationFailed) as refused:
+        cursor_start(cursor)
+
+    assert (refused.value.code, refused.value.extras) == ("invalid_cursor", {"field": "cursor"})
+    told_in_its_own_words(refused.value)
+
+
+def test_a_listing_whose_head_fits_the_cap_exactly_keeps_all_of_that_head(settings):
+    limit = settings.GARANTE_OUTPUT_MAX_CHARS
+    items = [{"text": "x" * 100} for _ in range(40)]
+    head = dict(listing(items[:10], has_more=True), truncated=True)
+    items[9] = {"text": "x" * (100 + limit - len(dumps(head)))}
+
+    body, text = capped(listing(items, has_more=False))
+
+    assert len(text) == limit and text == dumps(body)
+    assert (body["items"], body["count"], body["has_more"]) == (items[:10], 10, True)
+
+
+def test_the_cap_leaves_the_tools_own_listing_as_it_was():
+    items = [{"text": "x" * 400} for _ in range(20)]
+    answer = listing(items, has_more=False, start=0)
+
+    capped(answer)
+
+    assert answer["items"] == items and len(answer["items"]) == 20
+    assert (answer["count"], answer["has_more"]) == (20, False)
+
+
+def test_any_answer_with_items_is_shrunk_as_a_listing_is():
+    items = [{"text": "x" * 400} for _ in range(20)]
+
+    body, text = capped({"items": items, "count": 20, "has_more": False, "currency": "EUR"})
+
+    assert 0 < body["count"] == len(body["items"]) < 20 and body["items"] == items[: body["count"]]
+    assert (body["has_more"], body["truncated"]) == (True, True) and "next_cursor" not in body
+    assert body["currency"] == "EUR"  # what the answer says besides its items is kept
+    assert text == dumps(body)
