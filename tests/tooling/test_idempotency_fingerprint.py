@@ -3,11 +3,12 @@
 import json
 import random
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import rfc8785
 from django.db import OperationalError, connections
+from django.utils import timezone
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -275,10 +276,16 @@ def test_a_gateway_key_of_the_columns_full_length_is_used_as_given():
 
 
 def test_sqlites_naive_datetimes_are_read_as_utc_and_aware_ones_are_kept():
+    """Django stores UTC; SQLite's driver gives it back naive. Read as UTC even while a
+    company's own time zone is active (the admin shows its local times), or a replay window
+    would move by the zone's offset."""
     naive = datetime(2026, 12, 1, 9, 30)
     aware = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
-    assert _aware(naive) == aware and _aware(naive).tzinfo is not None
+    with timezone.override("Europe/Madrid"):
+        read = _aware(naive)
+
+    assert read == aware and read.utcoffset() == timedelta(0)
     assert _aware(aware) is aware
 
 
