@@ -1,20 +1,28 @@
 """Idempotency of every write (seed 1 §1, seed 2), over the REST mirror and the execution path."""
 
+import functools
 import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection, connections
+from django.db import OperationalError, connection, connections
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
-from core.errors import ValidationFailed
+from core.errors import Conflict, ValidationFailed
 from core.idempotency import check_http_key, idempotent_execute
-from core.idempotency.engine import idempotency_records_purge
+from core.idempotency.engine import effect_may_have_happened, idempotency_records_purge
 from core.models import Company, IdempotencyRecord
 from tests.testapp import services
 from tests.testapp.models import Counter, Reservation
+from tests.tooling.test_mutation_guarantees import told_in_its_own_words
 from tooling.context import CallMeta
 from tooling.execution import call_tool
 from tooling.registry import registry
@@ -569,3 +577,196 @@ def test_a_key_with_a_final_newline_is_malformed_too():
 
     assert caught.value.code == "invalid_idempotency_key"
     assert check_http_key("k-1") == "k-1"
+
+
+# --- Concurrent twins, in this process ------------------------------------------------------
+# The gunicorn races (test_idempotency_concurrency.py) run the engine in other processes, which
+# mutmut cannot credit (docs/testing.md): here the twin is a thread, with a connection of its
+# own, and the engine's waits are PostgreSQL's own lock waits.
+
+WAIT_SECONDS = 15  # an upper bound for a twin's thread, not a measurement
+OUTCOMES = ("executed", "replayed", "joined", "conflict", "expired", "in_progress")
+
+
+def outcomes() -> dict[str, float]:
+    """The engine's outcome counters (core.metrics), as /metrics shows them."""
+    return {
+        outcome: REGISTRY.get_sample_value(
+            "garante_idempotency_outcomes_total", {"outcome": outcome}
+        )
+        or 0.0
+        for outcome in OUTCOMES
+    }
+
+
+def moved(before: dict[str, float]) -> dict[str, float]:
+    after = outcomes()
+    return {k: after[k] - before[k] for k in OUTCOMES if after[k] != before[k]}
+
+
+def as_a_twin(work: Callable[[], Any]) -> Future:
+    """`work` on a thread of its own, hence on a database connection of its own: a twin call
+    on another worker."""
+
+    def run() -> Any:
+        try:
+            return work()
+        finally:
+            connection.close()
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(run)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def eventually(predicate: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def another_session_waits_on_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def twin_call(company: Company, key: str = "twin-1") -> Callable[..., Any]:
+    return functools.partial(
+        idempotent_execute, company=company, key=key, operation="op", request={"n": 1}
+    )
+
+
+def never() -> tuple[dict[str, Any], int]:
+    raise AssertionError("a twin's effect ran")
+
+
+@pytest.mark.postgres
+def test_a_twin_still_running_past_the_bound_is_told_to_retry_and_its_retry_replays(
+    company, settings
+):
+    settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = 200
+    settings.GARANTE_IDEMPOTENCY_RETRY_AFTER_SECONDS = 3
+    inside, release = threading.Event(), threading.Event()
+    call = twin_call(company)
+
+    def slow_effect() -> tuple[dict[str, Any], int]:
+        inside.set()
+        release.wait(WAIT_SECONDS)
+        return {"done": True, "note": "cañón"}, 201
+
+    first = as_a_twin(lambda: call(effect=slow_effect))
+    try:
+        assert inside.wait(WAIT_SECONDS)
+        before = outcomes()
+        with pytest.raises(Conflict) as busy:
+            call(effect=never)
+        counted = moved(before)
+    finally:
+        release.set()
+    original = first.result(WAIT_SECONDS)
+    retry = call(effect=never)
+
+    assert (busy.value.error_type, busy.value.code) == ("CONFLICT", "request_in_progress")
+    assert busy.value.extras == {"retry_after_seconds": 3}
+    told_in_its_own_words(busy.value)
+    assert counted == {"in_progress": 1}
+    assert (original.replayed, retry.replayed) == (False, True)
+    assert (retry.status, retry.text) == (201, original.text)
+
+
+@pytest.mark.postgres
+def test_a_twin_waiting_on_the_first_replays_its_answer_once_it_commits(company, settings):
+    settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = WAIT_SECONDS * 1000
+    inside = threading.Event()
+    runs = []
+    call = twin_call(company)
+
+    def effect_until_the_twin_waits() -> tuple[dict[str, Any], int]:
+        runs.append(1)
+        inside.set()
+        # The twin waits on this uncommitted record's key (the unique index): commit then.
+        return {"twin_waited": eventually(another_session_waits_on_a_lock)}, 201
+
+    first = as_a_twin(lambda: call(effect=effect_until_the_twin_waits))
+    assert inside.wait(WAIT_SECONDS)
+    before = outcomes()
+    joined = call(effect=never)
+    original = first.result(WAIT_SECONDS)
+    counted = moved(before)
+
+    assert original.body == {"twin_waited": True}
+    assert (original.replayed, joined.replayed) == (False, True)
+    assert (joined.status, joined.text, joined.body) == (201, original.text, original.body)
+    assert counted == {"executed": 1, "joined": 1}  # the first's and its twin's
+    assert runs == [1]
+    assert IdempotencyRecord.objects.get(key="twin-1").replay_count == 1
+
+
+@pytest.mark.postgres
+def test_a_twin_reusing_a_forgotten_key_is_told_to_retry_while_the_first_reuses_it(
+    company, settings
+):
+    call = twin_call(company, key="reused")
+    call(effect=lambda: ({"life": 1}, 200))
+    IdempotencyRecord.objects.filter(key="reused").update(
+        replay_until=timezone.now() - timedelta(days=40),
+        expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    settings.GARANTE_IDEMPOTENCY_LOCK_TIMEOUT_MS = 200
+    inside, release = threading.Event(), threading.Event()
+
+    def second_life() -> tuple[dict[str, Any], int]:
+        inside.set()
+        release.wait(WAIT_SECONDS)
+        return {"life": 2}, 200
+
+    # The first reuse deletes the forgotten record and holds its row until it commits.
+    first = as_a_twin(lambda: call(effect=second_life))
+    try:
+        assert inside.wait(WAIT_SECONDS)
+        with pytest.raises(Conflict) as busy:
+            call(effect=never)
+    finally:
+        release.set()
+    original = first.result(WAIT_SECONDS)
+    retry = call(effect=never)
+
+    assert busy.value.code == "request_in_progress"
+    assert (original.replayed, original.body) == (False, {"life": 2})
+    assert (retry.replayed, retry.text) == (True, original.text)
+    assert IdempotencyRecord.objects.filter(key="reused").count() == 1
+
+
+@pytest.mark.postgres
+def test_a_lock_the_effect_cannot_take_is_its_own_failure_not_a_twins(company):
+    """Past the claim, a lock wait is the effect's (SYSTEM, retryable), not request_in_progress."""
+    holder = connections.create_connection("default")
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {Company._meta.db_table} WHERE id = %s FOR UPDATE", [company.pk]
+        )
+
+    def effect_locking_the_company() -> tuple[dict[str, Any], int]:
+        Company.objects.select_for_update(nowait=True).get(pk=company.pk)
+        return {"locked": True}, 200
+
+    try:
+        with pytest.raises(OperationalError) as failed:
+            twin_call(company)(effect=effect_locking_the_company)
+    finally:
+        holder.rollback()
+        holder.close()
+    retried = twin_call(company)(effect=effect_locking_the_company)
+
+    assert effect_may_have_happened(failed.value) is False
+    assert (retried.replayed, retried.body) == (False, {"locked": True})

@@ -3,14 +3,26 @@
 import json
 import random
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import rfc8785
+from django.db import OperationalError, connections
+from django.utils import timezone
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from core.errors import ValidationFailed
-from core.idempotency.engine import canonical_json, request_fingerprint
+from core.idempotency.engine import (
+    MAX_KEY_LENGTH,
+    _aware,
+    _is_lock_wait_exceeded,
+    canonical_json,
+    check_gateway_key,
+    check_http_key,
+    request_fingerprint,
+)
+from tests.tooling.test_mutation_guarantees import told_in_its_own_words
 
 SAFE_INTEGER = 2**53 - 1  # RFC 8785 numbers are IEEE-754 doubles
 
@@ -184,3 +196,109 @@ def test_a_request_without_a_canonical_form_is_a_validation_error(value):
         request_fingerprint("op", {"v": value})
 
     assert caught.value.code == "invalid_arguments"
+    told_in_its_own_words(caught.value)
+
+
+def test_a_fingerprint_stored_by_an_earlier_release_still_matches():
+    """Records outlive deploys: a retry after an upgrade must find its request the same. The
+    fingerprint is SHA-256 of the RFC 8785 form of {"operation": ..., "request": ...}."""
+    request = {"reference": "AP-123456", "reason": None}
+
+    assert (
+        request_fingerprint("cancel_appointment", request)
+        == "ede1364f510a37f3a9cb30bd1c0dbe0dc6a49ae33d49d7a1549816d947287c6a"
+    )
+
+
+def test_a_request_of_text_integers_flags_and_nulls_never_needs_the_reference_encoder(
+    monkeypatch,
+):
+    """Every write computes a fingerprint: requests made of what tools take (text, integers
+    within IEEE-754's exact range, flags, nulls, lists, objects with ASCII keys) are written by
+    the standard library's C encoder, the same bytes at a fraction of the pure-Python
+    reference's CPU (canonical_json)."""
+    request = {
+        "name": 'Ana "la de Sol"\n\tcañón €',
+        "by": [0, 1, -1, SAFE_INTEGER, -SAFE_INTEGER],
+        "flags": [True, False],
+        "note": None,
+        "nested": {"lines": [{"sku": "CAF-001", "quantity": 3}], "empty": {}},
+    }
+    expected = rfc8785.dumps(request)
+
+    def reference_encoder(value):
+        raise AssertionError(f"the reference encoder wrote {value!r}")
+
+    monkeypatch.setattr(rfc8785, "dumps", reference_encoder)
+
+    assert canonical_json(request) == expected
+    for scalar in ("x", True, False, None, SAFE_INTEGER, -SAFE_INTEGER, {"k": 1}, [1]):
+        assert canonical_json(scalar) == json.dumps(scalar, separators=(",", ":")).encode()
+
+
+# --- the keys' checks and the engine's refusals, in the company's language ------------------
+
+
+def test_a_missing_key_is_refused_on_both_surfaces_in_its_own_words():
+    for check in (check_http_key, check_gateway_key):
+        with pytest.raises(ValidationFailed) as missing:
+            check(None)
+
+        assert missing.value.code == "missing_idempotency_key"
+        told_in_its_own_words(missing.value)
+
+
+@pytest.mark.parametrize(
+    ("check", "key"),
+    [
+        (check_http_key, "-dash-first"),
+        (check_gateway_key, "k" * (MAX_KEY_LENGTH + 1)),
+        (check_gateway_key, "a\x00b"),
+        (check_gateway_key, "\x00"),
+    ],
+)
+def test_a_malformed_key_is_refused_in_its_own_words(check, key):
+    with pytest.raises(ValidationFailed) as malformed:
+        check(key)
+
+    assert malformed.value.code == "invalid_idempotency_key"
+    told_in_its_own_words(malformed.value)
+
+
+def test_a_gateway_key_of_the_columns_full_length_is_used_as_given():
+    longest = "k" * MAX_KEY_LENGTH  # IdempotencyRecord.key holds 255 characters
+
+    assert check_gateway_key(longest) == longest
+    assert check_gateway_key(" spaced key ") == " spaced key "
+
+
+# --- the SQLite demo's readings (its races run in gunicorn, which mutmut cannot credit) ----
+
+
+def test_sqlites_naive_datetimes_are_read_as_utc_and_aware_ones_are_kept():
+    """Django stores UTC; SQLite's driver gives it back naive. Read as UTC even while a
+    company's own time zone is active (the admin shows its local times), or a replay window
+    would move by the zone's offset."""
+    naive = datetime(2026, 12, 1, 9, 30)
+    aware = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+
+    with timezone.override("Europe/Madrid"):
+        read = _aware(naive)
+
+    assert read == aware and read.utcoffset() == timedelta(0)
+    assert _aware(aware) is aware
+
+
+def test_only_sqlites_busy_timeout_or_postgresqls_lock_timeout_is_a_lock_wait(monkeypatch):
+    """A twin's wait past its bound is "still in progress"; any other failure is SYSTEM."""
+    locked = OperationalError("database is locked")
+    other = OperationalError("disk I/O error")
+
+    wrapper = connections["default"]
+    monkeypatch.setitem(wrapper.__dict__, "vendor", "sqlite")  # the demo's connection
+    sqlite = (_is_lock_wait_exceeded(locked), _is_lock_wait_exceeded(other))
+    monkeypatch.setitem(wrapper.__dict__, "vendor", "postgresql")
+    postgresql = _is_lock_wait_exceeded(locked)
+
+    assert sqlite == (True, False)
+    assert postgresql is False

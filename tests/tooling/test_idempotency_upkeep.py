@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
+from core.errors import Conflict
 from core.idempotency import idempotent_execute
+from core.idempotency.engine import idempotency_records_purge
 from core.idempotency.tasks import (
     PURGE_ANSWER_SECONDS,
     PURGE_TASK_NAME,
@@ -18,6 +21,9 @@ from core.idempotency.tasks import (
 )
 from core.models import IdempotencyRecord
 from core.postgresql.base import bound_this_process, current_deadline
+from core.sql import Statement, send_or_keep
+from tests.testapp.models import Counter
+from tests.tooling.test_mutation_guarantees import told_in_its_own_words
 
 pytestmark = [pytest.mark.django_db, pytest.mark.staff_permissions("core.view_idempotencyrecord")]
 
@@ -147,3 +153,105 @@ def test_celery_beat_schedules_the_purge(tmp_path):
     task, seconds_to_next_run = done.stdout.split()
     assert task == PURGE_TASK_NAME
     assert 0 <= float(seconds_to_next_run) <= 3600  # at least hourly
+
+
+# --- what the engine answers, stores and counts -------------------------------------------
+
+
+def outcome_counts() -> dict[str, float]:
+    """The engine's outcome counters (core.metrics), as /metrics shows them."""
+    return {
+        outcome: REGISTRY.get_sample_value(
+            "garante_idempotency_outcomes_total", {"outcome": outcome}
+        )
+        or 0.0
+        for outcome in ("executed", "replayed", "joined", "conflict", "expired", "in_progress")
+    }
+
+
+def test_each_outcome_is_counted_once_and_each_refusal_says_why(company):
+    before = outcome_counts()
+    executed(company, "k-1")
+    executed(company, "k-1")
+    with pytest.raises(Conflict) as conflict:
+        executed(company, "k-1", operation="testapp_increment_counter")
+    IdempotencyRecord.objects.filter(key="k-1").update(
+        replay_until=timezone.now() - timedelta(seconds=1)
+    )
+    with pytest.raises(Conflict) as expired:
+        executed(company, "k-1")
+    after = outcome_counts()
+
+    assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {
+        "executed": 1,
+        "replayed": 1,
+        "conflict": 1,
+        "expired": 1,
+    }
+    assert (conflict.value.code, conflict.value.http_status) == ("idempotency_conflict", 409)
+    assert (expired.value.code, expired.value.http_status) == ("idempotency_expired", 410)
+    told_in_its_own_words(conflict.value)
+    told_in_its_own_words(expired.value)
+
+
+def test_an_answer_is_stored_and_replayed_as_compact_utf8_text(company):
+    first = executed(company, "k-1")
+    again = executed(company, "k-1")
+
+    expected = '{"detail":"Reserva RS-SECRET de Ana Pérez"}'
+    assert (first.text, again.text) == (expected, expected)
+    assert IdempotencyRecord.objects.get(key="k-1").response == expected
+
+
+def test_the_writes_an_effect_keeps_are_written_with_its_answer(company):
+    def effect():
+        send_or_keep(
+            Statement(
+                f"INSERT INTO {Counter._meta.db_table} (company_id, name, value) "
+                "VALUES (%s, %s, %s)",
+                [company.pk, "kept", 7],
+            )
+        )
+        return {"kept": True}, 200
+
+    result = idempotent_execute(
+        company=company, key="k-kept", operation="op", request={}, effect=effect
+    )
+
+    assert result.body == {"kept": True}
+    assert list(Counter.objects.filter(company=company).values_list("name", "value")) == [
+        ("kept", 7)
+    ]
+
+
+def test_the_purge_judges_by_the_instant_it_is_given(company):
+    executed(company, "k-1")
+    record = IdempotencyRecord.objects.get(key="k-1")
+
+    assert idempotency_records_purge(now=record.replay_until - timedelta(seconds=1)) == (0, 0)
+    assert idempotency_records_purge(now=record.replay_until) == (1, 0)
+    assert idempotency_records_purge(now=record.expires_at) == (0, 1)
+    assert not IdempotencyRecord.objects.exists()
+
+
+def test_reusing_a_forgotten_key_forgets_only_that_keys_record(company, other_company):
+    executed(company, "reused")
+    executed(company, "also-forgotten")
+    executed(other_company, "reused")
+    long_ago = timezone.now() - timedelta(days=40)
+    IdempotencyRecord.objects.update(
+        replay_until=long_ago, expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    again = executed(company, "reused")
+
+    assert again.replayed is False
+    left = IdempotencyRecord.objects.order_by("company_id", "key")
+    assert sorted((r.company_id, r.key, r.response is None) for r in left) == sorted(
+        [
+            (company.pk, "also-forgotten", False),
+            (company.pk, "reused", False),
+            (other_company.pk, "reused", False),
+        ]
+    )
+    assert idempotency_records_purge()[1] == 2  # the two left forgotten, counted once each
