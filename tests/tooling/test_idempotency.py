@@ -22,7 +22,7 @@ from core.idempotency.engine import effect_may_have_happened, idempotency_record
 from core.models import Company, IdempotencyRecord
 from tests.testapp import services
 from tests.testapp.models import Counter, Reservation
-from tests.tooling.test_mutation_guarantees import told_in_its_own_words
+from tests.wording import told_in_its_own_words
 from tooling.context import CallMeta
 from tooling.execution import call_tool
 from tooling.registry import registry

@@ -22,7 +22,7 @@ from core.idempotency.engine import (
     check_http_key,
     request_fingerprint,
 )
-from tests.tooling.test_mutation_guarantees import told_in_its_own_words
+from tests.wording import told_in_its_own_words
 
 SAFE_INTEGER = 2**53 - 1  # RFC 8785 numbers are IEEE-754 doubles
 

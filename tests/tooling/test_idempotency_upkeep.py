@@ -23,7 +23,7 @@ from core.models import IdempotencyRecord
 from core.postgresql.base import bound_this_process, current_deadline
 from core.sql import Statement, send_or_keep
 from tests.testapp.models import Counter
-from tests.tooling.test_mutation_guarantees import told_in_its_own_words
+from tests.wording import told_in_its_own_words
 
 pytestmark = [pytest.mark.django_db, pytest.mark.staff_permissions("core.view_idempotencyrecord")]
 
