@@ -108,10 +108,9 @@ def _runs_elsewhere(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get("GARANTE_MUTATION_RECHECK"):
         # A survivor tested again (tests/mutation/recheck.py): only what mutmut had to skip.
-        skipped = [i for i in items if not _runs_elsewhere(i)]
-        if skipped:
-            config.hook.pytest_deselected(items=skipped)
-            items[:] = [i for i in items if _runs_elsewhere(i)]
+        kept = [i for i in items if _runs_elsewhere(i)]
+        config.hook.pytest_deselected(items=[i for i in items if not _runs_elsewhere(i)])
+        items[:] = kept
     if "MUTANT_UNDER_TEST" in os.environ:
         elsewhere = pytest.mark.skip(reason="runs the code in another process (make mutate)")
         for item in items:

@@ -20,7 +20,6 @@ module changed and not measured again is run, and one measured and recorded sinc
 """
 
 import argparse
-import hashlib
 import json
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tests.mutation import run
+from tests.mutation import recheck, run
 
 RECORD = Path(__file__).with_name("scores.json")
 
@@ -41,7 +40,7 @@ def touched_modules(changed: Iterable[str], modules: Iterable[str]) -> list[str]
 
 def source_digest(module: str) -> str:
     """The SHA-256 of a guarantee module's source, as its record keeps it."""
-    return hashlib.sha256((run.ROOT / module).read_bytes()).hexdigest()
+    return recheck.source_digest(run.ROOT, module)
 
 
 def changed_since_record(

@@ -25,7 +25,9 @@ from pathlib import Path
 ONLY_OTHER_PROCESS = "GARANTE_MUTATION_RECHECK"
 # pytest's exit codes that leave a mutant alive: every test passed, or none was selected (the
 # module has no server test).
-SURVIVED = frozenset({0, 5})
+NOTHING_RAN = 5
+SURVIVED = frozenset({0, NOTHING_RAN})
+PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist")
 # Folders the tests need that git does not hold (installed by `make test`).
 INSTALLED = ("tests/accessibility/node_modules", "tests/conformance/node_modules")
 
@@ -74,10 +76,9 @@ def verdict(tree: Path, module: str, mutant: str, tests: list[str], *, fresh_db:
     try:
         if applied.returncode != 0 or (tree / module).read_bytes() == original:
             raise SystemExit(f"mutmut could not apply {mutant}: {applied.stderr[-2000:]}")
-        pytest = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
         database = "--create-db" if fresh_db else "--reuse-db"
         completed = subprocess.run(
-            [*pytest, "-p", "no:xdist", database, *tests],
+            [*PYTEST, "-x", database, *tests],
             cwd=tree,
             env={**os.environ, ONLY_OTHER_PROCESS: "1", "PYTHONDONTWRITEBYTECODE": "1"},
             stdout=subprocess.DEVNULL,
@@ -87,6 +88,19 @@ def verdict(tree: Path, module: str, mutant: str, tests: list[str], *, fresh_db:
         return completed.returncode
     finally:
         (tree / module).write_bytes(original)
+
+
+def selects_any(root: Path, tests: list[str]) -> bool:
+    """Whether `tests` hold any test that runs code in another process (collected, not run)."""
+    collected = subprocess.run(
+        [*PYTEST, "--collect-only", *tests],
+        cwd=root,
+        env={**os.environ, ONLY_OTHER_PROCESS: "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    return collected.returncode != NOTHING_RAN
 
 
 def rechecked_path(workdir: Path) -> Path:
@@ -115,6 +129,10 @@ def recheck(
     codes = kept.get("exit_codes", {}) if kept.get("source_sha256") == digest else {}
     candidates = list(candidates)
     todo = [m for m in candidates if m not in codes]
+    if todo and not selects_any(root, tests):
+        # No test of the selection runs elsewhere: no mutant is worth a copy and a session.
+        codes.update(dict.fromkeys(todo, NOTHING_RAN))
+        todo = []
     if todo:
         tree = tree_copy(root, workdir)
         try:

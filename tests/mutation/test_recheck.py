@@ -77,3 +77,13 @@ def test_the_copy_holds_the_working_tree_and_the_modules_results(tmp_path):
     assert (tree / "mutants").resolve() == (workdir / "mutants").resolve()
     assert (tree / "pyproject.toml").read_text() == "[tool.mutmut]\n"
     assert not (tree / ".venv").exists() and not (tree / "var").exists()
+
+
+def test_a_selection_with_no_server_test_spends_no_copy_on_its_survivors(tmp_path):
+    codes = recheck.recheck(
+        run.ROOT, tmp_path, OWNERSHIP, ["m_1", "m_2"], ["tests/tooling/test_output_cap.py"]
+    )
+
+    assert codes == {"m_1": 5, "m_2": 5}
+    assert not (tmp_path / "recheck").exists()
+    assert recheck.killed_by_recheck(run.ROOT, tmp_path, OWNERSHIP) == set()
