@@ -14,7 +14,7 @@ from django.utils.translation import override
 from core.errors import GaranteError, ValidationFailed
 from core.models import StaffMembership
 from sales.models import PriceList, Product, Quote
-from sales.money import STORED_AMOUNT_LIMIT
+from sales.money import STORED_AMOUNT_LIMIT, shown
 from sales.services.catalog import price_list_item_set, product_create
 from sales.services.quote_pricing import (
     MAX_LINE_QUANTITY,
@@ -184,6 +184,20 @@ def test_a_row_of_the_most_units_is_one_and_one_unit_more_is_not(company, catalo
     assert most.total == Decimal("423500.00")
     assert not over.ok
     assert [len(line.problems) for line in over.lines] == [1, 1]
+    # Said on its rows, once: not again as the quote's, and no total for a quote not taken.
+    assert (over.problems, over.subtotal, over.total) == ((), 0, 0)
+
+
+def test_a_shortage_of_several_units_is_told_in_each_language_with_its_numbers(company, catalog):
+    said = {}
+    for language in ("es", "en"):
+        with override(language):
+            result = quote_preview(company=company, rows=[("TAZ-002", 7)], at=timezone.now())
+        (problem,) = result.lines[0].problems
+        said[language] = problem
+        # Three left (a plural), seven asked, the product named: its words are the catalogue's.
+        assert "3" in problem and "7" in problem and "Taza de cerámica" in problem
+    assert said["es"] != said["en"]
 
 
 def test_asking_for_exactly_what_is_left_is_fine(company, catalog):
@@ -321,10 +335,22 @@ def priced(company, price_list, items):
     )
 
 
-def refused_in_each_language(attempt):
+class LazyShown:
+    """An amount as the language in use writes it, when it is read."""
+
+    def __init__(self, amount, currency):
+        self.amount, self.currency = amount, currency
+
+    def __str__(self):
+        return shown(self.amount, self.currency)
+
+
+def refused_in_each_language(attempt, values=()):
     """The refusal `attempt` raises for a Spanish and for an English company: one code and
     extras, and a message in each language (not the other's, not its type's generic one).
-    Its words are not pinned."""
+    Its words are not pinned. `values` are what the message carries written in the language
+    in use (an amount): the words around them must differ too, not only the way a number is
+    written."""
     said = {}
     for language in ("es", "en"):
         with override(language):
@@ -333,9 +359,16 @@ def refused_in_each_language(attempt):
             error = refused.value
             said[language] = (str(error.user_message), str(type(error).default_message))
             said[language, "code"] = (error.code, error.extras)
+            words = said[language][0]
+            for value in values:
+                written = str(value)
+                assert written in words
+                words = words.replace(written, "")
+            said[language, "words"] = words
     assert said["es", "code"] == said["en", "code"]
     assert said["es"][0].strip() and said["en"][0].strip()
     assert said["es"][0] != said["en"][0]
+    assert said["es", "words"] != said["en", "words"]
     assert said["es"][0] != said["es"][1] and said["en"][0] != said["en"][1]
     return error
 
@@ -411,7 +444,10 @@ def test_an_amount_too_large_to_store_is_refused_in_its_own_words(company, catal
 
 
 def test_a_total_not_ours_is_refused_with_ours_in_its_own_words():
-    error = refused_in_each_language(lambda: check_expected_total("12.49", Decimal("12.50"), "EUR"))
+    error = refused_in_each_language(
+        lambda: check_expected_total("12.49", Decimal("12.50"), "EUR"),
+        values=[LazyShown(Decimal("12.50"), "EUR")],
+    )
 
     assert (error.code, error.extras) == ("total_mismatch", {"total": "12.50", "currency": "EUR"})
 
