@@ -20,8 +20,10 @@ from core.idempotency.engine import (
     canonical_json,
     check_gateway_key,
     check_http_key,
+    idempotent_execute,
     request_fingerprint,
 )
+from core.models import IdempotencyRecord
 from tests.wording import told_in_its_own_words
 
 SAFE_INTEGER = 2**53 - 1  # RFC 8785 numbers are IEEE-754 doubles
@@ -207,6 +209,25 @@ def test_a_fingerprint_stored_by_an_earlier_release_still_matches():
     assert (
         request_fingerprint("cancel_appointment", request)
         == "ede1364f510a37f3a9cb30bd1c0dbe0dc6a49ae33d49d7a1549816d947287c6a"
+    )
+
+
+@pytest.mark.django_db
+def test_a_record_is_stored_with_the_fingerprint_an_earlier_release_computed(company):
+    """What the engine stores is that same fingerprint, of its operation and its request: a
+    record written today must match the retry a later release fingerprints."""
+    idempotent_execute(
+        company=company,
+        key="k-pinned",
+        operation="cancel_appointment",
+        request={"reference": "AP-123456", "reason": None},
+        effect=lambda: ({"done": True}, 200),
+    )
+
+    record = IdempotencyRecord.objects.get(company=company, key="k-pinned")
+    assert (record.operation, record.fingerprint) == (
+        "cancel_appointment",
+        "ede1364f510a37f3a9cb30bd1c0dbe0dc6a49ae33d49d7a1549816d947287c6a",
     )
 
 
