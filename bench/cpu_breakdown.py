@@ -35,7 +35,7 @@ os.environ.setdefault(
 os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
 os.environ.setdefault("GARANTE_LOG_LEVEL", "WARNING")
 
-from bench.config import SERVER_ENV  # noqa: E402
+from bench.config import CASE_ARGS, CUSTOMER, SERVER_ENV  # noqa: E402
 
 os.environ.update(SERVER_ENV)
 
@@ -65,9 +65,7 @@ from core.models import Company  # noqa: E402
 from core.process_cache import process_caches_forget  # noqa: E402
 from core.services import gateway_credential_issue, gateway_credential_revoke  # noqa: E402
 
-CUSTOMER = "12345678Z"  # Ana, a sandbox contact
 CONVERSATION = f"cpu-breakdown-{uuid.uuid4().hex[:8]}"
-CASE = {"identifier": CUSTOMER, "subject": "No funciona", "description": "Prueba."}
 NEXT_MONDAY = (date.today() + timedelta(days=7 - date.today().weekday())).isoformat()
 
 
@@ -85,8 +83,10 @@ SCENARIOS: dict[str, Callable[[], dict]] = {
     "find_available_slots": lambda: tools_call(
         "find_available_slots", {"service": "Corte de pelo", "from": NEXT_MONDAY, "limit": 10}
     ),
-    "open_case (replay)": lambda: tools_call("open_case", CASE, key=f"{CONVERSATION}-replayed"),
-    "open_case (first write)": lambda: tools_call("open_case", CASE, key=str(uuid.uuid4())),
+    "open_case (replay)": lambda: tools_call(
+        "open_case", CASE_ARGS, key=f"{CONVERSATION}-replayed"
+    ),
+    "open_case (first write)": lambda: tools_call("open_case", CASE_ARGS, key=str(uuid.uuid4())),
 }
 _fresh = iter(range(1, 10**9))
 
@@ -143,7 +143,7 @@ def profile(names: list[str], calls: int) -> None:
         )
 
     post(tools_call("identify_contact", {"document": CUSTOMER}, key=str(uuid.uuid4())))
-    post(tools_call("open_case", CASE, key=f"{CONVERSATION}-replayed"))
+    post(tools_call("open_case", CASE_ARGS, key=f"{CONVERSATION}-replayed"))
     for name in names:
         make = PROFILED.get(name)
         if name == "GET /api/ping":
