@@ -93,10 +93,10 @@ def fill_appointments(total: int) -> float:
         base AS (SELECT coalesce(max(id), 0) AS b FROM agenda_appointment)
         INSERT INTO agenda_appointment (company_id, reference, contact_id, service_id,
             professional_id, starts_at, ends_at, blocked_from, blocked_until, state,
-            created_via, created_at, updated_at)
+            created_via, created_at, updated_at, sequence, notes)
         SELECT p.company_id, 'AP-B' || (base.b + g), k.id, s.id, p.id,
                t, t + interval '30 minutes', t, t + interval '40 minutes', 'attended',
-               'staff', t, t
+               'staff', t, t, 0, ''
         FROM generate_series(1, {missing}) AS g
         CROSS JOIN base CROSS JOIN s CROSS JOIN k
         JOIN p ON p.i = g % p.n
