@@ -110,15 +110,21 @@ axe-install: $(AXE_STAMP)
 conformance: install conformance-install
 	$(BIN)/python -m tests.conformance.run
 
+# What the bench runs besides Python, from Debian when missing (command:package): wrk sends the
+# load, PgBouncer and nginx make its two-node row's cluster (deploy/cluster.py).
+BENCH_TOOLS = wrk:wrk pgbouncer:pgbouncer nginx:nginx
+
 # GARANTE_BENCH_QUICK=1 make bench: short windows, no memory top-up and no growth loads;
 # GARANTE_BENCH_SCENARIOS and GARANTE_BENCH_OFF choose rows (docs/performance.md).
 bench: install
 	@$(MAKE) --no-print-directory speedups || \
 		echo "the speed-ups could not be installed (a C compiler?): the bench measures without them"
 	$(BIN)/python bench/idempotency.py
-	@command -v wrk >/dev/null 2>&1 || { apt-get install -y -qq wrk >/dev/null 2>&1 || \
-		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq wrk >/dev/null 2>&1; } || \
-		echo "wrk could not be installed: bench/load.py skips the load scenarios"; }
+	@missing=; for pair in $(BENCH_TOOLS); do \
+		command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+	[ -z "$$missing" ] || apt-get install -y -qq $$missing >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $$missing >/dev/null 2>&1; } || \
+		echo "could not install$$missing: bench/load.py skips the load scenarios without wrk"
 	$(BIN)/python bench/load.py
 
 # A scaled-out Garante on local ports (deploy/cluster.py, docs/scaling.md): PgBouncer in
