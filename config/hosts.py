@@ -5,7 +5,9 @@ the machine API's paths, config.urls), but only once a middleware or view first 
 host, and it logs each one at ERROR with a full traceback. Scanners and misdirected clients
 send such requests all day: a traceback each would bury the log and page someone for nothing.
 Here the host is checked first, before any other middleware (the health probes aside), and a
-refusal is logged as one WARNING line on Django's own `django.security.DisallowedHost` logger.
+refusal is logged as one WARNING line on Django's own `django.security.DisallowedHost` logger,
+and the "Bad Request" line Django writes for every 4xx answer is filtered out for it
+(`HostRefusedOnce`).
 """
 
 import logging
@@ -27,7 +29,15 @@ class RefuseUnknownHosts:
             request.get_host()
         except DisallowedHost as refused:
             logger.warning("%s (%s %r)", refused, request.method, request.path_info[:200])
-            response = get_resolver().resolve_error_handler(400)(request, refused)
-            response._has_been_logged = True  # the line above says it all: no "Bad Request"
-            return response
+            request.garante_host_refused = True  # type: ignore[attr-defined]
+            return get_resolver().resolve_error_handler(400)(request, refused)
         return self.get_response(request)
+
+
+class HostRefusedOnce(logging.Filter):
+    """On Django's `django.request` logger (settings.LOGGING): drops its "Bad Request" line for
+    a request RefuseUnknownHosts refused, whose one line is already written."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        return not getattr(request, "garante_host_refused", False)

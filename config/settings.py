@@ -163,7 +163,10 @@ if GARANTE_LOG_FORMAT not in ("plain", "json"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_context": {"()": "core.logs.RequestContextFilter"}},
+    "filters": {
+        "request_context": {"()": "core.logs.RequestContextFilter"},
+        "host_refused_once": {"()": "config.hosts.HostRefusedOnce"},
+    },
     "formatters": {
         "plain": {
             "()": "core.logs.PlainFormatter",
@@ -182,11 +185,13 @@ LOGGING = {
     # runserver's access lines (the demo) through the same handler and masking, rather than
     # Django's own handler for them, which writes a request's query string as it came.
     "loggers": {
+        # A Host refused is one line (config.hosts), not that line and Django's "Bad Request".
+        "django.request": {"filters": ["host_refused_once"]},
         "django.server": {
             "handlers": ["console"],
             "level": os.environ.get("GARANTE_LOG_LEVEL", "INFO"),
             "propagate": False,
-        }
+        },
     },
 }
 

@@ -170,7 +170,7 @@ def _quote_detail(quote: Quote, now: datetime, **extra: object) -> dict:
                 "tax": money.to_wire(line.tax, currency),
                 "total_incl_tax": money.to_wire(line.total, currency),
             }
-            for line in quote.lines.all()
+            for line in quote.lines_shown()
         ],
         "subtotal": money.to_wire(quote.subtotal, currency),
         "tax": money.to_wire(quote.tax_total, currency),

@@ -29,7 +29,9 @@ document as public. Nothing is excused.
 """
 
 import ast
+import functools
 import importlib
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,7 +122,11 @@ def names_defined(trees: dict[Path, ast.Module]) -> set[str]:
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 defined.add(node.id)
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                defined.add(node.attr)
+                # `self._x = ...` makes a name; `obj._x = ...` does too, unless the name is one
+                # the libraries use themselves: then it writes their internals
+                # (`response._has_been_logged`, a queryset's `_result_cache`).
+                if _name_of(node.value) in {"self", "cls"} or node.attr not in library_attributes():
+                    defined.add(node.attr)
             elif isinstance(node, ast.arg) or (isinstance(node, ast.keyword) and node.arg):
                 defined.add(node.arg)
             elif isinstance(node, ast.alias) and node.asname:
@@ -135,6 +141,24 @@ def names_defined(trees: dict[Path, ast.Module]) -> set[str]:
             ):
                 defined.add(str(node.args[1].value))
     return defined
+
+
+# The packages whose internals the project could be tempted to reach: their own attribute names.
+INTERNALS_OF = ("django", "psycopg", "celery", "kombu")
+
+
+@functools.cache
+def library_attributes() -> frozenset[str]:
+    """Every underscore attribute name the source of INTERNALS_OF reads or writes (`._name`)."""
+    found: set[str] = set()
+    for package in INTERNALS_OF:
+        for folder in importlib.import_module(package).__path__:
+            for path in Path(folder).rglob("*.py"):
+                found.update(ATTRIBUTE.findall(path.read_text(encoding="utf-8", errors="ignore")))
+    return frozenset(name for name in found if is_private(name))
+
+
+ATTRIBUTE = re.compile(r"\.(_[A-Za-z]\w*)")
 
 
 def _name_of(node: ast.AST) -> str | None:

@@ -374,5 +374,5 @@ class QuoteAdmin(CsvExportAdmin, ServiceTransitionsAdmin, CompanyScopedAdmin):
         obj.pk, obj.reference = quote.pk, quote.reference
         obj._state.adding = False
         # What the history entry lists as added (a formset's documented save() results).
-        rows.new_objects = list(quote.lines.all())
+        rows.new_objects = list(quote.lines_shown())
         rows.changed_objects, rows.deleted_objects = [], []

@@ -4,6 +4,7 @@ State fields are protected django-fsm-2 fields: only the transition methods chan
 only the services in sales.services call those, under a row lock.
 """
 
+from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 
@@ -110,6 +111,9 @@ class Quote(FSMModelMixin, models.Model):
     )
 
     objects = QuoteQuerySet.as_manager()
+    # The lines quote_create has just inserted, in order, kept on the instance it returns: no
+    # field, and None on every quote read from the database (`lines_shown`).
+    inserted_lines: "list[QuoteLine] | None" = None
 
     class Meta:
         verbose_name = _("quote")
@@ -122,6 +126,11 @@ class Quote(FSMModelMixin, models.Model):
 
     def __str__(self) -> str:
         return self.reference
+
+    def lines_shown(self) -> "Iterable[QuoteLine]":
+        """Its lines in order: those its creation just inserted, so that showing a new quote
+        reads nothing again; else the related manager's (prefetched where the caller did)."""
+        return self.inserted_lines if self.inserted_lines is not None else self.lines.all()
 
     def is_lapsed(self, now: datetime) -> bool:
         """Open but past its validity at `now` (`QuoteQuerySet.lapsed` in SQL)."""

@@ -123,7 +123,7 @@ def quote_create(
             )
             for position, line in enumerate(totals.lines, start=1)
         )
-        _lines_known(quote, lines)
+        quote.inserted_lines = lines  # shown without reading them again (Quote.lines_shown)
         if send:
             # The row was inserted by this transaction: no other one sees it, nothing to lock.
             _quote_send_locked(quote, by=by, now=now)
@@ -185,15 +185,6 @@ def quote_create_once(
         # A total the model told the customer is held to the quote answered, as to a new one.
         check_expected_total(expected_total, done.record.total, done.record.currency)
     return done
-
-
-def _lines_known(quote: Quote, lines: list[QuoteLine]) -> None:
-    """Give `quote.lines.all()` the lines just inserted, as prefetch_related would, so showing
-    the new quote reads nothing again."""
-    known = quote.lines.all()
-    known._result_cache = lines
-    known._prefetch_done = True
-    quote._prefetched_objects_cache = {"lines": known}
 
 
 def quote_send(*, quote: Quote, by: Any = None, now: datetime | None = None) -> Quote:
