@@ -3,7 +3,6 @@
 import functools
 import json
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
@@ -20,6 +19,7 @@ from core.errors import Conflict, ValidationFailed
 from core.idempotency import check_http_key, idempotent_execute
 from core.idempotency.engine import effect_may_have_happened, idempotency_records_purge
 from core.models import Company, IdempotencyRecord
+from tests.servers import wait_for
 from tests.testapp import services
 from tests.testapp.models import Counter, Reservation
 from tests.wording import told_in_its_own_words
@@ -621,15 +621,6 @@ def as_a_twin(work: Callable[[], Any]) -> Future:
         pool.shutdown(wait=False)
 
 
-def eventually(predicate: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 def another_session_waits_on_a_lock() -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -694,7 +685,8 @@ def test_a_twin_waiting_on_the_first_replays_its_answer_once_it_commits(company,
         runs.append(1)
         inside.set()
         # The twin waits on this uncommitted record's key (the unique index): commit then.
-        return {"twin_waited": eventually(another_session_waits_on_a_lock)}, 201
+        waited = wait_for(another_session_waits_on_a_lock, timeout=WAIT_SECONDS, interval=0.01)
+        return {"twin_waited": waited}, 201
 
     first = as_a_twin(lambda: call(effect=effect_until_the_twin_waits))
     assert inside.wait(WAIT_SECONDS)
