@@ -425,6 +425,17 @@ def profile_missed(report: dict[str, Any]) -> None:
         timeout=900,
     )
     report["profiles"] = done.stdout if done.returncode == 0 else done.stdout + done.stderr
+    if API_PING in missed:
+        # The ping's cProfile shares say only "Django": its middleware, one group at a time.
+        layers = subprocess.run(
+            [PYTHON, "bench/middleware_cost.py"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        report["profiles"] += layers.stdout if layers.returncode == 0 else layers.stderr[-2000:]
 
 
 def _terminate(signum: int, frame: Any) -> None:
