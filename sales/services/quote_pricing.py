@@ -297,11 +297,16 @@ def quote_preview(
 def _stock_problem(name: str, available: int, wanted: int) -> str:
     if available == 0:
         return str(_("“%(name)s” is out of stock.") % {"name": name})
+    # Written as the language groups its numbers (1.234 in Spanish), as the most units are.
     return str(
         ngettext(
-            "Only %(available)d of “%(name)s” is in stock (%(wanted)d asked).",
-            "Only %(available)d of “%(name)s” are in stock (%(wanted)d asked).",
+            "Only %(available)s of “%(name)s” is in stock (%(wanted)s asked).",
+            "Only %(available)s of “%(name)s” are in stock (%(wanted)s asked).",
             available,
         )
-        % {"available": available, "name": name, "wanted": wanted}
+        % {
+            "available": formats.number_format(available, force_grouping=True),
+            "name": name,
+            "wanted": formats.number_format(wanted, force_grouping=True),
+        }
     )

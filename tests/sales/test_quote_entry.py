@@ -200,6 +200,18 @@ def test_a_shortage_of_several_units_is_told_in_each_language_with_its_numbers(c
     assert said["es"] != said["en"]
 
 
+def test_a_shortage_in_thousands_groups_its_numbers_as_each_language_does(company, catalog):
+    Product.objects.filter(sku="TAZ-002").update(quantity_on_hand=1234)
+    said = {}
+    for language in ("es", "en"):
+        with override(language):
+            result = quote_preview(company=company, rows=[("TAZ-002", 5000)], at=timezone.now())
+        (said[language],) = result.lines[0].problems
+
+    assert "1.234" in said["es"] and "5.000" in said["es"]
+    assert "1,234" in said["en"] and "5,000" in said["en"]
+
+
 def test_asking_for_exactly_what_is_left_is_fine(company, catalog):
     result = preview(company, [("TAZ-002", 2), ("TAZ-002", 1)])
 
