@@ -163,25 +163,55 @@ def _drf_problems(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
         return found
     if isinstance(detail, list):
         if all(isinstance(item, str) for item in detail):
-            return [(prefix or "(body)", str(item)) for item in detail]
+            return [(prefix or "(body)", _drf_message(item)) for item in detail]
         found = []
         for index, item in enumerate(detail):
             if item:
                 found += _drf_problems(item, f"{prefix}.{index}" if prefix else str(index))
         return found
-    return [(prefix or "(body)", str(detail))]
+    return [(prefix or "(body)", _drf_message(detail))]
+
+
+# DRF's messages that repeat the value sent ('"<x>" is not a valid choice.', 'Invalid pk
+# "<x>" - object does not exist.'), by their codes: a problem says what is wrong in words of
+# ours instead, never the caller's text (a filter or a body may carry anything at all).
+_DRF_ECHOING = {
+    "invalid_choice": _("No es una de las opciones admitidas."),
+    "does_not_exist": _("No existe ningún registro con ese valor."),
+}
+# A Django validator's message that names the value it refused ('“<x>” value must be a
+# decimal number.').
+VALUE_REFUSED = _("Ese valor no se admite aquí.")
+
+
+def _drf_message(item: Any) -> str:
+    replaced = _DRF_ECHOING.get(getattr(item, "code", None))
+    return str(item if replaced is None else replaced)
 
 
 def _django_problems(exc: DjangoValidationError) -> list[tuple[str, str]]:
-    try:
-        by_field = exc.message_dict
-    except AttributeError:  # raised without fields
-        return [("(body)", message) for message in exc.messages]
+    if not hasattr(exc, "error_dict"):  # raised without fields
+        return [("(body)", message) for message in _django_messages(exc)]
     return [
         ("(body)" if name == "__all__" else name, message)
-        for name, messages in by_field.items()
-        for message in messages
+        for name, errors in exc.error_dict.items()
+        for error in errors
+        for message in _django_messages(error)
     ]
+
+
+def _django_messages(exc: DjangoValidationError) -> list[str]:
+    """Each message of `exc`, one that shows the value it refused (its `value` parameter)
+    replaced by VALUE_REFUSED."""
+    messages: list[str] = []
+    for error in exc.error_list:
+        value = (error.params or {}).get("value")
+        shown = error.messages
+        if value not in (None, "") and any(str(value) in message for message in shown):
+            messages.append(str(VALUE_REFUSED))
+        else:
+            messages += shown
+    return messages
 
 
 # Field-level codes a client may branch on: the first one found becomes the error's `code`

@@ -1,12 +1,16 @@
 """The one JSON error shape for everything that can go wrong before or around a service call:
 routing, methods, bodies, throttling, and a database that is down (503, never a 500 page)."""
 
+import logging
+
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import caches
+from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
+from core.boundary import as_garante_error
 from core.models import StaffMembership
 from core.roles import staff_membership_set
 from support.models import Case
@@ -84,6 +88,49 @@ def test_errors_is_the_deprecated_alias_of_problems_cut_alike(api):
     assert len(body["problems"]) == 20 and body["problems_omitted"] == 5
     assert body["errors"] == [
         {"field": p["field"], "problem": p["message"]} for p in body["problems"]
+    ]
+
+
+def test_a_problem_never_repeats_the_value_sent(api):
+    sent = "<b>zq-sent-value</b>"
+    answers = [
+        api.get("quotes", state=sent),
+        api.post("cases", {"subject": "S", "channel": sent, "priority": sent}),
+    ]
+
+    for response in answers:
+        assert response.status_code == 422
+        body = response.json()
+        assert body["problems"] and "zq-sent-value" not in response.content.decode()
+    assert {p["message"] for p in answers[0].json()["problems"]} == {
+        "No es una de las opciones admitidas."
+    }
+
+
+def test_a_django_validator_that_names_the_value_is_answered_in_words_of_ours():
+    refused = ValidationError(
+        {
+            "amount": ValidationError(
+                "“%(value)s” value must be a decimal number.",
+                code="invalid",
+                params={"value": "DNI 12345678Z"},
+            ),
+            "notes": ValidationError(
+                "Ensure this value has at most %(limit_value)d characters (it has %(show_value)d).",
+                code="max_length",
+                params={"limit_value": 300, "show_value": 301, "value": "x" * 301},
+            ),
+        }
+    )
+
+    error = as_garante_error(refused, logger=logging.getLogger("test"))
+
+    assert error.extras["problems"] == [
+        {"field": "amount", "message": "Ese valor no se admite aquí."},
+        {
+            "field": "notes",
+            "message": "Ensure this value has at most 300 characters (it has 301).",
+        },
     ]
 
 
