@@ -64,6 +64,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIO
 from core.boundary import (
     as_garante_error,
     bearer_challenge,
+    body_too_large,
+    malformed_json,
     method_not_allowed,
     problem,
     problems_error,
@@ -204,7 +206,7 @@ def _receive(request: HttpRequest) -> HttpResponse | JSONRPCRequest | JSONRPCNot
     try:
         decoded = loads(body)
     except ValueError:
-        return _error_response(None, RpcError(PARSE_ERROR, "Parse error"))
+        return _error_response(None, _parse_error())
     try:
         return _envelope(decoded)
     except _EnvelopeRejected as rejected:
@@ -230,16 +232,17 @@ def _answer(request: HttpRequest, message: JSONRPCRequest | JSONRPCNotification)
         del accepted["Content-Type"]  # no body, so no type
         return accepted
 
-    try:
-        route = _route(request, message)
-    except RpcError as error:
-        return _error_response(message.id, error, modern=_looks_modern(request, message))
-    try:
-        # No language override here: call_tool writes a tool's outcome in the company's
-        # language itself, and `_call` its own error answers; nothing else is translated.
-        result = _dispatch(company, message, route)
-    except RpcError as error:
-        return _error_response(message.id, error, modern=route.modern)
+    # The company is known from here on: its language for every message of the answer, a
+    # -32602's `data` included, as a tool's outcome is (call_tool).
+    with company_language(company):
+        try:
+            route = _route(request, message)
+        except RpcError as error:
+            return _error_response(message.id, error, modern=_looks_modern(request, message))
+        try:
+            result = _dispatch(company, message, route)
+        except RpcError as error:
+            return _error_response(message.id, error, modern=route.modern)
     return _result_response(message.id, result)
 
 
@@ -257,7 +260,12 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse:
             ),
         )
     limit = settings.GARANTE_MCP_MAX_BODY_BYTES
-    too_large = RpcError(INVALID_REQUEST, "Request body too large", status=413)
+    too_large = RpcError(
+        INVALID_REQUEST,
+        "Request body too large",
+        data=_error_data(body_too_large()),
+        status=413,
+    )
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -269,7 +277,7 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse:
     except RequestDataTooBig:
         return _error_response(None, too_large)
     except UnreadablePostError:
-        return _error_response(None, RpcError(PARSE_ERROR, "Parse error"))
+        return _error_response(None, _parse_error())
     if len(body) > limit:
         return _error_response(None, too_large)
     return body
@@ -319,6 +327,17 @@ def _envelope(decoded: Any) -> JSONRPCRequest | JSONRPCNotification:
 def _error_data(error: GaranteError) -> dict[str, Any]:
     """A JSON-RPC error's `data`: the canonical error body, as every API writes it."""
     return error_outcome(error).body
+
+
+def _parse_error() -> RpcError:
+    return RpcError(PARSE_ERROR, "Parse error", data=_error_data(malformed_json()))
+
+
+def _invalid_params(message: str, field: str) -> RpcError:
+    """-32602 for one field of the params, its `data` the canonical body as for every -32602
+    (a tool's arguments, the protocol's schema)."""
+    invalid = problems_error([field], lambda name: problem(name, message), code="invalid_params")
+    return RpcError(INVALID_PARAMS, message, data=_error_data(invalid))
 
 
 def _unauthenticated(
@@ -384,17 +403,18 @@ def _modern_ladder(request: HttpRequest, message: JSONRPCRequest) -> str:
     params = message.params or {}
     meta = params.get("_meta")
     if not isinstance(meta, Mapping):
-        raise RpcError(
-            INVALID_PARAMS,
+        raise _invalid_params(
             f"params._meta must be an object carrying {PROTOCOL_VERSION_META_KEY!r} and "
             f"{CLIENT_CAPABILITIES_META_KEY!r}",
+            "_meta",
         )
     missing = [
         k for k in (PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY) if k not in meta
     ]
     if missing:
-        raise RpcError(
-            INVALID_PARAMS, f"params._meta is missing the required key(s): {', '.join(missing)}"
+        raise _invalid_params(
+            f"params._meta is missing the required key(s): {', '.join(missing)}",
+            f"_meta.{missing[0]}",
         )
     version = meta[PROTOCOL_VERSION_META_KEY]
     header = request_header(request, VERSION_HEADER)
@@ -409,7 +429,10 @@ def _modern_ladder(request: HttpRequest, message: JSONRPCRequest) -> str:
     if named is not None and decode_header_value(request_header(request, NAME_HEADER)) != named:
         raise RpcError(HEADER_MISMATCH, f"{NAME_HEADER} header does not match params.{name_key}")
     if not isinstance(version, str):
-        raise RpcError(INVALID_PARAMS, "The protocol version in params._meta must be a string")
+        raise _invalid_params(
+            "The protocol version in params._meta must be a string",
+            f"_meta.{PROTOCOL_VERSION_META_KEY}",
+        )
     if version not in MODERN_VERSIONS:
         raise _unsupported_version(version)
     return version
@@ -532,7 +555,7 @@ def tool_entry(tool: Any) -> dict[str, Any]:
 def _list_tools(company: Company, params: dict[str, Any], route: Route) -> str:
     if params.get("cursor") is not None:
         # We never hand out a cursor: the whole list is one page.
-        raise RpcError(INVALID_PARAMS, "Invalid cursor")
+        raise _invalid_params("Invalid cursor", "cursor")
     result: dict[str, Any] = {"tools": [tool_entry(t) for t in registry.all()]}
     if route.modern:
         # Private: the list is served per credential, so shared caches must not reuse it.

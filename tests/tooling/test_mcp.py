@@ -328,6 +328,9 @@ def test_a_modern_request_without_its_meta_keys_is_400_invalid_params(mcp, subte
 
             body = error_of(response, 400, -32602)
             assert body["id"] == 4
+            data = body["error"]["data"]
+            assert (data["error_type"], data["code"]) == ("VALIDATION", "invalid_params")
+            assert data["problems"][0]["field"].startswith("_meta")
 
 
 def _modern_body(method: str, params: dict | None = None, version: str = "2026-07-28") -> dict:
@@ -424,6 +427,7 @@ def test_malformed_json_is_a_parse_error_with_null_id(mcp, subtests):
             body = error_of(mcp.post(raw), 400, -32700)
 
             assert body["id"] is None
+            assert body["error"]["data"]["code"] == "malformed_json"
 
 
 INVALID_ENVELOPES = [
@@ -545,6 +549,21 @@ def test_malformed_tools_call_params_are_invalid_params(mcp, subtests):
             assert body["error"]["data"]["problems"]
 
 
+def test_a_cursor_we_never_handed_out_is_invalid_params_naming_it(mcp):
+    body = error_of(mcp.request("tools/list", {"cursor": "abc"}), 200, -32602)
+
+    assert body["error"]["data"]["problems"] == [{"field": "cursor", "message": "Invalid cursor"}]
+
+
+def test_a_32602_is_written_in_the_companys_language(mcp, company):
+    company.language = "en"
+    company.save(update_fields=["language"])
+
+    body = error_of(mcp.call("no_such_tool", {}), 200, -32602)
+
+    assert body["error"]["data"]["user_message"] == "The data sent is not valid."
+
+
 def test_a_body_over_the_limit_is_413(mcp, settings):
     settings.GARANTE_MCP_MAX_BODY_BYTES = 2_000
     padding = "x" * 2_100
@@ -553,6 +572,7 @@ def test_a_body_over_the_limit_is_413(mcp, settings):
 
     assert response.status_code == 413
     assert response.json()["error"]["code"] == -32600
+    assert response.json()["error"]["data"]["code"] == "body_too_large"
     assert result_of(mcp.call("list_services", {}, meta={"pad": "x" * 1_000}))
 
 
