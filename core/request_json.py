@@ -1,6 +1,6 @@
 """The one JSON reading of a request body, shared by every API: the tool API (MCP and the REST
 tool mirror, tooling) and the integration API (integration), so each refuses the same bodies
-alike, as malformed JSON (400)."""
+alike: another media type or charset (415, `is_json_media_type`), malformed JSON (400)."""
 
 import json
 import math
@@ -46,3 +46,17 @@ def _finite(literal: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"{literal[:40]} is too large a number")
     return value
+
+
+def is_json_media_type(content_type: str | None) -> bool:
+    """Whether a request's Content-Type is JSON as every API takes it: `application/json`,
+    with no parameter but an optional `charset=utf-8` (RFC 8259 JSON is UTF-8; MCP's
+    transport answers 415 to anything else, and so does every API)."""
+    media_type, *parameters = (content_type or "").split(";")
+    if media_type.strip().lower() != "application/json":
+        return False
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() != "charset" or value.strip().strip('"').lower() != "utf-8":
+            return False
+    return True

@@ -23,11 +23,10 @@ from core.errors import RULE_CODES, GaranteError
 from core.idempotency import HTTP_KEY_PATTERN
 from core.models import Conversation
 from core.outcome import outcome_response
-from core.request_json import loads
+from core.request_json import is_json_media_type, loads
 from core.selectors import gateway_company_authenticate
 from tooling.context import CallMeta
 from tooling.execution import call_tool
-from tooling.http import is_json_media_type
 from tooling.registry import Tool, ToolErrorOut, registry
 
 logger = logging.getLogger("garante.tools")

@@ -76,11 +76,10 @@ from core.boundary import (
 from core.errors import GaranteError
 from core.models import Company
 from core.outcome import Outcome, dumps, error_outcome, json_response, text_response
-from core.request_json import loads
+from core.request_json import is_json_media_type, loads
 from tooling.auth import gateway_company, request_header
 from tooling.context import CallMeta
 from tooling.execution import call_tool, company_language
-from tooling.http import is_json_media_type
 from tooling.registry import registry
 
 logger = logging.getLogger("garante.mcp")

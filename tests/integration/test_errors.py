@@ -62,6 +62,30 @@ def test_a_body_that_is_not_json_is_415(api):
     assert response.json()["error_type"] == "VALIDATION"
 
 
+def test_json_in_another_charset_is_415_as_on_the_tool_api(api):
+    body = '{"first_name": "Begoña"}'
+    answers = {
+        charset: api.client.post(
+            "/api/v1/contacts",
+            body.encode(charset),
+            content_type=f"application/json; charset={charset}",
+            HTTP_IDEMPOTENCY_KEY=f"k-{charset}",
+        )
+        for charset in ("latin-1", "utf-16")
+    }
+
+    for charset, response in answers.items():
+        assert response.status_code == 415, charset
+        assert response.json()["code"] == "unsupported_media_type"
+    bad_bytes = api.client.post(
+        "/api/v1/contacts",
+        body.encode("latin-1"),
+        content_type="application/json; charset=utf-8",
+        HTTP_IDEMPOTENCY_KEY="k-bytes",
+    )
+    assert (bad_bytes.status_code, bad_bytes.json()["code"]) == (400, "malformed_json")
+
+
 def test_a_body_that_is_not_an_object_is_422(api):
     response = api.post("contacts", ["Ana"])
 

@@ -4,7 +4,7 @@ error, never read as JSON anyway (the MCP transport demands it)."""
 
 import pytest
 
-from tooling.http import is_json_media_type
+from core.request_json import is_json_media_type
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
