@@ -72,7 +72,7 @@ MIDDLEWARE = [
 GARANTE_MACHINE_API_PATHS = ("/mcp", "/api/tools/", "/api/ping")
 # Every API, the machine API's paths included: errors answered in JSON, never an HTML page
 # (core.middleware.api_of).
-GARANTE_API_PATHS = ("/mcp", "/api/")
+GARANTE_API_PATHS = ("/mcp", "/mcp/", "/api/")
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

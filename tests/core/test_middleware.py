@@ -41,9 +41,10 @@ def test_the_machine_api_is_the_mcp_endpoint_and_the_rest_tool_mirror_only():
 
 
 def test_every_path_under_an_api_is_the_api_and_the_pages_are_not():
-    for path in ("/mcp", "/api/tools/nothing", "/api/v1/contacts/", "/api/v1/x\n", "/api/docs"):
+    for path in ("/mcp", "/mcp/", "/mcp/x", "/api/tools/nothing", "/api/v1/x\n", "/api/docs"):
         assert api_of(path) is not None, path
-    for path in ("/admin/", "/mcpx", "/api", "/messages/opt-out/abc", "/metrics"):
+    assert api_of("/mcp/") is not Api.MACHINE  # no endpoint there: a JSON 404, no deadline
+    for path in ("/admin/", "/mcpx", "/mcpx/", "/api", "/messages/opt-out/abc", "/metrics"):
         assert api_of(path) is None, path
 
 
@@ -109,3 +110,12 @@ def test_the_admin_keeps_csrf_sessions_frame_options_and_the_browsers_language(
     )
     assert logged_in.status_code == 302
     assert "sessionid" in logged_in.cookies
+
+
+@pytest.mark.django_db
+def test_a_path_under_the_mcp_endpoint_is_a_json_404(client):
+    for path in ("/mcp/", "/mcp/x", "/mcp/tools/list"):
+        response = client.post(path, {}, content_type="application/json")
+        assert response.status_code == 404, path
+        assert response["Content-Type"].startswith("application/json"), path
+        assert response.json()["code"] == "not_found"
