@@ -242,15 +242,10 @@ def _field_code(codes: Any) -> str | None:
 def _request_problems_error(
     found: list[tuple[str, str]], *, code: str = "invalid_request"
 ) -> ValidationFailed:
-    """A request body's field problems. `errors` ({field, problem}) is the integration API's
-    deprecated alias of `problems`, kept for one release (CHANGELOG.md); cut alike."""
-    error = problems_error(
+    """A request body's field problems."""
+    return problems_error(
         found, lambda item: problem(*item), code=code, message=INVALID_REQUEST_MESSAGE
     )
-    error.extras["errors"] = [
-        {"field": p["field"], "problem": p["message"]} for p in error.extras["problems"]
-    ]
-    return error
 
 
 INVALID_REQUEST_MESSAGE = _("Los datos enviados no son válidos.")

@@ -67,7 +67,8 @@ def error_capped(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
     if isinstance(problems, list):
         omitted = payload.get("problems_omitted") or 0
         shrunk = dict(payload, problems=list(problems))
-        # The integration API's deprecated alias of the same list (core.boundary) is cut alike.
+        # The integration API's deprecated alias of the same list (integration.errors) is cut
+        # alike.
         alias = isinstance(payload.get("errors"), list)
         if alias:
             shrunk["errors"] = list(payload["errors"])

@@ -18,6 +18,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
     """DRF's EXCEPTION_HANDLER: every failure becomes the canonical JSON error."""
     set_rollback()
     error = as_garante_error(exc, logger=logger, where="the integration API")
+    problems = error.extras.get("problems")
+    if problems is not None:
+        # `errors` ({field, problem}): this API's deprecated alias of `problems`, kept for one
+        # release (CHANGELOG.md) and cut alike by the output cap (core.outcome).
+        error.extras["errors"] = [{"field": p["field"], "problem": p["message"]} for p in problems]
     return error_response(error, context.get("request"))
 
 
