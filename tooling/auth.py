@@ -1,4 +1,9 @@
-"""Gateway authentication shared by the MCP endpoint and the REST tool mirror."""
+"""The Gateway's request headers, for the MCP endpoint and the REST tool mirror: the bearer
+token's company, and a header value MCP may send base64-encoded."""
+
+import base64
+import binascii
+import re
 
 from django.http import HttpRequest
 
@@ -20,3 +25,26 @@ def bearer_token(request: HttpRequest) -> str:
 def gateway_company(request: HttpRequest) -> Company | None:
     """The company whose active gateway token the request bears, or None."""
     return gateway_company_authenticate(bearer_token(request))
+
+
+_BASE64_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
+
+
+def decode_header_value(value: str | None) -> str | None:
+    """A header value as sent, or the UTF-8 text inside `=?base64?...?=`; None if malformed."""
+    if value is None:
+        return None
+    match = _BASE64_SENTINEL.fullmatch(value)
+    if match is None:
+        return value
+    payload = match["payload"]
+    try:
+        raw = base64.b64decode(payload, validate=True)
+    except binascii.Error:
+        return None
+    if base64.b64encode(raw).decode("ascii") != payload:
+        return None  # non-canonical base64 never matches the body by accident
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

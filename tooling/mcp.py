@@ -26,10 +26,7 @@ error's `data`, where it has one, is the canonical error body (core.boundary): -
 `problems` as a tool result does.
 """
 
-import base64
-import binascii
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +74,7 @@ from core.errors import GaranteError
 from core.models import Company
 from core.outcome import Outcome, dumps, error_outcome, json_response, text_response
 from core.request_json import is_json_media_type, loads
-from tooling.auth import gateway_company, request_header
+from tooling.auth import decode_header_value, gateway_company, request_header
 from tooling.context import CallMeta
 from tooling.execution import call_tool, company_language
 from tooling.registry import registry
@@ -118,7 +115,6 @@ MODERN_STATUS = {
 }
 LEGACY_STATUS = {PARSE_ERROR: 400, INVALID_REQUEST: 400, UNSUPPORTED_PROTOCOL_VERSION: 400}
 
-_BASE64_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
 
 RequestId = int | str
 
@@ -444,26 +440,6 @@ def _unsupported_version(requested: str) -> RpcError:
         "Unsupported protocol version",
         data={"supported": list(supported), "requested": requested},
     )
-
-
-def decode_header_value(value: str | None) -> str | None:
-    """A header value as sent, or the UTF-8 text inside `=?base64?...?=`; None if malformed."""
-    if value is None:
-        return None
-    match = _BASE64_SENTINEL.fullmatch(value)
-    if match is None:
-        return value
-    payload = match["payload"]
-    try:
-        raw = base64.b64decode(payload, validate=True)
-    except binascii.Error:
-        return None
-    if base64.b64encode(raw).decode("ascii") != payload:
-        return None  # non-canonical base64 never matches the body by accident
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 # --- dispatch ----------------------------------------------------------------------------
