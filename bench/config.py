@@ -106,6 +106,16 @@ SERVER_ENV = {
 }
 
 
+def in_process_environment() -> None:
+    """For a script that runs Garante in process against the bench's database
+    (bench/cpu_breakdown.py, bench/middleware_cost.py), before Django is set up: the shipped
+    settings, the bench database, the test client's host and the servers' environment."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DATABASE_URL", DATABASE_URL)
+    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
+    os.environ.update(SERVER_ENV)
+
+
 def environment(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(

@@ -26,18 +26,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-os.environ.setdefault(
-    "DATABASE_URL",
-    f"{os.environ.get('GARANTE_BENCH_PG', 'postgres://postgres@127.0.0.1:5432')}/"
-    f"{os.environ.get('GARANTE_BENCH_DB', 'garante_bench')}",
-)
-os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
 os.environ.setdefault("GARANTE_LOG_LEVEL", "WARNING")
 
-from bench.config import CASE_ARGS, CUSTOMER, SERVER_ENV  # noqa: E402
+from bench.config import CASE_ARGS, CUSTOMER, in_process_environment  # noqa: E402
 
-os.environ.update(SERVER_ENV)
+in_process_environment()
 
 import atexit  # noqa: E402
 import shutil  # noqa: E402

@@ -24,18 +24,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-os.environ.setdefault(
-    "DATABASE_URL",
-    f"{os.environ.get('GARANTE_BENCH_PG', 'postgres://postgres@127.0.0.1:5432')}/"
-    f"{os.environ.get('GARANTE_BENCH_DB', 'garante_bench')}",
-)
-os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
 os.environ["GARANTE_LOG_LEVEL"] = "INFO"  # the request line on, as shipped
 
-from bench.config import SERVER_ENV  # noqa: E402
+from bench.config import in_process_environment  # noqa: E402
 
-os.environ.update(SERVER_ENV)
+in_process_environment()
 
 import django  # noqa: E402
 

@@ -255,27 +255,28 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse:
             ),
         )
     limit = settings.GARANTE_MCP_MAX_BODY_BYTES
-    too_large = RpcError(
-        INVALID_REQUEST,
-        "Request body too large",
-        data=_error_data(body_too_large()),
-        status=413,
-    )
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         declared = 0
     if declared > limit:
-        return _error_response(None, too_large)
+        return _too_large()
     try:
         body = request.body
     except RequestDataTooBig:
-        return _error_response(None, too_large)
+        return _too_large()
     except UnreadablePostError:
         return _error_response(None, _parse_error())
     if len(body) > limit:
-        return _error_response(None, too_large)
+        return _too_large()
     return body
+
+
+def _too_large() -> HttpResponse:
+    data = _error_data(body_too_large())
+    return _error_response(
+        None, RpcError(INVALID_REQUEST, "Request body too large", data=data, status=413)
+    )
 
 
 def _origin_allowed(request: HttpRequest) -> bool:
@@ -328,10 +329,12 @@ def _parse_error() -> RpcError:
     return RpcError(PARSE_ERROR, "Parse error", data=_error_data(malformed_json()))
 
 
-def _invalid_params(message: str, field: str) -> RpcError:
-    """-32602 for one field of the params, its `data` the canonical body as for every -32602
-    (a tool's arguments, the protocol's schema)."""
-    invalid = problems_error([field], lambda name: problem(name, message), code="invalid_params")
+def _invalid_params(
+    message: str, field: str, *, says: str | None = None, code: str = "invalid_params"
+) -> RpcError:
+    """-32602 for one field of the params (what is wrong with it: `says`, else `message`), its
+    `data` the canonical body as for every -32602 (a tool's arguments, the protocol's schema)."""
+    invalid = problems_error([field], lambda name: problem(name, says or message), code=code)
     return RpcError(INVALID_PARAMS, message, data=_error_data(invalid))
 
 
@@ -542,10 +545,12 @@ def _call(company: Company, params: dict[str, Any], route: Route) -> str:
     name = params["name"]
     tool = registry.get(name)
     if tool is None:
-        unknown = problems_error(
-            ["name"], lambda field: problem(field, "No tool with this name."), code="unknown_tool"
+        raise _invalid_params(
+            f"Unknown tool: {name[:128]}",
+            "name",
+            says="No tool with this name.",
+            code="unknown_tool",
         )
-        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name[:128]}", data=_error_data(unknown))
     meta = params.get("_meta") or {}
     call_meta = CallMeta(
         conversation_id=meta.get(CONVERSATION_KEY),
